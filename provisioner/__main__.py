@@ -1,0 +1,5 @@
+"""``python -m provisioner`` is the same command line as ``nerve``."""
+
+from provisioner.cli import main
+
+raise SystemExit(main())
