@@ -1,0 +1,61 @@
+"""Where the package's templates, skills and the Loom contract fixture are on disk.
+
+An installed wheel carries them under ``provisioner/_assets/`` (see pyproject's
+``force-include``); a source checkout (editable install, or tests run from the tree) has them
+at the repository root. Everything that reads a template asks this module, so both layouts
+behave the same.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+_PACKAGE_DIR = Path(__file__).resolve().parent
+_WHEEL_ASSETS = _PACKAGE_DIR / "_assets"
+_CHECKOUT_ROOT = _PACKAGE_DIR.parent
+
+
+class AssetsMissing(RuntimeError):
+    """The templates are neither in the installed package nor in a source checkout."""
+
+
+@cache
+def asset_root() -> Path:
+    """The folder that holds ``templates/`` and ``skills/``.
+
+    Raises ``AssetsMissing`` when neither layout is present (a broken install).
+    """
+    for root in (_WHEEL_ASSETS, _CHECKOUT_ROOT):
+        if (root / "templates" / "copier.yml").is_file():
+            return root
+    raise AssetsMissing(
+        f"templates not found under {_WHEEL_ASSETS} or {_CHECKOUT_ROOT}; reinstall nerve-provisioner"
+    )
+
+
+def template_dir() -> Path:
+    """The Copier template (the folder holding ``copier.yml``)."""
+    return asset_root() / "templates"
+
+
+def skills_dir() -> Path:
+    """The bundled skills, templated per backend (TXT-2)."""
+    return asset_root() / "skills"
+
+
+def loom_fixture_path() -> Path:
+    """The Loom contract fixture (BACK-4, CON-1).
+
+    In a wheel it is shipped beside the templates; in a checkout it is the generated file under
+    ``tests/fixtures/``.
+    """
+    shipped = _WHEEL_ASSETS / "loom_lifecycle_ops.json"
+    if shipped.is_file():
+        return shipped
+    return _CHECKOUT_ROOT / "tests" / "fixtures" / "loom_lifecycle_ops.json"
+
+
+def in_checkout() -> bool:
+    """True when running from a source tree (goldens and fixtures are then at hand)."""
+    return asset_root() == _CHECKOUT_ROOT
