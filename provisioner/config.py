@@ -169,7 +169,8 @@ def configured_backend(
     that does not load raises ``ConfigError`` here too.
     """
     config = load_config(config_dir, workspace, env)
-    return config.memory_backend if "memory.backend" in config.sources else None
+    memory = config.data.get("memory") or {}
+    return config.memory_backend if memory.get("backend") not in (None, "") else None
 
 
 # --- reading the layers ------------------------------------------------------------------------

@@ -462,6 +462,8 @@ class TestBackendChoice:
         """INIT-2: init falls back to memU only when nothing names a backend."""
         shared(config_dir, "memory: {}\n")
         assert configured_backend(config_dir, env={}) is None
+        local(config_dir, "memory:\n  backend: ${NOT_SET:-}\n")
+        assert configured_backend(config_dir, env={}) is None
 
     def test_configured_backend_follows_the_expanded_configuration(self, config_dir, workspace):
         """INIT-2, CONF-2: the name a file gives, after expansion."""
