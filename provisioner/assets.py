@@ -30,7 +30,8 @@ def asset_root() -> Path:
         if (root / "templates" / "copier.yml").is_file():
             return root
     raise AssetsMissing(
-        f"templates not found under {_WHEEL_ASSETS} or {_CHECKOUT_ROOT}; reinstall nerve-provisioner"
+        f"templates not found under {_WHEEL_ASSETS} or {_CHECKOUT_ROOT}; "
+        "expected an intact install of nerve-provisioner"
     )
 
 

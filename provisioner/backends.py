@@ -16,6 +16,11 @@ from provisioner import assets
 
 DEFAULT_BACKEND = "memu"  # BACK-1
 
+# BACK-2: personal (SOUL, IDENTITY, USER, AGENTS, TOOLS, MEMORY) and worker (SOUL, AGENTS,
+# TOOLS, MEMORY, TASK); which files each gets is decided by the template's file names.
+PROFILES: tuple[str, ...] = ("personal", "worker")
+DEFAULT_PROFILE = "personal"
+
 # BACK-3: memU's nine memory tools, served by Nerve's own MCP server ``nerve``.
 MEMU_TOOLS: tuple[str, ...] = (
     "memorize",

@@ -1,0 +1,219 @@
+"""The ``nerve`` command line (also ``python -m provisioner``).
+
+Every command reports bad input as one line on stderr and exits with status 2, never with a
+traceback; ``nerve golden check`` exits 1 when the render drifted from the goldens, and
+``nerve diff`` exits 1 when it showed a difference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn
+
+from provisioner.backends import BACKEND_NAMES, PROFILES
+
+EXIT_OK = 0
+EXIT_DIFFERENCE = 1
+EXIT_USAGE = 2
+DEFAULT_WORKSPACE = "~/nerve-workspace"
+DEFAULT_CONFIG_DIR = "~/.nerve"
+
+
+class UsageError(Exception):
+    """Bad input on the command line or in a file it names; printed as one line."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line and goes through ``UsageError``."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="nerve", description="Provision Nerve workspaces per memory backend.")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    _add_init(commands)
+    _add_render(commands)
+    _add_diff(commands)
+    _add_golden(commands)
+    return parser
+
+
+def _add_workspace_options(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--workspace",
+        type=Path,
+        default=None,
+        help=f"workspace folder (default: $NERVE_WORKSPACE or {DEFAULT_WORKSPACE})",
+    )
+    command.add_argument(
+        "--config-dir",
+        type=Path,
+        default=None,
+        help=f"configuration folder (default: $NERVE_CONFIG_DIR or {DEFAULT_CONFIG_DIR})",
+    )
+
+
+def _add_init(commands: argparse._SubParsersAction) -> None:
+    init = commands.add_parser("init", help="provision a workspace")
+    init.add_argument("--memory-backend", choices=BACKEND_NAMES, default=None)
+    init.add_argument("--profile", choices=PROFILES, default=None)
+    _add_workspace_options(init)
+    modes = init.add_mutually_exclusive_group()
+    modes.add_argument("--terminal", dest="mode", action="store_const", const="terminal")
+    modes.add_argument("--slim", dest="mode", action="store_const", const="slim")
+    modes.add_argument(
+        "--non-interactive", dest="mode", action="store_const", const="non-interactive"
+    )
+    init.add_argument("--data", action="append", default=[], metavar="KEY=VALUE")
+    init.add_argument("--json", action="store_true", help="print the summary as JSON")
+    init.set_defaults(handler=_run_init)
+
+
+def _add_render(commands: argparse._SubParsersAction) -> None:
+    render = commands.add_parser("render", help="render a workspace into a folder for preview")
+    render.add_argument("--backend", choices=BACKEND_NAMES, default="memu")
+    render.add_argument("--profile", choices=PROFILES, default="personal")
+    render.add_argument("--out", type=Path, required=True)
+    render.add_argument("--data", action="append", default=[], metavar="KEY=VALUE")
+    render.set_defaults(handler=_run_render)
+
+
+def _add_diff(commands: argparse._SubParsersAction) -> None:
+    diff = commands.add_parser(
+        "diff", help="show how workspace files differ from what init would write"
+    )
+    _add_workspace_options(diff)
+    diff.add_argument("--memory-backend", choices=BACKEND_NAMES, default=None)
+    diff.add_argument("paths", nargs="*", help="files relative to the workspace (default: all)")
+    diff.set_defaults(handler=_run_diff)
+
+
+def _add_golden(commands: argparse._SubParsersAction) -> None:
+    golden = commands.add_parser("golden", help="check or update the frozen renders")
+    actions = golden.add_subparsers(dest="golden_command", required=True, parser_class=_Parser)
+    check = actions.add_parser("check", help="compare a fresh render with golden/")
+    check.add_argument("--golden-dir", type=Path, default=None)
+    check.add_argument("--json", action="store_true")
+    check.set_defaults(handler=_run_golden_check)
+    update = actions.add_parser("update", help="rewrite goldens (memU only when named)")
+    update.add_argument("--golden-dir", type=Path, default=None)
+    update.add_argument("--backend", choices=BACKEND_NAMES, action="append", default=None)
+    update.set_defaults(handler=_run_golden_update)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; returns the exit status."""
+    from provisioner.errors import user_errors
+
+    try:
+        args = build_parser().parse_args(argv)
+        return args.handler(args)
+    except user_errors() as error:
+        print(f"nerve: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("nerve: interrupted", file=sys.stderr)
+        return 130
+
+
+def _paths(args: argparse.Namespace) -> tuple[Path, Path]:
+    workspace = args.workspace or Path(os.environ.get("NERVE_WORKSPACE") or DEFAULT_WORKSPACE)
+    config_dir = args.config_dir or Path(os.environ.get("NERVE_CONFIG_DIR") or DEFAULT_CONFIG_DIR)
+    return workspace.expanduser(), config_dir.expanduser()
+
+
+def _data(pairs: Sequence[str]) -> dict[str, str]:
+    data: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--data {pair!r}: expected KEY=VALUE")
+        data[key.strip()] = value
+    return data
+
+
+def _run_init(args: argparse.Namespace) -> int:
+    from provisioner.init import InitRequest, Prompter, run_init
+    from provisioner.summary import init_summary_json, init_summary_text
+
+    workspace, config_dir = _paths(args)
+    mode = args.mode or ("terminal" if sys.stdin.isatty() else "non-interactive")
+    request = InitRequest(
+        workspace=workspace,
+        config_dir=config_dir,
+        mode=mode,
+        backend=args.memory_backend,
+        profile=args.profile,
+        data=_data(args.data),
+        env=dict(os.environ),
+    )
+    prompter = None
+    if mode != "non-interactive":
+        prompter = Prompter(sys.stdin, sys.stderr, _secret_reader())
+    result = run_init(request, prompter)
+    if args.json:
+        print(json.dumps(init_summary_json(result, config_dir), indent=2))
+    else:
+        print(init_summary_text(result, config_dir), end="")
+    return EXIT_OK
+
+
+def _secret_reader():  # type: ignore[no-untyped-def]
+    """getpass on a terminal (no echo); plain lines when answers are piped in."""
+    if sys.stdin.isatty():
+        import getpass
+
+        return getpass.getpass
+    return None
+
+
+def _run_render(args: argparse.Namespace) -> int:
+    from provisioner.previews import render_preview
+
+    written = render_preview(args.backend, args.profile, args.out, _data(args.data))
+    print(f"rendered {len(written)} files ({args.backend}, {args.profile}) into {args.out}")
+    return EXIT_OK
+
+
+def _run_diff(args: argparse.Namespace) -> int:
+    from provisioner.previews import workspace_diff
+
+    workspace, _config_dir = _paths(args)
+    output, differs = workspace_diff(workspace, args.memory_backend, args.paths)
+    sys.stdout.write(output)
+    return EXIT_DIFFERENCE if differs else EXIT_OK
+
+
+def _run_golden_check(args: argparse.Namespace) -> int:
+    from provisioner import golden
+    from provisioner.summary import golden_report_json, golden_report_text
+
+    golden_dir = args.golden_dir or golden.default_golden_dir()
+    if not golden_dir.is_dir():
+        raise UsageError(f"{golden_dir}: no golden folder; expected golden/ of a checkout")
+    report = golden.check(golden_dir)
+    if args.json:
+        print(json.dumps(golden_report_json(report), indent=2))
+    else:
+        sys.stdout.write(golden_report_text(report))
+    return EXIT_OK if report.ok else EXIT_DIFFERENCE
+
+
+def _run_golden_update(args: argparse.Namespace) -> int:
+    from provisioner import golden
+
+    backends = args.backend or [name for name in BACKEND_NAMES if name != "memu"]
+    golden_dir = args.golden_dir or golden.default_golden_dir()
+    touched = golden.update(golden_dir, backends, env=os.environ)
+    for path in touched:
+        print(f"updated {path}")
+    skipped = "" if "memu" in backends else " (memU goldens only with --backend memu)"
+    print(f"{len(touched)} golden files updated for {', '.join(backends)}{skipped}")
+    return EXIT_OK

@@ -1,0 +1,191 @@
+"""Frozen renders (GOLD-1…GOLD-6): compare what the templates render now with ``golden/``.
+
+``golden/<backend>/<profile>/…`` holds the complete render of each workspace, and
+``golden/<backend>/texts/<name>[@<case>].md`` each runtime text. ``check`` renders everything
+into a scratch folder and reports every difference in one run; it never writes to ``golden/``.
+``update`` rewrites the goldens of the backends it is asked for and removes their orphans.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from provisioner import assets
+from provisioner.backends import BACKEND_NAMES, PROFILES, loom_core_tools
+from provisioner.golden_diff import structural_summary, unified_diff
+from provisioner.render import Answers, RenderedFile, read_tree, render_workspace
+from provisioner.wording import WordingProblem, lint_text
+
+TEXTS_DIR = "texts"  # GOLD-1: golden/<backend>/texts/<name>[@<case>].md
+
+
+class GoldenRefused(RuntimeError):
+    """An update that must not run (under CI, or memU goldens not asked for by name)."""
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One way the render and the goldens disagree."""
+
+    kind: str  # "changed", "mode", "missing" (rendered, no golden), "orphan" (golden only)
+    path: str  # relative to the golden folder
+    detail: str = ""
+
+    def headline(self) -> str:
+        explanations = {
+            "changed": "bytes differ",
+            "mode": "exec bit differs",
+            "missing": "rendered, but there is no golden",
+            "orphan": "golden, but no longer rendered",
+        }
+        return f"{self.kind.upper():8} {self.path} ({explanations[self.kind]})"
+
+
+@dataclass
+class CheckReport:
+    """Everything ``check`` found: differences, wording problems, and how many files it saw."""
+
+    differences: list[Difference] = field(default_factory=list)
+    wording: list[WordingProblem] = field(default_factory=list)
+    files_checked: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.differences and not self.wording
+
+
+def default_golden_dir() -> Path:
+    """``./golden`` when the current folder has one, else the source checkout's."""
+    here = Path.cwd() / "golden"
+    if here.is_dir():
+        return here
+    return assets.asset_root() / "golden"
+
+
+def render_expected(scratch: Path) -> dict[str, RenderedFile]:
+    """Render every workspace and runtime text below ``scratch``, keyed by golden path."""
+    expected: dict[str, RenderedFile] = {}
+    for backend in BACKEND_NAMES:
+        for profile in PROFILES:
+            answers = Answers(profile=profile, memory_backend=backend)
+            for rendered in render_workspace(answers, scratch / backend / profile):
+                expected[f"{backend}/{profile}/{rendered.path}"] = rendered
+    for key, rendered in _render_texts().items():
+        expected[key] = rendered
+    return expected
+
+
+def _render_texts() -> dict[str, RenderedFile]:
+    """Each runtime text in each case (TXT-3…TXT-6), keyed ``<backend>/texts/<file>``."""
+    from provisioner import texts
+
+    return {
+        f"{text.backend}/{TEXTS_DIR}/{text.file_name}": RenderedFile(
+            text.file_name, text.body.encode(), executable=False
+        )
+        for text in texts.all_texts()
+    }
+
+
+def check(golden_dir: Path) -> CheckReport:
+    """Compare a fresh render with ``golden_dir``; writes nothing there (GOLD-2, GOLD-5)."""
+    with tempfile.TemporaryDirectory(prefix="nerve-golden-") as scratch:
+        expected = render_expected(Path(scratch))
+    report = CheckReport(files_checked=len(expected))
+    report.differences = compare(expected, read_goldens(golden_dir, BACKEND_NAMES), golden_dir)
+    report.wording = lint_renders(expected)
+    return report
+
+
+def read_goldens(golden_dir: Path, backends: Iterable[str]) -> dict[str, RenderedFile]:
+    """The golden files of ``backends``, keyed by their path below ``golden_dir``."""
+    goldens: dict[str, RenderedFile] = {}
+    for backend in backends:
+        root = golden_dir / backend
+        if root.is_dir():
+            for golden in read_tree(root):
+                goldens[f"{backend}/{golden.path}"] = golden
+    return goldens
+
+
+def compare(
+    expected: Mapping[str, RenderedFile], goldens: Mapping[str, RenderedFile], golden_dir: Path
+) -> list[Difference]:
+    """Every difference between a render and the goldens, sorted by path."""
+    differences: list[Difference] = []
+    for path in sorted(set(expected) | set(goldens)):
+        rendered, golden = expected.get(path), goldens.get(path)
+        if golden is None:
+            differences.append(Difference("missing", path))
+        elif rendered is None:
+            differences.append(Difference("orphan", path))
+        else:
+            if rendered.content != golden.content:
+                detail = unified_diff(golden.content, rendered.content, path)
+                summary = structural_summary(path, golden.content, rendered.content)
+                if summary:
+                    detail += "structure:\n" + "".join(f"  {line}\n" for line in summary)
+                differences.append(Difference("changed", path, detail))
+            if rendered.executable != golden.executable:
+                states = {True: "executable", False: "not executable"}
+                detail = f"golden {states[golden.executable]}, render {states[rendered.executable]}"
+                differences.append(Difference("mode", path, detail + "\n"))
+    return differences
+
+
+def lint_renders(expected: Mapping[str, RenderedFile]) -> list[WordingProblem]:
+    """GOLD-5 over every rendered text; the backend is the first part of the golden path."""
+    core = loom_core_tools()
+    problems: list[WordingProblem] = []
+    for path, rendered in sorted(expected.items()):
+        backend = path.split("/", 1)[0]
+        text = rendered.content.decode("utf-8", errors="replace")
+        problems.extend(lint_text(path, text, backend, core))
+    return problems
+
+
+def update(golden_dir: Path, backends: Iterable[str], *, env: Mapping[str, str]) -> list[str]:
+    """Rewrite the goldens of ``backends`` and remove their orphans (GOLD-3).
+
+    Refused (``GoldenRefused``) when ``CI`` is set: CI checks goldens, it never makes them.
+    Returns the golden paths that were written or removed. Files are replaced one by one
+    through a temporary name, so an interrupted update leaves each file whole.
+    """
+    if env.get("CI"):
+        raise GoldenRefused("golden update is refused while CI is set; run it locally")
+    chosen = tuple(backends)
+    with tempfile.TemporaryDirectory(prefix="nerve-golden-") as scratch:
+        expected = {
+            path: rendered
+            for path, rendered in render_expected(Path(scratch)).items()
+            if path.split("/", 1)[0] in chosen
+        }
+    goldens = read_goldens(golden_dir, chosen)
+    touched: list[str] = []
+    for difference in compare(expected, goldens, golden_dir):
+        target = golden_dir / difference.path
+        if difference.kind == "orphan":
+            target.unlink()
+            _remove_empty_parents(target.parent, golden_dir)
+        else:
+            _write_file(target, expected[difference.path])
+        touched.append(difference.path)
+    return sorted(set(touched))
+
+
+def _write_file(target: Path, rendered: RenderedFile) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temporary = target.with_name(f".{target.name}.tmp")
+    temporary.write_bytes(rendered.content)
+    temporary.chmod(0o755 if rendered.executable else 0o644)
+    os.replace(temporary, target)
+
+
+def _remove_empty_parents(folder: Path, stop: Path) -> None:
+    while folder != stop and folder.is_dir() and not any(folder.iterdir()):
+        folder.rmdir()
+        folder = folder.parent

@@ -1,0 +1,86 @@
+"""How a golden difference is shown to a template author (GOLD-2).
+
+The unified diff makes invisible bytes visible: a carriage return is shown as ``␍`` at the end
+of its line, and a last line without a newline gets GNU diff's ``\\ No newline at end of file``.
+For YAML files a structural summary follows, with cron jobs matched by ``id`` so that a moved
+or re-indented job reads as what it is.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+CR_MARK = "␍"
+NO_NEWLINE = "\\ No newline at end of file"
+DIFF_CONTEXT_LINES = 3
+
+
+def unified_diff(golden: bytes, rendered: bytes, path: str) -> str:
+    """A unified diff from the golden to the render, ending in a newline."""
+    before = _visible_lines(golden)
+    after = _visible_lines(rendered)
+    lines = difflib.unified_diff(
+        before,
+        after,
+        fromfile=f"golden/{path}",
+        tofile=f"rendered/{path}",
+        n=DIFF_CONTEXT_LINES,
+        lineterm="",
+    )
+    return "".join(f"{line}\n" for line in lines)
+
+
+def _visible_lines(content: bytes) -> list[str]:
+    """Lines without their terminator, CR shown, and the missing final newline marked."""
+    text = content.decode("utf-8", errors="backslashreplace")
+    lines: list[str] = []
+    for line in text.splitlines(keepends=True):
+        body = line.rstrip("\r\n")
+        ending = line[len(body) :]
+        shown = body + CR_MARK * ending.count("\r")
+        if not ending.endswith("\n"):
+            shown += "\n" + NO_NEWLINE
+        lines.append(shown)
+    return lines
+
+
+def structural_summary(path: str, golden: bytes, rendered: bytes) -> list[str]:
+    """For a YAML file, one line per structural change (jobs matched by ``id``); else []."""
+    if not path.endswith((".yaml", ".yml")):
+        return []
+    import yaml
+    from deepdiff import DeepDiff  # deferred: only a YAML difference needs it
+
+    try:
+        before = _jobs_by_id(yaml.safe_load(golden))
+        after = _jobs_by_id(yaml.safe_load(rendered))
+    except yaml.YAMLError as error:
+        return [f"not valid YAML: {str(error).splitlines()[0]}"]
+    difference = DeepDiff(before, after, view="tree")
+    lines: list[str] = []
+    labels = {
+        "dictionary_item_added": "added",
+        "dictionary_item_removed": "removed",
+        "values_changed": "changed",
+        "type_changes": "changed type",
+        "iterable_item_added": "item added",
+        "iterable_item_removed": "item removed",
+    }
+    for kind, label in labels.items():
+        for change in difference.get(kind, []):
+            lines.append(f"{_dotted(change.path(output_format='list'))}: {label}")
+    return sorted(lines)
+
+
+def _jobs_by_id(document: Any) -> Any:
+    """Key a ``jobs`` list by job id, so jobs compare by identity, not by position."""
+    if isinstance(document, dict) and isinstance(document.get("jobs"), list):
+        jobs = document["jobs"]
+        if all(isinstance(job, dict) and "id" in job for job in jobs):
+            return {**document, "jobs": {str(job["id"]): job for job in jobs}}
+    return document
+
+
+def _dotted(parts: list[Any]) -> str:
+    return ".".join(str(part) for part in parts) or "(document)"

@@ -1,0 +1,51 @@
+"""The one Jinja environment every render uses: Copier's and the runtime texts'.
+
+Copier builds its own ``SandboxedEnvironment`` from ``copier.yml``; it loads
+``NerveTemplateExtension`` (named under ``_jinja_extensions``), which sets the options below and
+makes the bundled skills loadable. ``make_environment()`` builds a plain environment with the
+same extension for the runtime texts, so a partial renders to the same bytes whichever path
+includes it (TXT-8).
+
+The settings are Copier-compatible and deliberately literal: the trailing newline of a template
+is kept and no whitespace is stripped implicitly (no ``trim_blocks``/``lstrip_blocks``), so what
+a template author sees in the file is what the agent gets; whitespace control is written out
+with ``{%- … -%}`` where it is wanted. Undefined names raise instead of rendering empty.
+"""
+
+from __future__ import annotations
+
+import jinja2
+from jinja2.ext import Extension
+from jinja2.sandbox import SandboxedEnvironment
+
+from provisioner import assets
+
+SKILLS_PREFIX = "bundled-skills"  # templates include a skill as "bundled-skills/<skill>/<file>"
+
+
+class NerveTemplateExtension(Extension):
+    """Sets the shared options and adds the bundled skills to the template loader.
+
+    Copier's own loader refuses paths outside the template folder; the skills live beside it
+    (SPEC §1 keeps ``skills/`` at the top level), so a prefix loader serves them under
+    ``bundled-skills/`` while every other name still goes through the original loader first.
+    """
+
+    def __init__(self, environment: jinja2.Environment) -> None:
+        super().__init__(environment)
+        environment.keep_trailing_newline = True
+        environment.trim_blocks = False
+        environment.lstrip_blocks = False
+        environment.undefined = jinja2.StrictUndefined
+        skills = jinja2.PrefixLoader({SKILLS_PREFIX: jinja2.FileSystemLoader(assets.skills_dir())})
+        loaders = [environment.loader] if environment.loader is not None else []
+        environment.loader = jinja2.ChoiceLoader([*loaders, skills])
+
+
+def make_environment() -> jinja2.Environment:
+    """A sandboxed environment over ``templates/`` with the shared extension loaded."""
+    return SandboxedEnvironment(
+        loader=jinja2.FileSystemLoader(assets.template_dir()),
+        extensions=[NerveTemplateExtension],
+        autoescape=False,
+    )

@@ -1,0 +1,46 @@
+"""Writes to the machine-local configuration file (``config.local.yaml``).
+
+The only value init writes is memU's optional embeddings key (INIT-3). The file is read, the
+one key set, and the result written through a temporary name, so a failure leaves the old file
+whole. YAML comments in the file do not survive the rewrite; the summary says which file was
+written.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import yaml
+
+LOCAL_CONFIG_NAME = "config.local.yaml"  # CONF-1
+EMBEDDINGS_KEY_PATH = ("memory", "memu", "openai_api_key")  # INIT-3
+
+
+class LocalConfigError(ValueError):
+    """The machine-local file exists but is not a YAML mapping, so it is left alone."""
+
+
+def store_embeddings_key(config_dir: Path, key: str) -> Path:
+    """Set memU's embeddings key in ``<config_dir>/config.local.yaml``; returns the path."""
+    path = Path(config_dir) / LOCAL_CONFIG_NAME
+    document: dict = {}
+    if path.is_file():
+        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+        if loaded is not None and not isinstance(loaded, dict):
+            raise LocalConfigError(f"{path}: top level is not a mapping; the key was not stored")
+        document = loaded or {}
+    node = document
+    for part in EMBEDDINGS_KEY_PATH[:-1]:
+        child = node.get(part)
+        if not isinstance(child, dict):
+            child = {}
+            node[part] = child
+        node = child
+    node[EMBEDDINGS_KEY_PATH[-1]] = key
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.tmp")
+    temporary.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
+    temporary.chmod(0o600)
+    os.replace(temporary, path)
+    return path

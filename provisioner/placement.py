@@ -1,0 +1,80 @@
+"""Place a fresh render into a workspace without ever overwriting an edit (INIT-5).
+
+Each rendered file is compared with what is on disk and with the hash the previous render
+recorded in ``.nerve/provisioned.json``:
+
+* not on disk: **created**;
+* on disk with the same bytes and exec bit: **unchanged**;
+* on disk, different, but still exactly what this package shipped last time: **re-worded**;
+* on disk, different, and not what was shipped (edited by someone, or written by another
+  tool): **kept** as it is, and listed with the command that shows the difference.
+
+Files are replaced one at a time through a temporary name and the manifest is written last, so
+an interrupted run leaves every file whole and a second run finishes the job.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from provisioner.render import MANIFEST_PATH, RenderedFile
+
+
+@dataclass
+class Placement:
+    """What placing a render did, by file path relative to the workspace."""
+
+    created: list[str] = field(default_factory=list)
+    reworded: list[str] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+
+
+def place(
+    rendered: list[RenderedFile], workspace: Path, previous_manifest: Mapping[str, Any] | None
+) -> Placement:
+    """Write ``rendered`` into ``workspace`` following the rules of the module docstring."""
+    shipped: Mapping[str, str] = (previous_manifest or {}).get("files", {})
+    placement = Placement()
+    manifest: RenderedFile | None = None
+    for new in rendered:
+        if new.path == MANIFEST_PATH:
+            manifest = new
+            continue
+        target = workspace / new.path
+        current = _read_current(target)
+        if current is None:
+            _write(target, new)
+            placement.created.append(new.path)
+        elif current.content == new.content and current.executable == new.executable:
+            placement.unchanged.append(new.path)
+        elif shipped.get(new.path) == current.digest:
+            _write(target, new)
+            placement.reworded.append(new.path)
+        else:
+            placement.kept.append(new.path)
+    if manifest is not None:
+        _write(workspace / manifest.path, manifest)
+    return placement
+
+
+def _read_current(target: Path) -> RenderedFile | None:
+    if not target.is_file():
+        return None
+    executable = bool(target.stat().st_mode & 0o100)
+    return RenderedFile(target.as_posix(), target.read_bytes(), executable)
+
+
+def _write(target: Path, new: RenderedFile) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temporary = target.with_name(f".{target.name}.nerve-tmp")
+    temporary.write_bytes(new.content)
+    mode = 0o755 if new.executable else 0o644
+    if target.exists():
+        mode = (target.stat().st_mode & 0o666) | (0o111 if new.executable else 0)
+    temporary.chmod(mode)
+    os.replace(temporary, target)

@@ -1,0 +1,136 @@
+"""The questions of the workspace template, read from ``templates/copier.yml``.
+
+The template is data (see docs/templates.md): each question's type, choices, default, help,
+``when`` and ``validator`` are declared there once. ``nerve init`` reads them here to resolve
+answers from flags, ``--data``, the environment and earlier answers, and to ask them in plain
+line-based prompts; Copier reads the same file when it renders. ``when`` and ``validator`` are
+Jinja expressions and are evaluated with the shared environment, so both agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import yaml
+
+from provisioner import assets
+from provisioner.jinja_env import make_environment
+
+BACKEND_QUESTION = "memory_backend"  # INIT-2: set by --memory-backend or the config, never asked
+SLIM_QUESTIONS = ("profile", "agent_name", "user_name", "timezone")  # INIT-1: slim mode asks these
+TIMEZONE_QUESTION = "timezone"
+_TRUE_WORDS = frozenset({"true", "yes", "y", "1", "on"})
+_FALSE_WORDS = frozenset({"false", "no", "n", "0", "off"})
+
+
+class AnswerError(ValueError):
+    """An answer that does not fit its question; the message says what is expected."""
+
+
+@dataclass(frozen=True)
+class Question:
+    """One question of ``copier.yml``."""
+
+    name: str
+    type: str
+    help: str
+    default: Any
+    choices: tuple[str, ...] = ()
+    when: str | None = None
+    validator: str | None = None
+
+    @property
+    def env_name(self) -> str:
+        """The environment variable that answers it in non-interactive mode (INIT-1)."""
+        return f"NERVE_{self.name.upper()}"
+
+    def parse(self, raw: str) -> Any:
+        """Turn the text a user typed (or passed with ``--data``) into a typed answer."""
+        if self.type == "bool":
+            word = raw.strip().lower()
+            if word in _TRUE_WORDS:
+                return True
+            if word in _FALSE_WORDS:
+                return False
+            raise AnswerError(f"{raw!r} is not a yes/no answer; expected true or false")
+        return raw.strip()
+
+    def asked_given(self, answers: Mapping[str, Any]) -> bool:
+        """Whether the question applies, given the answers so far (its ``when``)."""
+        if self.when is None:
+            return True
+        return _render(self.when, answers).strip().lower() not in ("", "false", "0", "none")
+
+    def check(self, value: Any, answers: Mapping[str, Any]) -> None:
+        """Raise ``AnswerError`` when ``value`` does not fit: choices, validator, timezone."""
+        if self.choices and value not in self.choices:
+            raise AnswerError(f"{value!r} is not one of: {', '.join(self.choices)}")
+        if self.type == "bool" and not isinstance(value, bool):
+            raise AnswerError(f"{value!r} is not a yes/no answer; expected true or false")
+        if self.name == TIMEZONE_QUESTION:
+            _check_timezone(value)
+        if self.validator:
+            message = _render(self.validator, {**answers, self.name: value}).strip()
+            if message:
+                raise AnswerError(f"{value!r}: {message}")
+
+
+def _check_timezone(value: Any) -> None:
+    try:
+        ZoneInfo(str(value))
+    except (ZoneInfoNotFoundError, ValueError):
+        raise AnswerError(
+            f"{value!r} is not an IANA timezone; expected a name such as UTC or Europe/Berlin"
+        ) from None
+
+
+def _render(expression: str, answers: Mapping[str, Any]) -> str:
+    environment = _environment()
+    return environment.from_string(expression).render(**_with_unasked(answers))
+
+
+def _with_unasked(answers: Mapping[str, Any]) -> dict[str, Any]:
+    """Answers plus defaults for the rest, so an expression never meets an undefined name."""
+    values = {question.name: question.default for question in load_questions()}
+    values.update(answers)
+    return values
+
+
+@cache
+def _environment():  # type: ignore[no-untyped-def]
+    return make_environment()
+
+
+@cache
+def load_questions() -> tuple[Question, ...]:
+    """Every question of ``copier.yml``, in the order the file declares them."""
+    path = assets.template_dir() / "copier.yml"
+    document = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    questions = []
+    for name, spec in document.items():
+        if name.startswith("_"):
+            continue
+        questions.append(
+            Question(
+                name=name,
+                type=spec.get("type", "str"),
+                help=spec.get("help", name),
+                default=spec.get("default"),
+                choices=tuple(spec.get("choices", ())),
+                when=spec.get("when"),
+                validator=spec.get("validator"),
+            )
+        )
+    return tuple(questions)
+
+
+def question_named(name: str) -> Question:
+    """The question called ``name``; ``KeyError`` when the template has none."""
+    for question in load_questions():
+        if question.name == name:
+            return question
+    raise KeyError(name)

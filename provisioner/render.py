@@ -1,0 +1,136 @@
+"""Render a workspace through Copier (INIT-4) and describe what was rendered.
+
+``render_workspace`` is the one way a workspace is produced: ``nerve init`` renders into a
+fresh folder and then places the files, ``nerve render`` writes a preview, and ``nerve golden``
+compares the same render with the frozen copy. After Copier has written the files, the render
+records the answers and a hash of every file in ``.nerve/provisioned.json``, which is how a
+later ``nerve init`` knows whether a file is still exactly what this package shipped (INIT-5).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from provisioner import assets
+from provisioner.backends import DEFAULT_BACKEND, DEFAULT_PROFILE
+
+MANIFEST_PATH = ".nerve/provisioned.json"  # INIT-4: answers and shipped hashes, per workspace
+MANIFEST_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class Answers:
+    """The answers a workspace is rendered from (the questions of ``templates/copier.yml``)."""
+
+    profile: str = DEFAULT_PROFILE
+    memory_backend: str = DEFAULT_BACKEND
+    agent_name: str = "Nerve"
+    user_name: str = ""
+    timezone: str = "UTC"
+    worker_task: str = ""
+    lockdown: bool = False
+
+    def as_data(self) -> dict[str, Any]:
+        """The answers as Copier data, leaving out questions the profile does not ask."""
+        data = asdict(self)
+        if self.profile != "personal":
+            data.pop("user_name")
+        if self.profile != "worker":
+            data.pop("worker_task")
+        return data
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> Answers:
+        """Answers from a recorded mapping; unknown keys are ignored, missing ones default."""
+        known = {name: data[name] for name in cls.__dataclass_fields__ if name in data}
+        return cls(**known)
+
+
+@dataclass(frozen=True)
+class RenderedFile:
+    """One file of a render: its path relative to the workspace, bytes and exec bit."""
+
+    path: str
+    content: bytes
+    executable: bool
+
+    @property
+    def digest(self) -> str:
+        return "sha256:" + hashlib.sha256(self.content).hexdigest()
+
+
+def render_workspace(answers: Answers, destination: Path) -> list[RenderedFile]:
+    """Render the workspace for ``answers`` into the empty or new folder ``destination``.
+
+    Copier runs with a clean ``Settings()`` (a user's own Copier defaults never leak in) and
+    ``defaults=True`` (the answers are given; nothing is asked). Copier errors propagate: the
+    caller renders into a scratch folder, so a failed render never touches a workspace.
+    """
+    from copier import Settings, run_copy  # deferred: Copier is slow to import
+
+    run_copy(
+        str(assets.template_dir()),
+        destination,
+        data=answers.as_data(),
+        settings=Settings(),
+        defaults=True,
+        overwrite=True,
+        quiet=True,
+        unsafe=True,  # our own Jinja extension (provisioner.jinja_env) is an "unsafe" feature
+        skip_tasks=True,
+        vcs_ref=None,
+    )
+    files = list(read_tree(destination))
+    manifest = _manifest_bytes(answers, files)
+    manifest_file = destination / MANIFEST_PATH
+    manifest_file.parent.mkdir(parents=True, exist_ok=True)
+    manifest_file.write_bytes(manifest)
+    files.append(RenderedFile(MANIFEST_PATH, manifest, executable=False))
+    return sorted(files, key=lambda rendered: rendered.path)
+
+
+def read_tree(root: Path) -> Iterator[RenderedFile]:
+    """Every regular file below ``root`` as a ``RenderedFile`` (paths with ``/``)."""
+    for folder, _dirs, names in os.walk(root):
+        for name in names:
+            path = Path(folder) / name
+            mode = path.stat().st_mode
+            if not stat.S_ISREG(mode):
+                continue
+            relative = path.relative_to(root).as_posix()
+            yield RenderedFile(relative, path.read_bytes(), bool(mode & stat.S_IXUSR))
+
+
+def _manifest_bytes(answers: Answers, files: list[RenderedFile]) -> bytes:
+    manifest = {
+        "format": MANIFEST_FORMAT,
+        "answers": answers.as_data(),
+        "files": {rendered.path: rendered.digest for rendered in sorted(files, key=_by_path)},
+    }
+    return (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode()
+
+
+def _by_path(rendered: RenderedFile) -> str:
+    return rendered.path
+
+
+def read_manifest(workspace: Path) -> dict[str, Any] | None:
+    """The manifest a previous render left in ``workspace``, or None when there is none.
+
+    A manifest that cannot be parsed is treated as absent: every file then counts as edited,
+    so nothing is overwritten on its strength.
+    """
+    try:
+        data = json.loads((workspace / MANIFEST_PATH).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("files"), dict):
+        return None
+    return data
