@@ -8,12 +8,14 @@ behave the same.
 
 from __future__ import annotations
 
+import os
 from functools import cache
 from pathlib import Path
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
 _WHEEL_ASSETS = _PACKAGE_DIR / "_assets"
 _CHECKOUT_ROOT = _PACKAGE_DIR.parent
+ASSETS_ENV = "NERVE_ASSETS_DIR"  # a folder with templates/ and skills/ to render from instead
 
 
 class AssetsMissing(RuntimeError):
@@ -24,8 +26,15 @@ class AssetsMissing(RuntimeError):
 def asset_root() -> Path:
     """The folder that holds ``templates/`` and ``skills/``.
 
-    Raises ``AssetsMissing`` when neither layout is present (a broken install).
+    ``$NERVE_ASSETS_DIR`` names another such folder (a template author's working copy, or a
+    test's modified copy). Raises ``AssetsMissing`` when no candidate has the templates.
     """
+    override = os.environ.get(ASSETS_ENV)
+    if override:
+        root = Path(override).expanduser().resolve()
+        if (root / "templates" / "copier.yml").is_file():
+            return root
+        raise AssetsMissing(f"{ASSETS_ENV}={override}: no templates/copier.yml there")
     for root in (_WHEEL_ASSETS, _CHECKOUT_ROOT):
         if (root / "templates" / "copier.yml").is_file():
             return root
@@ -57,6 +66,6 @@ def loom_fixture_path() -> Path:
     return _CHECKOUT_ROOT / "tests" / "fixtures" / "loom_lifecycle_ops.json"
 
 
-def in_checkout() -> bool:
-    """True when running from a source tree (goldens and fixtures are then at hand)."""
-    return asset_root() == _CHECKOUT_ROOT
+def checkout_root() -> Path:
+    """The source checkout this package was imported from (goldens live there)."""
+    return _CHECKOUT_ROOT

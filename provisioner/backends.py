@@ -43,6 +43,10 @@ class UnknownBackend(ValueError):
     """A backend name that is not in the registry."""
 
 
+class ContractFixtureError(RuntimeError):
+    """The Loom contract fixture is missing or unreadable, so Loom's tool list is unknown."""
+
+
 @dataclass(frozen=True)
 class Backend:
     """What one memory backend looks like to the agent."""
@@ -94,8 +98,18 @@ def get_backend(name: str) -> Backend:
 def loom_core_tools() -> frozenset[str]:
     """Loom's default ("core") tool list, read from the contract fixture (BACK-4).
 
-    Raises ``FileNotFoundError`` when the fixture is missing: the list is never guessed.
+    Raises ``ContractFixtureError`` when the fixture is missing or has no ``core_tools``
+    list: the list is never guessed.
     """
-    with open(assets.loom_fixture_path(), encoding="utf-8") as handle:
-        fixture = json.load(handle)
-    return frozenset(fixture["core_tools"])
+    path = assets.loom_fixture_path()
+    try:
+        with open(path, encoding="utf-8") as handle:
+            tools = json.load(handle)["core_tools"]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise ContractFixtureError(
+            f"{path}: cannot read Loom's core tool list ({type(error).__name__}); expected the "
+            "fixture written by scripts/loom_contract_fixture.py"
+        ) from None
+    if not isinstance(tools, list) or not all(isinstance(tool, str) for tool in tools):
+        raise ContractFixtureError(f"{path}: core_tools: expected a list of tool names")
+    return frozenset(tools)

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 def user_errors() -> tuple[type[BaseException], ...]:
     """The exception classes the CLI reports as one line with exit status 2."""
-    from provisioner.backends import UnknownBackend
+    from provisioner.assets import AssetsMissing
+    from provisioner.backends import ContractFixtureError, UnknownBackend
     from provisioner.cli import UsageError
     from provisioner.config import ConfigError
     from provisioner.golden import GoldenRefused
@@ -20,10 +21,12 @@ def user_errors() -> tuple[type[BaseException], ...]:
 
     return (
         UsageError,
+        AssetsMissing,
         ConfigError,
         InitError,
         AnswerError,
         UnknownBackend,
+        ContractFixtureError,
         GoldenRefused,
         LocalConfigError,
         PreviewError,

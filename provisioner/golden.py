@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from provisioner import assets
+from provisioner import assets, jobs
 from provisioner.backends import BACKEND_NAMES, PROFILES, loom_core_tools
 from provisioner.golden_diff import structural_summary, unified_diff
 from provisioner.render import Answers, RenderedFile, read_tree, render_workspace
@@ -31,7 +31,7 @@ class GoldenRefused(RuntimeError):
 class Difference:
     """One way the render and the goldens disagree."""
 
-    kind: str  # "changed", "mode", "missing" (rendered, no golden), "orphan" (golden only)
+    kind: str  # "changed", "mode", "missing", "orphan" (golden only), "unrecorded" (TXT-7)
     path: str  # relative to the golden folder
     detail: str = ""
 
@@ -41,6 +41,7 @@ class Difference:
             "mode": "exec bit differs",
             "missing": "rendered, but there is no golden",
             "orphan": "golden, but no longer rendered",
+            "unrecorded": "memU job prompt not in the shipped-prompt registry (TXT-7)",
         }
         return f"{self.kind.upper():8} {self.path} ({explanations[self.kind]})"
 
@@ -63,7 +64,7 @@ def default_golden_dir() -> Path:
     here = Path.cwd() / "golden"
     if here.is_dir():
         return here
-    return assets.asset_root() / "golden"
+    return assets.checkout_root() / "golden"
 
 
 def render_expected(scratch: Path) -> dict[str, RenderedFile]:
@@ -98,6 +99,10 @@ def check(golden_dir: Path) -> CheckReport:
     report = CheckReport(files_checked=len(expected))
     report.differences = compare(expected, read_goldens(golden_dir, BACKEND_NAMES), golden_dir)
     report.wording = lint_renders(expected)
+    report.differences += [
+        Difference("unrecorded", f"shipped_memu_prompts.json: {job_id}")
+        for job_id in jobs.unrecorded_memu_prompts()
+    ]
     return report
 
 
@@ -166,6 +171,8 @@ def update(golden_dir: Path, backends: Iterable[str], *, env: Mapping[str, str])
         }
     goldens = read_goldens(golden_dir, chosen)
     touched: list[str] = []
+    if "memu" in chosen and jobs.record_current_memu_prompts():
+        touched.append("provisioner/shipped_memu_prompts.json")
     for difference in compare(expected, goldens, golden_dir):
         target = golden_dir / difference.path
         if difference.kind == "orphan":
