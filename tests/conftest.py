@@ -1,0 +1,86 @@
+"""Shared test helpers: running the real ``nerve`` process, and copies of the templates."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+GOLDEN_DIR = REPO_ROOT / "golden"
+
+# Variables that would change what nerve does; each CLI test starts without them.
+_NERVE_VARIABLES = ("NERVE_", "LOOM_", "COPIER_", "CI")
+
+
+def clean_environment(home: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The test process's environment without nerve's own variables, HOME set to ``home``."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith(_NERVE_VARIABLES)}
+    env["HOME"] = str(home)
+    env["XDG_CONFIG_HOME"] = str(home / ".config")
+    env.update(extra or {})
+    return env
+
+
+RunNerve = Callable[..., subprocess.CompletedProcess]
+
+
+@pytest.fixture
+def run_nerve(tmp_path: Path) -> RunNerve:
+    """Run ``python -m provisioner …`` (the same CLI as ``nerve``) as a real process.
+
+    Runs in ``tmp_path`` with a clean environment whose HOME is a fresh folder, so no user
+    configuration or earlier run leaks in. ``input`` is fed to stdin; stdin is never a TTY.
+    """
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+
+    def run(
+        *args: str,
+        input: str | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+    ) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "provisioner", *args],
+            input=input if input is not None else "",
+            capture_output=True,
+            text=True,
+            env=clean_environment(home, env),
+            cwd=cwd or tmp_path,
+            timeout=120,
+        )
+
+    return run
+
+
+@pytest.fixture
+def assets_copy(tmp_path: Path) -> Path:
+    """A private copy of templates/ and skills/ to plant changes in (``NERVE_ASSETS_DIR``)."""
+    root = tmp_path / "assets"
+    shutil.copytree(REPO_ROOT / "templates", root / "templates")
+    shutil.copytree(REPO_ROOT / "skills", root / "skills")
+    return root
+
+
+@pytest.fixture
+def golden_copy(tmp_path: Path) -> Path:
+    """A private copy of golden/ for tests that update goldens."""
+    target = tmp_path / "golden"
+    shutil.copytree(GOLDEN_DIR, target)
+    return target
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess, *fragments: str) -> None:
+    """Exit status 2, one line on stderr containing every fragment, and no traceback."""
+    assert result.returncode == 2, (result.returncode, result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], (fragment, lines[0])
