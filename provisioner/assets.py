@@ -12,13 +12,15 @@ import os
 from functools import cache
 from pathlib import Path
 
+from provisioner.errors import UserError
+
 _PACKAGE_DIR = Path(__file__).resolve().parent
 _WHEEL_ASSETS = _PACKAGE_DIR / "_assets"
 _CHECKOUT_ROOT = _PACKAGE_DIR.parent
 ASSETS_ENV = "NERVE_ASSETS_DIR"  # a folder with templates/ and skills/ to render from instead
 
 
-class AssetsMissing(RuntimeError):
+class AssetsMissing(UserError, RuntimeError):
     """The templates are neither in the installed package nor in a source checkout."""
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from provisioner import assets
+from provisioner.errors import UserError
 
 DEFAULT_BACKEND = "memu"  # BACK-1
 
@@ -39,11 +40,11 @@ LOOM_SERVER = "loom"  # BACK-3, LOOM-1: Loom's server id in the gateway catalog
 LOOM_TOOL_PREFIX = "loom_"
 
 
-class UnknownBackend(ValueError):
+class UnknownBackend(UserError, ValueError):
     """A backend name that is not in the registry."""
 
 
-class ContractFixtureError(RuntimeError):
+class ContractFixtureError(UserError, RuntimeError):
     """The Loom contract fixture is missing or unreadable, so Loom's tool list is unknown."""
 
 

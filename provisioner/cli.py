@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from provisioner.backends import BACKEND_NAMES, PROFILES
+from provisioner.errors import UserError
 
 EXIT_OK = 0
 EXIT_DIFFERENCE = 1
@@ -24,7 +25,7 @@ DEFAULT_WORKSPACE = "~/nerve-workspace"
 DEFAULT_CONFIG_DIR = "~/.nerve"
 
 
-class UsageError(Exception):
+class UsageError(UserError):
     """Bad input on the command line or in a file it names; printed as one line."""
 
 
@@ -110,12 +111,10 @@ def _add_golden(commands: argparse._SubParsersAction) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the exit status."""
-    from provisioner.errors import user_errors
-
     try:
         args = build_parser().parse_args(argv)
         return args.handler(args)
-    except user_errors() as error:
+    except UserError as error:
         print(f"nerve: error: {error}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

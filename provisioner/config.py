@@ -25,6 +25,7 @@ from urllib.parse import SplitResult, urlsplit
 import yaml
 
 from provisioner.backends import DEFAULT_BACKEND, UnknownBackend, get_backend
+from provisioner.errors import UserError
 
 __all__ = [
     "Config",
@@ -71,7 +72,7 @@ DEFAULT_DEFER_EXTRACTION = False  # CONF-5, SWEEP-3: waiting extraction unless a
 BOOLEAN_WORDS = {"true": True, "false": False}  # CONF-3, CONF-5: what `${VAR:-false}` can give
 
 
-class ConfigError(Exception):
+class ConfigError(UserError):
     """A configuration that cannot be used; ``str()`` is one line for the user.
 
     ``path`` is the file at fault (as given, joined with the file name) and ``key`` the dotted

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from provisioner import assets, jobs
 from provisioner.backends import BACKEND_NAMES, PROFILES, loom_core_tools
+from provisioner.errors import UserError
 from provisioner.golden_diff import structural_summary, unified_diff
 from provisioner.render import Answers, RenderedFile, read_tree, render_workspace
 from provisioner.wording import WordingProblem, lint_text
@@ -23,7 +24,7 @@ from provisioner.wording import WordingProblem, lint_text
 TEXTS_DIR = "texts"  # GOLD-1: golden/<backend>/texts/<name>[@<case>].md
 
 
-class GoldenRefused(RuntimeError):
+class GoldenRefused(UserError, RuntimeError):
     """An update that must not run (under CI, or memU goldens not asked for by name)."""
 
 

@@ -17,6 +17,7 @@ from typing import Any, TextIO
 
 from provisioner.backends import DEFAULT_BACKEND, get_backend
 from provisioner.config import Config, load_config
+from provisioner.errors import UserError
 from provisioner.placement import Placement, place
 from provisioner.questions import (
     BACKEND_QUESTION,
@@ -25,12 +26,12 @@ from provisioner.questions import (
     Question,
     load_questions,
 )
-from provisioner.render import Answers, read_manifest, render_workspace
+from provisioner.render import MANIFEST_PATH, Answers, read_manifest, render_workspace
 
 MODES = ("terminal", "slim", "non-interactive")  # INIT-1
 
 
-class InitError(ValueError):
+class InitError(UserError, ValueError):
     """Input init cannot work with; the message is one line naming what and where."""
 
 
@@ -128,11 +129,24 @@ def run_init(request: InitRequest, prompter: Prompter | None) -> InitResult:
     recorded = dict(manifest.get("answers", {})) if manifest else {}
     answers = resolve_answers(request, backend, recorded, prompter)
     memory_step = memory_setup_step(answers, config, request, prompter)
-    with tempfile.TemporaryDirectory(prefix="nerve-init-") as scratch:
-        rendered = render_workspace(answers, Path(scratch) / "workspace")
-        request.workspace.mkdir(parents=True, exist_ok=True)
-        placement = place(rendered, request.workspace, manifest)
+    if _is_new(request.workspace):
+        placement = _render_new(answers, request.workspace)
+    else:
+        with tempfile.TemporaryDirectory(prefix="nerve-init-") as scratch:
+            rendered = render_workspace(answers, Path(scratch) / "workspace")
+            placement = place(rendered, request.workspace, manifest)
     return InitResult(request.workspace, answers, backend_source, placement, memory_step)
+
+
+def _is_new(workspace: Path) -> bool:
+    """A workspace that does not exist yet, or is an empty folder: nothing to protect."""
+    return not workspace.exists() or (workspace.is_dir() and not any(workspace.iterdir()))
+
+
+def _render_new(answers: Answers, workspace: Path) -> Placement:
+    """Render straight into a new workspace; Copier removes what it made if it fails."""
+    rendered = render_workspace(answers, workspace)
+    return Placement(created=[f.path for f in rendered if f.path != MANIFEST_PATH])
 
 
 def choose_backend(flag: str | None, config: Config) -> tuple[str, str]:

@@ -13,11 +13,13 @@ from pathlib import Path
 
 import yaml
 
+from provisioner.errors import UserError
+
 LOCAL_CONFIG_NAME = "config.local.yaml"  # CONF-1
 EMBEDDINGS_KEY_PATH = ("memory", "memu", "openai_api_key")  # INIT-3
 
 
-class LocalConfigError(ValueError):
+class LocalConfigError(UserError, ValueError):
     """The machine-local file exists but is not a YAML mapping, so it is left alone."""
 
 

@@ -12,12 +12,13 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from provisioner.errors import UserError
 from provisioner.golden_diff import unified_diff
 from provisioner.init import InitError, InitRequest, resolve_answers
 from provisioner.render import MANIFEST_PATH, Answers, RenderedFile, read_manifest, render_workspace
 
 
-class PreviewError(ValueError):
+class PreviewError(UserError, ValueError):
     """A preview that cannot be made (folder not empty, workspace never provisioned)."""
 
 

@@ -18,6 +18,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import yaml
 
 from provisioner import assets
+from provisioner.errors import UserError
 from provisioner.jinja_env import make_environment
 
 BACKEND_QUESTION = "memory_backend"  # INIT-2: set by --memory-backend or the config, never asked
@@ -27,7 +28,7 @@ _TRUE_WORDS = frozenset({"true", "yes", "y", "1", "on"})
 _FALSE_WORDS = frozenset({"false", "no", "n", "0", "off"})
 
 
-class AnswerError(ValueError):
+class AnswerError(UserError, ValueError):
     """An answer that does not fit its question; the message says what is expected."""
 
 
@@ -109,7 +110,8 @@ def _environment():  # type: ignore[no-untyped-def]
 def load_questions() -> tuple[Question, ...]:
     """Every question of ``copier.yml``, in the order the file declares them."""
     path = assets.template_dir() / "copier.yml"
-    document = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: faster
+    document = yaml.load(path.read_text(encoding="utf-8"), Loader=loader) or {}
     questions = []
     for name, spec in document.items():
         if name.startswith("_"):

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from provisioner.golden import CheckReport
-from provisioner.init import InitResult
+if TYPE_CHECKING:
+    from provisioner.golden import CheckReport
+    from provisioner.init import InitResult
 
 LOCAL_CONFIG = "config.local.yaml"
 
