@@ -1,0 +1,60 @@
+"""The runtime Nerve's engine imports: the MCP gateway client and what is built on it.
+
+Nothing here imports Copier, Jinja2 or the ``mcp`` SDK: the runtime speaks the gateway's wire
+contract (contracts/gateway.md) with httpx alone, so importing it stays cheap and a template
+or SDK upgrade cannot change how Nerve talks to Loom.
+
+Public names of the gateway client (GW-1…GW-8):
+
+* ``GatewayCatalog``, ``parse_catalog``, ``Catalog``, ``CatalogServer`` — the catalog (GW-2);
+* ``McpGatewayServer``, ``ToolResult`` — one ``tools/call`` per POST (GW-3…GW-6);
+* ``Breaker`` — the client's own circuit breaker (GW-7);
+* ``LoomConnection`` — one kept client per Loom URL (GW-8);
+* the outcome exceptions of ``provisioner.runtime.errors`` (GW-5), drawn there as a tree.
+"""
+
+from provisioner.runtime.breaker import Breaker
+from provisioner.runtime.catalog import Catalog, CatalogServer, GatewayCatalog, parse_catalog
+from provisioner.runtime.connection import CatalogSource, LoomConnection
+from provisioner.runtime.errors import (
+    BodyTooLarge,
+    BrokenAnswer,
+    CatalogError,
+    CircuitOpen,
+    GatewayCallTimeout,
+    GatewayError,
+    GatewayUnreachable,
+    MayPass,
+    NoAnswer,
+    PolicyRefused,
+    ServerFault,
+    ServerNotListed,
+    ToolRefused,
+)
+from provisioner.runtime.gateway import McpGatewayServer
+from provisioner.runtime.outcomes import ToolResult
+
+__all__ = [
+    "BodyTooLarge",
+    "Breaker",
+    "BrokenAnswer",
+    "Catalog",
+    "CatalogError",
+    "CatalogServer",
+    "CatalogSource",
+    "CircuitOpen",
+    "GatewayCallTimeout",
+    "GatewayCatalog",
+    "GatewayError",
+    "GatewayUnreachable",
+    "LoomConnection",
+    "MayPass",
+    "McpGatewayServer",
+    "NoAnswer",
+    "PolicyRefused",
+    "ServerFault",
+    "ServerNotListed",
+    "ToolRefused",
+    "ToolResult",
+    "parse_catalog",
+]

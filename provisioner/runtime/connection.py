@@ -1,0 +1,172 @@
+"""One kept HTTP client for the URL the catalog names for Loom (GW-8).
+
+A gateway that refuses calls — "no credential set yet" until the agent's Loom credential
+exists — must not cost a new client and socket on every health probe, session start and
+sweep. ``LoomConnection`` therefore keeps one ``McpGatewayServer`` for as long as the
+catalog names the same URL for its server: refusals and failures keep it. Only when the
+catalog names another URL is a new one built; the old one is closed as soon as no call is
+using it, and ``aclose()`` closes every client at shutdown.
+
+The connection asks the catalog before each call (the catalog throttles its own reads to one
+per 30 s, so this is usually answered from memory). One breaker (GW-7) spans the clients it
+replaces, and it is consulted before the catalog, so an open breaker fails a call without any
+network traffic at all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+import httpx
+
+from provisioner.backends import LOOM_SERVER
+from provisioner.runtime.breaker import Breaker
+from provisioner.runtime.catalog import Catalog
+from provisioner.runtime.errors import CatalogError, NoAnswer
+from provisioner.runtime.gateway import Clock, McpGatewayServer, Sleep, ToolResult
+
+
+class CatalogSource(Protocol):
+    """What a connection needs of a catalog reader; ``GatewayCatalog`` is the real one."""
+
+    @property
+    def last_error(self) -> CatalogError | None: ...
+
+    async def current(self, *, deadline_s: float = ...) -> Catalog | None: ...
+
+
+class LoomConnection:
+    """Calls the tools of one catalog server (``loom`` by default) through one kept client.
+
+    The catalog belongs to the caller, who closes it; the connection closes only the
+    ``McpGatewayServer`` objects it built. ``clock`` and ``sleep`` are passed to each of them;
+    ``transport_factory`` (a test seam) builds each one's transport, since a client closes
+    its transport when it is closed and a replaced client must not take the next one down.
+    """
+
+    def __init__(
+        self,
+        catalog: CatalogSource,
+        *,
+        server_id: str = LOOM_SERVER,
+        transport_factory: Callable[[], httpx.AsyncBaseTransport] | None = None,
+        clock: Clock | None = None,
+        sleep: Sleep | None = None,
+    ) -> None:
+        self._catalog = catalog
+        self._server_id = server_id
+        self._transport_factory = transport_factory
+        self._clock = clock or time.monotonic
+        self._sleep = sleep
+        self._breaker = Breaker(clock=self._clock)
+        self._server: McpGatewayServer | None = None
+        self._calls_in_flight: dict[McpGatewayServer, int] = {}
+        self._retired: list[McpGatewayServer] = []
+        self._closed = False
+
+    @property
+    def server_id(self) -> str:
+        """The catalog server this connection calls."""
+        return self._server_id
+
+    @property
+    def server(self) -> McpGatewayServer | None:
+        """The client in use now, or None before the first call found the server."""
+        return self._server
+
+    @property
+    def breaker(self) -> Breaker:
+        """The breaker shared by every client of this connection (diagnostics read it)."""
+        return self._breaker
+
+    @property
+    def retired(self) -> tuple[McpGatewayServer, ...]:
+        """Replaced clients still finishing a call; each closes when its last call ends."""
+        return tuple(self._retired)
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: Mapping[str, Any],
+        *,
+        deadline_s: float,
+        wait_retry_after: bool = True,
+    ) -> ToolResult:
+        """Call ``name`` on the catalog's server, as ``McpGatewayServer.call_tool`` does.
+
+        Before the call: an open breaker raises ``CircuitOpen``; no catalog raises the read's
+        ``CatalogError``; a catalog without the server raises ``ServerNotListed``. The catalog
+        read counts against ``deadline_s``.
+        """
+        if self._closed:
+            raise RuntimeError("the connection is closed")
+        self._breaker.raise_if_open()
+        deadline_at = self._clock() + deadline_s
+        server = await self._server_for_call(deadline_s)
+        remaining = deadline_at - self._clock()
+        if remaining <= 0:
+            raise NoAnswer("the catalog read used up the deadline", deadline_s=deadline_s)
+        self._calls_in_flight[server] = self._calls_in_flight.get(server, 0) + 1
+        try:
+            return await server.call_tool(
+                name, arguments, deadline_s=remaining, wait_retry_after=wait_retry_after
+            )
+        finally:
+            await self._call_ended(server)
+
+    async def aclose(self) -> None:
+        """Close every client, current and retired; later calls raise ``RuntimeError``."""
+        self._closed = True
+        servers = [*self._retired, *([self._server] if self._server else [])]
+        self._retired.clear()
+        self._server = None
+        await asyncio.gather(*(server.aclose() for server in servers))
+
+    async def _server_for_call(self, deadline_s: float) -> McpGatewayServer:
+        """The client for the URL the catalog names now; replaces the old one if it changed."""
+        catalog = await self._catalog.current(deadline_s=deadline_s)
+        if catalog is None:
+            raise self._no_catalog_error()
+        url = catalog.require(self._server_id).url
+        if self._server is not None and self._server.url == url:
+            return self._server
+        if self._server is not None:
+            await self._retire(self._server)
+        self._server = McpGatewayServer(
+            url,
+            transport=self._transport_factory() if self._transport_factory else None,
+            clock=self._clock,
+            sleep=self._sleep,
+            breaker=self._breaker,
+        )
+        return self._server
+
+    def _no_catalog_error(self) -> CatalogError:
+        last = self._catalog.last_error
+        if last is None:
+            return CatalogError("no catalog has been read yet", reason="not_read")
+        return CatalogError(
+            f"no catalog could be read: {last.message}",
+            reason=last.reason,
+            gateway_reason=last.gateway_reason,
+            request_id=last.request_id,
+        )
+
+    async def _retire(self, server: McpGatewayServer) -> None:
+        if self._calls_in_flight.get(server, 0) == 0:
+            await server.aclose()
+        else:
+            self._retired.append(server)
+
+    async def _call_ended(self, server: McpGatewayServer) -> None:
+        left = self._calls_in_flight[server] - 1
+        if left:
+            self._calls_in_flight[server] = left
+            return
+        del self._calls_in_flight[server]
+        if server in self._retired:
+            self._retired.remove(server)
+            await server.aclose()

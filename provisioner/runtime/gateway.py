@@ -1,0 +1,313 @@
+"""The MCP gateway client: one ``tools/call`` per HTTP POST to a catalog server (GW-3…GW-7).
+
+The gateway serves each catalog server as stateless streamable HTTP (MCP protocol
+2025-06-18): no ``initialize``, no session id, no credential — the gateway knows the agent
+from its connection. ``McpGatewayServer`` sends one JSON-RPC request per POST and accepts
+either a JSON body or an event stream (notifications and pings first, then the response).
+
+Every call has one overall deadline that covers connecting, waiting, any ``Retry-After`` and
+the retry; keep-alive pings on a stream cannot stretch it (GW-4). What comes back is a
+``ToolResult`` or exactly one exception of ``provisioner.runtime.errors`` (GW-5). A read —
+a call made with ``wait_retry_after=True`` — that meets a condition that may pass is tried
+once more, after waiting out a ``Retry-After`` of up to 2 s; a longer one fails it at once.
+Extraction calls pass ``wait_retry_after=False`` and are never retried (GW-6). A breaker opens
+when the gateway is not reached or does not answer in time (GW-7).
+
+This module also re-exports the catalog reader, so ``provisioner.runtime.gateway`` is the one
+place to import the gateway's public names from.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import httpx
+
+from provisioner.runtime.breaker import Breaker
+from provisioner.runtime.catalog import Catalog, CatalogServer, GatewayCatalog, parse_catalog
+from provisioner.runtime.errors import (
+    BrokenAnswer,
+    GatewayError,
+    GatewayUnreachable,
+    MayPass,
+    NoAnswer,
+)
+from provisioner.runtime.outcomes import (
+    ToolResult,
+    error_for_rpc_error,
+    error_for_status,
+    is_rpc_error,
+    outcome_of_message,
+)
+from provisioner.runtime.retry_after import parse_retry_after
+from provisioner.runtime.sse import EventStreamDecoder
+from provisioner.runtime.wire import (
+    BodyOverLimit,
+    check_gateway_url,
+    media_type,
+    new_http_client,
+    read_capped,
+    request_timeout,
+)
+
+__all__ = [
+    "Catalog",
+    "CatalogServer",
+    "GatewayCatalog",
+    "McpGatewayServer",
+    "ToolResult",
+    "parse_catalog",
+]
+
+MCP_PROTOCOL_VERSION = "2025-06-18"  # GW-3
+RETRY_AFTER_MAX_WAIT_S = 2.0  # GW-6: a read waits out a Retry-After of up to 2 s, once
+ANSWER_MAX_BYTES = 8 * 1024 * 1024  # our choice: no tool answer Nerve reads comes near this
+ERROR_BODY_MAX_BYTES = 64 * 1024  # our choice: a non-200 body is read only for a JSON-RPC error
+
+REQUEST_HEADERS: Mapping[str, str] = {  # GW-3 (contracts/gateway.md)
+    "Content-Type": "application/json",
+    "Accept": "application/json, text/event-stream",
+    "MCP-Protocol-Version": MCP_PROTOCOL_VERSION,
+}
+
+Clock = Callable[[], float]
+Sleep = Callable[[float], Awaitable[None]]
+
+
+class McpGatewayServer:
+    """A client for one catalog server's URL, such as ``<base>/s/loom/mcp``.
+
+    It owns one HTTP client (and its connection pool) until ``aclose()``; keep the object for
+    as long as the URL stays the same — refusals and failures do not spoil it (GW-8).
+    ``transport`` replaces httpx's network transport (a test seam); ``clock`` (monotonic
+    seconds) and ``sleep`` (an async sleep) are injected so that deadlines, ``Retry-After``
+    and the breaker can be tested without waiting. ``breaker`` lets an owner keep one breaker
+    across the clients it replaces; by default each server has its own.
+
+    Raises ``ValueError`` for a URL that is not a plain absolute http(s) URL.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+        clock: Clock | None = None,
+        sleep: Sleep | None = None,
+        breaker: Breaker | None = None,
+    ) -> None:
+        self._url = check_gateway_url(url, "the MCP server URL")
+        self._clock = clock or time.monotonic
+        self._sleep = sleep or asyncio.sleep
+        self._breaker = breaker or Breaker(clock=self._clock)
+        self._client = new_http_client(transport)
+        self._ids = itertools.count(1)
+        self._closed = False
+
+    @property
+    def url(self) -> str:
+        """The server URL this client posts to."""
+        return self._url
+
+    @property
+    def breaker(self) -> Breaker:
+        """The breaker this client consults before every attempt."""
+        return self._breaker
+
+    @property
+    def closed(self) -> bool:
+        """True once ``aclose()`` has run; a closed server refuses calls."""
+        return self._closed
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: Mapping[str, Any],
+        *,
+        deadline_s: float,
+        wait_retry_after: bool = True,
+    ) -> ToolResult:
+        """Call tool ``name`` with ``arguments``; return its result within ``deadline_s`` seconds.
+
+        ``wait_retry_after=True`` marks a read: on ``MayPass`` it is tried once more, after a
+        ``Retry-After`` of up to 2 s that fits in the deadline (GW-6). With False (extraction)
+        there is one attempt, and a ``MayPass`` is raised with the gateway's ``retry_after_s``.
+        Raises one ``GatewayError`` subclass on any failure (GW-5), ``ValueError`` for a
+        non-positive deadline and ``RuntimeError`` once closed.
+        """
+        if self._closed:
+            raise RuntimeError(f"the client for {self._url} is closed")
+        if not deadline_s > 0:
+            raise ValueError(f"deadline_s must be positive, got {deadline_s!r}")
+        deadline_at = self._clock() + deadline_s
+        try:
+            return await self._attempt(name, arguments, deadline_at)
+        except MayPass as first:
+            if not wait_retry_after:
+                raise
+            await self._wait_before_retry(first, deadline_at)
+        return await self._attempt(name, arguments, deadline_at)
+
+    async def aclose(self) -> None:
+        """Close the HTTP client and its sockets; safe to call more than once."""
+        self._closed = True
+        await self._client.aclose()
+
+    async def _wait_before_retry(self, first: MayPass, deadline_at: float) -> None:
+        """Sleep out ``first``'s ``Retry-After``, or re-raise it when it is too long to wait."""
+        wait_s = first.retry_after_s or 0.0
+        if wait_s > RETRY_AFTER_MAX_WAIT_S or wait_s >= deadline_at - self._clock():
+            raise first
+        if wait_s > 0:
+            await self._sleep(wait_s)
+
+    async def _attempt(
+        self, name: str, arguments: Mapping[str, Any], deadline_at: float
+    ) -> ToolResult:
+        """One POST, guarded by the breaker (GW-7)."""
+        self._breaker.before_call()
+        try:
+            result = await self._post(name, arguments, deadline_at)
+        except (GatewayUnreachable, NoAnswer):
+            self._breaker.record_failure()
+            raise
+        except GatewayError:
+            self._breaker.record_answer()
+            raise
+        except BaseException:
+            self._breaker.release()
+            raise
+        self._breaker.record_answer()
+        return result
+
+    async def _post(
+        self, name: str, arguments: Mapping[str, Any], deadline_at: float
+    ) -> ToolResult:
+        """Send the request and read its answer, mapping transport failures to outcomes."""
+        request_id = next(self._ids)
+        body = _tools_call_body(request_id, name, arguments)
+        remaining = deadline_at - self._clock()
+        if remaining <= 0:
+            raise NoAnswer("the deadline passed before the call was sent", deadline_s=0.0)
+        try:
+            async with asyncio.timeout(remaining):
+                async with self._client.stream(
+                    "POST",
+                    self._url,
+                    content=body,
+                    headers=REQUEST_HEADERS,
+                    timeout=request_timeout(remaining),
+                ) as response:
+                    return await _read_answer(response, request_id)
+        except TimeoutError:
+            raise _no_answer(remaining) from None
+        except (httpx.ConnectError, httpx.ConnectTimeout) as error:
+            raise GatewayUnreachable(f"the gateway was not reached: {error}") from None
+        except httpx.TimeoutException:
+            raise _no_answer(remaining) from None
+        except httpx.TransportError as error:
+            message = f"the connection broke before a complete answer ({type(error).__name__})"
+            raise BrokenAnswer(message) from None
+
+
+def _tools_call_body(request_id: int, name: str, arguments: Mapping[str, Any]) -> bytes:
+    """The JSON-RPC ``tools/call`` request, compact UTF-8 JSON."""
+    request = {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "tools/call",
+        "params": {"name": name, "arguments": dict(arguments)},
+    }
+    return json.dumps(request, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def _no_answer(deadline_s: float) -> NoAnswer:
+    return NoAnswer(f"no complete answer within {deadline_s:.3g} s", deadline_s=deadline_s)
+
+
+async def _read_answer(response: httpx.Response, request_id: int) -> ToolResult:
+    """The outcome of one HTTP answer: status first, then the body by its media type."""
+    retry_after_s = parse_retry_after(
+        response.headers.get("retry-after"), date=response.headers.get("date"), now=time.time()
+    )
+    status_error = error_for_status(response.status_code, retry_after_s=retry_after_s)
+    if status_error is not None:
+        raise status_error
+    if response.status_code != 200:
+        raise await _other_status_error(response, retry_after_s)
+    kind = media_type(response)
+    if kind == "application/json":
+        message = await _json_body(response)
+    elif kind == "text/event-stream":
+        message = await _message_from_stream(response, request_id)
+    else:
+        raise BrokenAnswer(f"unexpected content type {kind or 'none'!r}")
+    return outcome_of_message(message, request_id, retry_after_s=retry_after_s)
+
+
+async def _other_status_error(
+    response: httpx.Response, retry_after_s: float | None
+) -> GatewayError:
+    """A JSON-RPC error carried by a status the table does not name, else ``BrokenAnswer``."""
+    try:
+        message = json.loads(await read_capped(response, ERROR_BODY_MAX_BYTES))
+    except (BodyOverLimit, ValueError, UnicodeDecodeError):
+        message = None
+    if is_rpc_error(message):
+        return error_for_rpc_error(message["error"], retry_after_s=retry_after_s)
+    return BrokenAnswer(f"unexpected HTTP status {response.status_code}")
+
+
+async def _json_body(response: httpx.Response) -> Any:
+    try:
+        return json.loads(await read_capped(response, ANSWER_MAX_BYTES))
+    except BodyOverLimit:
+        raise BrokenAnswer(f"the answer is larger than {ANSWER_MAX_BYTES} bytes") from None
+    except (ValueError, UnicodeDecodeError):
+        raise BrokenAnswer("the answer is not valid JSON") from None
+
+
+async def _message_from_stream(response: httpx.Response, request_id: int) -> Any:
+    """The first JSON-RPC response in an event stream; notifications and requests are skipped.
+
+    Raises ``BrokenAnswer`` for an event that is not JSON, a stream over the byte cap, or a
+    stream that ends before the response.
+    """
+    decoder = EventStreamDecoder()
+    size = 0
+    try:
+        async for chunk in response.aiter_bytes():
+            size += len(chunk)
+            if size > ANSWER_MAX_BYTES:
+                raise BrokenAnswer(f"the event stream passed {ANSWER_MAX_BYTES} bytes")
+            found = _response_in(decoder.feed(chunk))
+            if found is not None:
+                return found
+        found = _response_in(decoder.close())
+    except ValueError as error:
+        raise BrokenAnswer(f"the event stream is broken: {error}") from None
+    if found is None:
+        raise BrokenAnswer("the event stream ended before the answer")
+    return found
+
+
+def _response_in(events: list[Any]) -> Any:
+    """The first ``message`` event that is a response (no ``method``), or None."""
+    for event in events:
+        if event.event != "message":
+            continue
+        try:
+            message = json.loads(event.data)
+        except ValueError:
+            raise ValueError("an event's data is not JSON") from None
+        if isinstance(message, dict) and "method" in message:
+            continue
+        if message is None:
+            raise ValueError("an event's data is null, not a JSON-RPC message")
+        return message
+    return None
