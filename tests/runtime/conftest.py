@@ -1,0 +1,107 @@
+"""Fixtures of the gateway client's tests: real loopback servers, a fake clock and sleep.
+
+Servers run in background threads on 127.0.0.1 with port 0 and live for the whole session, so
+starting them costs once. Nothing here reaches past loopback.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from .fault_gateway import FaultGateway
+from .loopback import LoopbackServer, closed_port_url
+from .sdk_peer import PeerApp
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """The runtime is asyncio-only (it uses ``asyncio.timeout``)."""
+    return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def fault_gateway() -> Iterator[FaultGateway]:
+    """The fault gateway; ``fault_gateway.base_url`` is its root."""
+    app = FaultGateway()
+    server = LoopbackServer(app, date_header=False, server_header=False)
+    app.base_url = server.start()
+    yield app
+    server.stop()
+
+
+@pytest.fixture
+def scenario_base(fault_gateway: FaultGateway):
+    """``scenario_base("policy")`` is a fresh gateway base URL answering that scenario."""
+
+    def base(scenario: str) -> str:
+        return f"{fault_gateway.base_url}/{scenario}/{uuid.uuid4().hex[:12]}"
+
+    return base
+
+
+@pytest.fixture(scope="session")
+def sdk_json_peer() -> Iterator[tuple[str, PeerApp]]:
+    """The SDK server answering JSON bodies, behind its catalog app: (base URL, app)."""
+    app = PeerApp(json_response=True)
+    server = LoopbackServer(app)
+    yield server.start(), app
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def sdk_sse_peer() -> Iterator[tuple[str, PeerApp]]:
+    """The SDK server answering event streams, behind its catalog app: (base URL, app)."""
+    app = PeerApp(json_response=False)
+    server = LoopbackServer(app)
+    yield server.start(), app
+    server.stop()
+
+
+@pytest.fixture(params=["json", "sse"])
+def sdk_peer(request: pytest.FixtureRequest) -> tuple[str, PeerApp]:
+    """Each SDK answer mode in turn."""
+    return request.getfixturevalue(f"sdk_{request.param}_peer")
+
+
+@pytest.fixture
+def refused_url() -> str:
+    """A loopback base URL where connections are refused."""
+    return closed_port_url()
+
+
+class FakeClock:
+    """A monotonic clock that moves only when told to."""
+
+    def __init__(self, start: float = 1000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class FakeSleep:
+    """An async sleep that returns at once, moves the fake clock and records each wait."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        self.clock = clock
+        self.waits: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.waits.append(seconds)
+        self.clock.advance(seconds)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def sleep(clock: FakeClock) -> FakeSleep:
+    return FakeSleep(clock)

@@ -1,0 +1,65 @@
+"""Runs an ASGI app with uvicorn on 127.0.0.1 (port 0) in a background thread, for tests.
+
+The server has its own event loop, so a test's loop and the server's never block each other,
+and a fixture can keep one server for a whole module. ``stop()`` asks uvicorn to exit and
+waits for the thread; a server that does not start within a few seconds fails the fixture
+instead of hanging the suite.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from typing import Any
+
+import uvicorn
+
+START_TIMEOUT_S = 10.0
+
+
+class LoopbackServer:
+    """One uvicorn server on a free loopback port; ``base_url`` is set once it started."""
+
+    def __init__(self, app: Any, **config: Any) -> None:
+        options = {
+            "host": "127.0.0.1",
+            "port": 0,
+            "log_level": "critical",
+            "access_log": False,
+            "lifespan": "on",
+            "timeout_graceful_shutdown": 1,
+        }
+        options.update(config)
+        self._server = uvicorn.Server(uvicorn.Config(app, **options))
+        self._thread = threading.Thread(target=self._run, name="loopback-server", daemon=True)
+        self.base_url = ""
+
+    def start(self) -> str:
+        """Start the server and return its base URL (``http://127.0.0.1:<port>``)."""
+        self._thread.start()
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the loopback server did not start")
+            time.sleep(0.005)
+        port = self._server.servers[0].sockets[0].getsockname()[1]
+        self.base_url = f"http://127.0.0.1:{port}"
+        return self.base_url
+
+    def stop(self) -> None:
+        """Ask the server to exit and wait for its thread."""
+        self._server.should_exit = True
+        self._thread.join(timeout=START_TIMEOUT_S)
+
+    def _run(self) -> None:
+        asyncio.run(self._server.serve())
+
+
+def closed_port_url() -> str:
+    """A loopback URL nothing listens on: the port was bound, then released."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return f"http://127.0.0.1:{port}"

@@ -1,0 +1,161 @@
+"""The client's own breaker (GW-7): 15 s, doubling to 5 min, closed by an answer."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from provisioner.runtime import (
+    Breaker,
+    CircuitOpen,
+    GatewayError,
+    GatewayUnreachable,
+    McpGatewayServer,
+    NoAnswer,
+)
+from provisioner.runtime.breaker import BREAKER_FIRST_OPEN_S, BREAKER_MAX_OPEN_S
+
+from .fault_gateway import key_of
+
+pytestmark = pytest.mark.anyio
+
+OUTAGE_S = 600
+MAX_ATTEMPTS_IN_OUTAGE = 7  # GW-7, from the issue: a 10-minute outage
+
+
+class CountingTransport(httpx.AsyncBaseTransport):
+    """httpx's own network transport, counting the requests that reach it."""
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self._inner = httpx.AsyncHTTPTransport()
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.requests += 1
+        return await self._inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+class TestBreakerStates:
+    def test_a_failure_opens_it_for_15_seconds(self, clock) -> None:
+        breaker = Breaker(clock=clock)
+        breaker.before_call()
+        breaker.record_failure()
+        clock.advance(BREAKER_FIRST_OPEN_S - 0.1)
+        with pytest.raises(CircuitOpen) as caught:
+            breaker.before_call()
+        assert caught.value.retry_in_s == pytest.approx(0.1)
+        clock.advance(0.1)
+        breaker.before_call()
+        assert breaker.state == "half-open"
+
+    def test_the_open_period_doubles_while_failures_go_on_up_to_5_minutes(self, clock) -> None:
+        breaker = Breaker(clock=clock)
+        periods = []
+        for _ in range(8):
+            breaker.before_call()
+            breaker.record_failure()
+            periods.append(breaker.snapshot()["open_for_s"])
+            clock.advance(periods[-1])
+        assert periods == [15, 30, 60, 120, 240, 300, 300, 300]
+        assert BREAKER_MAX_OPEN_S == 300
+
+    def test_an_answer_closes_it(self, clock) -> None:
+        breaker = Breaker(clock=clock)
+        breaker.record_failure()
+        clock.advance(BREAKER_FIRST_OPEN_S)
+        breaker.before_call()
+        breaker.record_answer()
+        assert breaker.state == "closed"
+        breaker.record_failure()
+        assert breaker.snapshot()["open_for_s"] == BREAKER_FIRST_OPEN_S
+
+    def test_only_one_trial_goes_while_half_open(self, clock) -> None:
+        breaker = Breaker(clock=clock)
+        breaker.record_failure()
+        clock.advance(BREAKER_FIRST_OPEN_S)
+        breaker.before_call()
+        with pytest.raises(CircuitOpen):
+            breaker.before_call()
+        breaker.release()
+        breaker.before_call()
+
+    def test_a_late_failure_of_an_older_call_does_not_double_the_period(self, clock) -> None:
+        breaker = Breaker(clock=clock)
+        breaker.record_failure()
+        breaker.record_failure()
+        assert breaker.snapshot()["open_for_s"] == BREAKER_FIRST_OPEN_S
+
+
+class TestBreakerOnTheWire:
+    async def test_an_open_breaker_fails_calls_without_touching_the_network(
+        self, refused_url, clock
+    ) -> None:
+        transport = CountingTransport()
+        server = McpGatewayServer(refused_url + "/s/loom/mcp", transport=transport, clock=clock)
+        with pytest.raises(GatewayUnreachable):
+            await server.call_tool("loom_search", {}, deadline_s=1)
+        for _ in range(20):
+            with pytest.raises(CircuitOpen):
+                await server.call_tool("loom_search", {}, deadline_s=1)
+        await server.aclose()
+        assert transport.requests == 1
+
+    @pytest.mark.parametrize("outage", ["refused", "hang"])
+    async def test_a_ten_minute_outage_costs_at_most_7_attempts(
+        self, outage, refused_url, scenario_base, clock
+    ) -> None:
+        """GW-7: calls every 5 s for 10 minutes; the breaker lets few of them reach the wire."""
+        base = refused_url if outage == "refused" else scenario_base("hang")
+        transport = CountingTransport()
+        server = McpGatewayServer(base + "/s/loom/mcp", transport=transport, clock=clock)
+        outcomes = []
+        for _ in range(0, OUTAGE_S + 1, 5):
+            try:
+                await server.call_tool("loom_search", {}, deadline_s=0.02)
+            except (GatewayUnreachable, NoAnswer, CircuitOpen) as error:
+                outcomes.append(type(error))
+            clock.advance(5)
+        await server.aclose()
+        assert outcomes.count(CircuitOpen) == len(outcomes) - transport.requests
+        assert 1 < transport.requests <= MAX_ATTEMPTS_IN_OUTAGE
+
+    async def test_a_call_the_client_gave_up_on_opens_the_breaker(
+        self, scenario_base, clock
+    ) -> None:
+        """GW-7: the gateway's own circuit never learns of it, so this breaker must count it."""
+        server = McpGatewayServer(scenario_base("hang") + "/s/loom/mcp", clock=clock)
+        with pytest.raises(NoAnswer):
+            await server.call_tool("loom_search", {}, deadline_s=0.05)
+        assert server.breaker.state == "open"
+        await server.aclose()
+
+    @pytest.mark.parametrize(
+        "scenario", ["policy", "may-pass", "http-503", "http-504", "fault-uncoded", "bad-json"]
+    )
+    async def test_an_answer_of_any_kind_does_not_open_it(
+        self, scenario, scenario_base, fault_gateway, clock
+    ) -> None:
+        base = scenario_base(scenario)
+        server = McpGatewayServer(base + "/s/loom/mcp", clock=clock)
+        for _ in range(3):
+            with pytest.raises(GatewayError):
+                await server.call_tool("loom_search", {}, deadline_s=1, wait_retry_after=False)
+        await server.aclose()
+        assert server.breaker.state == "closed"
+        assert fault_gateway.count(key_of(base), "call") == 3
+
+    async def test_a_success_after_the_open_period_closes_it(self, scenario_base, clock) -> None:
+        breaker = Breaker(clock=clock)
+        breaker.record_failure()
+        server = McpGatewayServer(
+            scenario_base("result") + "/s/loom/mcp", clock=clock, breaker=breaker
+        )
+        with pytest.raises(CircuitOpen):
+            await server.call_tool("loom_search", {}, deadline_s=1)
+        clock.advance(BREAKER_FIRST_OPEN_S)
+        await server.call_tool("loom_search", {}, deadline_s=1)
+        await server.aclose()
+        assert breaker.state == "closed"

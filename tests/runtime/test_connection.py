@@ -1,0 +1,162 @@
+"""One kept client per Loom URL, replaced only when the catalog names another (GW-8)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from provisioner.runtime import (
+    CatalogError,
+    CircuitOpen,
+    GatewayCatalog,
+    GatewayError,
+    LoomConnection,
+    NoAnswer,
+    PolicyRefused,
+    ServerNotListed,
+    parse_catalog,
+)
+from provisioner.runtime.catalog import CATALOG_MIN_INTERVAL_S
+
+from .fault_gateway import catalog_payload, key_of
+
+pytestmark = pytest.mark.anyio
+
+
+class SwitchableCatalog:
+    """A catalog source whose gateway base URL a test can change between calls.
+
+    The catalogs are real ``parse_catalog`` results; only the choice of base URL is the test's.
+    """
+
+    def __init__(self, base: str) -> None:
+        self.base = base
+        self.last_error = None
+
+    async def current(self, *, deadline_s: float = 5.0):
+        return parse_catalog(catalog_payload(), self.base)
+
+
+class TestKeptClient:
+    async def test_a_policy_refusal_keeps_the_client(self, scenario_base, fault_gateway) -> None:
+        """GW-8: "no credential set yet" on every call must not cost a client each time."""
+        base = scenario_base("policy")
+        catalog = GatewayCatalog(base)
+        connection = LoomConnection(catalog)
+        servers = set()
+        for _ in range(5):
+            with pytest.raises(PolicyRefused):
+                await connection.call_tool("loom_search", {"query": "x"}, deadline_s=2)
+            servers.add(connection.server)
+        await connection.aclose()
+        await catalog.aclose()
+        [server] = servers
+        calls = [
+            hit for hit in fault_gateway.hits if hit.key == key_of(base) and hit.kind == "call"
+        ]
+        assert len(calls) == 5
+        assert len({hit.client_port for hit in calls}) == 1, "one socket, kept alive"
+        assert server.closed
+
+    async def test_the_catalog_is_read_again_after_30_seconds(
+        self, scenario_base, fault_gateway, clock
+    ) -> None:
+        base = scenario_base("policy")
+        catalog = GatewayCatalog(base, clock=clock)
+        connection = LoomConnection(catalog, clock=clock)
+        for _ in range(4):
+            with pytest.raises(PolicyRefused):
+                await connection.call_tool("loom_search", {}, deadline_s=2)
+            clock.advance(CATALOG_MIN_INTERVAL_S / 2)
+        first = connection.server
+        await connection.aclose()
+        await catalog.aclose()
+        assert fault_gateway.count(key_of(base), "catalog") == 2
+        assert first.closed
+
+
+class TestReplacedClient:
+    async def test_another_url_replaces_the_client_and_closes_the_old_one(
+        self, scenario_base
+    ) -> None:
+        catalog = SwitchableCatalog(scenario_base("result"))
+        connection = LoomConnection(catalog)
+        await connection.call_tool("loom_search", {}, deadline_s=2)
+        old = connection.server
+        catalog.base = scenario_base("result")
+        await connection.call_tool("loom_search", {}, deadline_s=2)
+        assert connection.server is not old and old.closed
+        assert connection.server.url == catalog.base + "/s/loom/mcp"
+        await connection.aclose()
+
+    async def test_the_old_client_closes_only_when_its_last_call_ends(self, scenario_base) -> None:
+        catalog = SwitchableCatalog(scenario_base("slow"))
+        connection = LoomConnection(catalog)
+        slow_call = asyncio.create_task(connection.call_tool("loom_search", {}, deadline_s=2))
+        while connection.server is None:
+            await asyncio.sleep(0.01)
+        old = connection.server
+        catalog.base = scenario_base("result")
+        await connection.call_tool("loom_search", {}, deadline_s=2)
+        assert not old.closed and connection.retired == (old,)
+        result = await slow_call
+        assert result.data["ok"] is True
+        assert old.closed and connection.retired == ()
+        await connection.aclose()
+
+    async def test_shutdown_closes_every_client_even_mid_call(self, scenario_base) -> None:
+        catalog = SwitchableCatalog(scenario_base("slow"))
+        connection = LoomConnection(catalog)
+        slow_call = asyncio.create_task(connection.call_tool("loom_search", {}, deadline_s=2))
+        while connection.server is None:
+            await asyncio.sleep(0.01)
+        old = connection.server
+        catalog.base = scenario_base("result")
+        await connection.call_tool("loom_search", {}, deadline_s=2)
+        current = connection.server
+        await connection.aclose()
+        assert old.closed and current.closed
+        [ended] = await asyncio.gather(slow_call, return_exceptions=True)
+        assert isinstance(ended, GatewayError), "the cut-off call ends in an outcome"
+        with pytest.raises(RuntimeError):
+            await connection.call_tool("loom_search", {}, deadline_s=2)
+
+
+class TestBeforeTheCall:
+    async def test_a_catalog_without_loom_is_server_not_listed(self, scenario_base) -> None:
+        catalog = GatewayCatalog(scenario_base("catalog-no-loom"))
+        connection = LoomConnection(catalog)
+        with pytest.raises(ServerNotListed):
+            await connection.call_tool("loom_search", {}, deadline_s=2)
+        assert connection.server is None
+        await catalog.aclose()
+
+    async def test_no_catalog_at_all_names_why(self, scenario_base) -> None:
+        catalog = GatewayCatalog(scenario_base("catalog-503"))
+        connection = LoomConnection(catalog)
+        with pytest.raises(CatalogError) as caught:
+            await connection.call_tool("loom_search", {}, deadline_s=2)
+        assert type(caught.value) is CatalogError
+        assert caught.value.reason == "http_503"
+        assert caught.value.gateway_reason == "upstream_unavailable"
+        await catalog.aclose()
+
+    async def test_an_open_breaker_fails_before_the_catalog_is_read(
+        self, scenario_base, fault_gateway, clock
+    ) -> None:
+        """GW-7: while open, nothing at all goes on the wire, not even a catalog read."""
+        base = scenario_base("hang")
+        catalog = GatewayCatalog(base, clock=clock)
+        connection = LoomConnection(catalog, clock=clock)
+        for wait_s in (0, 15, 30):  # the breaker opens for 15 s, then 30 s, then 60 s
+            clock.advance(wait_s)
+            with pytest.raises(NoAnswer):
+                await connection.call_tool("loom_search", {}, deadline_s=0.05)
+        clock.advance(CATALOG_MIN_INTERVAL_S)  # a catalog read is due, the breaker still open
+        before = fault_gateway.count(key_of(base))
+        with pytest.raises(CircuitOpen):
+            await connection.call_tool("loom_search", {}, deadline_s=1)
+        assert fault_gateway.count(key_of(base)) == before
+        await connection.aclose()
+        await catalog.aclose()

@@ -1,0 +1,113 @@
+"""The overall deadline (GW-4) and the one retry of a read after a short Retry-After (GW-6)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from provisioner.runtime import MayPass, McpGatewayServer, NoAnswer, ToolResult
+from provisioner.runtime.gateway import RETRY_AFTER_MAX_WAIT_S
+
+from .fault_gateway import TRICKLE_EVERY_S, key_of
+
+pytestmark = pytest.mark.anyio
+
+
+async def call(url: str, *, deadline_s: float = 5.0, wait_retry_after: bool = True, **seams):
+    server = McpGatewayServer(url, **seams)
+    try:
+        return await server.call_tool(
+            "loom_search",
+            {"query": "tea"},
+            deadline_s=deadline_s,
+            wait_retry_after=wait_retry_after,
+        )
+    finally:
+        await server.aclose()
+
+
+class TestOverallDeadline:
+    async def test_keep_alive_pings_do_not_stretch_the_deadline(self, scenario_base) -> None:
+        """GW-4: pings arrive far more often than the deadline, yet the call ends on time."""
+        deadline_s = 0.3
+        assert deadline_s > TRICKLE_EVERY_S * 5
+        started = time.monotonic()
+        with pytest.raises(NoAnswer):
+            await call(scenario_base("trickle") + "/s/loom/mcp", deadline_s=deadline_s)
+        assert time.monotonic() - started < deadline_s + 0.25
+
+    async def test_a_gateway_that_never_answers_costs_the_deadline(self, scenario_base) -> None:
+        started = time.monotonic()
+        with pytest.raises(NoAnswer) as caught:
+            await call(scenario_base("hang") + "/s/loom/mcp", deadline_s=0.2)
+        assert time.monotonic() - started < 0.45
+        assert caught.value.deadline_s == pytest.approx(0.2, abs=0.01)
+
+    async def test_a_deadline_must_be_positive(self, scenario_base) -> None:
+        with pytest.raises(ValueError):
+            await call(scenario_base("result") + "/s/loom/mcp", deadline_s=0)
+
+
+class TestReadRetry:
+    async def test_a_read_waits_out_a_short_retry_after_and_tries_again(
+        self, scenario_base, fault_gateway, clock, sleep
+    ) -> None:
+        """GW-6: the per-agent limit sends Retry-After: 1; a read waits it out once."""
+        base = scenario_base("429-once-ra1")
+        result = await call(base + "/s/loom/mcp", clock=clock, sleep=sleep)
+        assert isinstance(result, ToolResult)
+        assert sleep.waits == [1.0]
+        assert fault_gateway.count(key_of(base), "call") == 2
+
+    async def test_an_http_date_retry_after_is_waited_out_too(
+        self, scenario_base, clock, sleep
+    ) -> None:
+        result = await call(
+            scenario_base("503-once-date") + "/s/loom/mcp", clock=clock, sleep=sleep
+        )
+        assert isinstance(result, ToolResult) and sleep.waits == [1.0]
+
+    async def test_a_read_without_retry_after_tries_again_at_once(
+        self, scenario_base, fault_gateway, clock, sleep
+    ) -> None:
+        base = scenario_base("may-pass-once")
+        result = await call(base + "/s/loom/mcp", clock=clock, sleep=sleep)
+        assert isinstance(result, ToolResult) and sleep.waits == []
+        assert fault_gateway.count(key_of(base), "call") == 2
+
+    async def test_a_retry_after_over_two_seconds_fails_the_read_at_once(
+        self, scenario_base, fault_gateway, clock, sleep
+    ) -> None:
+        base = scenario_base("503-once-ra10")
+        with pytest.raises(MayPass) as caught:
+            await call(base + "/s/loom/mcp", clock=clock, sleep=sleep)
+        assert caught.value.retry_after_s == 10.0 > RETRY_AFTER_MAX_WAIT_S
+        assert sleep.waits == [] and fault_gateway.count(key_of(base), "call") == 1
+
+    async def test_a_read_is_retried_only_once(
+        self, scenario_base, fault_gateway, clock, sleep
+    ) -> None:
+        base = scenario_base("429-always-ra1")
+        with pytest.raises(MayPass):
+            await call(base + "/s/loom/mcp", clock=clock, sleep=sleep)
+        assert sleep.waits == [1.0] and fault_gateway.count(key_of(base), "call") == 2
+
+    async def test_a_retry_after_longer_than_the_time_left_is_not_waited(
+        self, scenario_base, fault_gateway, clock, sleep
+    ) -> None:
+        """GW-4: the wait and the retry fit in the one deadline, or do not happen."""
+        base = scenario_base("429-once-ra1")
+        with pytest.raises(MayPass):
+            await call(base + "/s/loom/mcp", deadline_s=0.8, clock=clock, sleep=sleep)
+        assert sleep.waits == [] and fault_gateway.count(key_of(base), "call") == 1
+
+    async def test_an_extraction_never_waits_and_is_never_retried(
+        self, scenario_base, fault_gateway, clock, sleep
+    ) -> None:
+        """GW-6: wait_retry_after=False is one attempt; the caller gets the Retry-After."""
+        base = scenario_base("429-once-ra1")
+        with pytest.raises(MayPass) as caught:
+            await call(base + "/s/loom/mcp", wait_retry_after=False, clock=clock, sleep=sleep)
+        assert caught.value.retry_after_s == 1.0
+        assert sleep.waits == [] and fault_gateway.count(key_of(base), "call") == 1

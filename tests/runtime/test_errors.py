@@ -1,0 +1,33 @@
+"""The outcome hierarchy (GW-5): one tree, every class in it, all under GatewayError."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from provisioner import runtime
+from provisioner.memory_backend import MemoryBackendUnavailable
+from provisioner.runtime import errors
+
+
+class TestOutcomeHierarchy:
+    def test_the_module_docstring_draws_every_outcome_class(self) -> None:
+        drawn = set(re.findall(r"[├└]── (\w+)", errors.__doc__ or ""))
+        assert drawn == {cls.__name__ for cls in errors.OUTCOME_ERRORS}
+
+    @pytest.mark.parametrize("cls", errors.OUTCOME_ERRORS, ids=lambda cls: cls.__name__)
+    def test_every_outcome_is_a_gateway_error_exported_by_the_runtime(self, cls: type) -> None:
+        assert issubclass(cls, errors.GatewayError)
+        assert getattr(runtime, cls.__name__) is cls
+
+    def test_messages_are_one_bounded_line(self) -> None:
+        error = errors.PolicyRefused("line one\nline two\x1b[31m" + "x" * 1000)
+        assert "\n" not in error.message and "\x1b" not in error.message
+        assert len(error.message) <= errors.MESSAGE_MAX_CHARS
+
+    def test_the_memory_contract_error_is_not_a_gateway_error(self) -> None:
+        """GW-1: the backend translates gateway failures; the two hierarchies stay apart."""
+        error = MemoryBackendUnavailable("memory is unavailable", backend="loom")
+        assert not isinstance(error, errors.GatewayError)
+        assert error.backend == "loom"

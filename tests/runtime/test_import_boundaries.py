@@ -1,0 +1,44 @@
+"""The runtime stays light: it never loads the mcp SDK, Copier or Jinja2 (STYLE.md, GW-1)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+FORBIDDEN_IN_RUNTIME = ("mcp", "copier", "jinja2")
+
+
+def _modules_after_import(module: str) -> set[str]:
+    """Top-level package names in ``sys.modules`` after importing ``module`` in a fresh process."""
+    code = (
+        "import json, sys\n"
+        f"import {module}\n"
+        "print(json.dumps(sorted({name.split('.')[0] for name in sys.modules})))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    return set(json.loads(done.stdout))
+
+
+class TestImportBoundaries:
+    @pytest.mark.parametrize(
+        "module",
+        [
+            "provisioner.runtime",
+            "provisioner.runtime.gateway",
+            "provisioner.runtime.connection",
+        ],
+    )
+    def test_importing_the_runtime_loads_no_sdk_and_no_template_engine(self, module: str) -> None:
+        loaded = _modules_after_import(module)
+        assert "httpx" in loaded, "the probe must see the runtime's own dependency"
+        assert not loaded & set(FORBIDDEN_IN_RUNTIME)
+
+    def test_the_memory_contract_imports_nothing_heavy(self) -> None:
+        """GW-1: naming MemoryBackendUnavailable must not pull in an HTTP client."""
+        loaded = _modules_after_import("provisioner.memory_backend")
+        assert not loaded & {"httpx", "httpcore", "anyio", *FORBIDDEN_IN_RUNTIME}

@@ -1,0 +1,135 @@
+"""Every row of contracts/gateway.md's answer table maps to exactly one outcome (GW-5).
+
+Each row is a real answer from the loopback fault gateway (or a real refused connection), and
+the test asserts the exact class, not just a base class: two rows that meant different things
+to the caller must never come back as the same exception.
+"""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from provisioner.runtime import (
+    BodyTooLarge,
+    BrokenAnswer,
+    GatewayCallTimeout,
+    GatewayUnreachable,
+    MayPass,
+    McpGatewayServer,
+    NoAnswer,
+    PolicyRefused,
+    ServerFault,
+    ToolRefused,
+    ToolResult,
+)
+
+pytestmark = pytest.mark.anyio
+
+DEADLINE_S = 0.25
+
+# (row of the table, fault gateway scenario, the one outcome class)
+ROWS = [
+    ("result, isError false", "result", ToolResult),
+    ("result, isError false, JSON only as text", "text-only", ToolResult),
+    ("result as an LF event stream", "sse-lf", ToolResult),
+    ("result as a CR event stream", "sse-cr", ToolResult),
+    ("result as a CRLF event stream", "sse-crlf", ToolResult),
+    ("result, isError true", "tool-refused", ToolRefused),
+    ("error -32001", "policy", PolicyRefused),
+    ("error -32001 carried by HTTP 403", "policy-403", PolicyRefused),
+    ("error -32002", "may-pass", MayPass),
+    ("error -32000 coded", "fault-coded", ServerFault),
+    ("error -32000 uncoded", "fault-uncoded", ServerFault),
+    ("error -32602", "bad-arguments", BrokenAnswer),
+    ("error -32601", "unknown-method", BrokenAnswer),
+    ("HTTP 413", "http-413", BodyTooLarge),
+    ("HTTP 429", "http-429", MayPass),
+    ("HTTP 502", "http-502", MayPass),
+    ("HTTP 503", "http-503", MayPass),
+    ("HTTP 504", "http-504", GatewayCallTimeout),
+    ("error 'MCP server timed out'", "call-limit", GatewayCallTimeout),
+    ("no answer: the gateway hangs", "hang", NoAnswer),
+    ("no answer: only keep-alive pings", "trickle", NoAnswer),
+    ("broken: bad JSON", "bad-json", BrokenAnswer),
+    ("broken: result of the wrong shape", "wrong-shape", BrokenAnswer),
+    ("broken: answer to another id", "wrong-id", BrokenAnswer),
+    ("broken: stream cut mid-event", "cut-stream", BrokenAnswer),
+    ("broken: JSON body cut short", "cut-json", BrokenAnswer),
+    ("broken: HTML instead of JSON", "html", BrokenAnswer),
+    ("broken: HTTP 500 without JSON-RPC", "http-500", BrokenAnswer),
+    ("broken: a redirect, not followed", "redirect", BrokenAnswer),
+]
+
+
+async def outcome_of(url: str, **kwargs) -> object:
+    """What one call to ``url`` ends in: the ToolResult, or the exception raised."""
+    server = McpGatewayServer(url, **kwargs)
+    try:
+        return await server.call_tool(
+            "loom_search", {"query": "tea"}, deadline_s=DEADLINE_S, wait_retry_after=False
+        )
+    except Exception as error:
+        return error
+    finally:
+        await server.aclose()
+
+
+class UnresolvableHost(httpx.AsyncBaseTransport):
+    """Stands in for the resolver failing, with the exception httpx raises for it.
+
+    A real DNS failure would need a resolver query, which leaves loopback.
+    """
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("[Errno -2] Name or service not known", request=request)
+
+
+class TestOutcomeTable:
+    @pytest.mark.parametrize(("row", "scenario", "expected"), ROWS, ids=[r[0] for r in ROWS])
+    async def test_each_answer_maps_to_exactly_one_outcome(
+        self, scenario_base, row, scenario, expected
+    ) -> None:
+        outcome = await outcome_of(scenario_base(scenario) + "/s/loom/mcp")
+        assert type(outcome) is expected, f"{row}: got {outcome!r}"
+
+    async def test_connection_refused_is_unreachable(self, refused_url) -> None:
+        outcome = await outcome_of(refused_url + "/s/loom/mcp")
+        assert type(outcome) is GatewayUnreachable
+
+    async def test_a_name_that_does_not_resolve_is_unreachable(self) -> None:
+        outcome = await outcome_of(
+            "http://gateway.invalid/s/loom/mcp", transport=UnresolvableHost()
+        )
+        assert type(outcome) is GatewayUnreachable
+
+
+class TestOutcomeDetails:
+    async def test_a_coded_fault_carries_loom_s_code(self, scenario_base) -> None:
+        outcome = await outcome_of(scenario_base("fault-coded") + "/s/loom/mcp")
+        assert outcome.code == "BACKEND_UNAVAILABLE"
+
+    async def test_an_uncoded_fault_has_no_code(self, scenario_base) -> None:
+        outcome = await outcome_of(scenario_base("fault-uncoded") + "/s/loom/mcp")
+        assert outcome.code is None
+
+    async def test_a_policy_refusal_keeps_the_gateway_s_message(self, scenario_base) -> None:
+        outcome = await outcome_of(scenario_base("policy") + "/s/loom/mcp")
+        assert outcome.message == "no credential set for loom"
+
+    async def test_a_refusing_tool_s_text_says_why(self, scenario_base) -> None:
+        outcome = await outcome_of(scenario_base("tool-refused") + "/s/loom/mcp")
+        assert outcome.text == "namespace not found"
+
+    @pytest.mark.parametrize(("scenario", "seconds"), [("http-429", 1.0), ("http-503", 3.0)])
+    async def test_may_pass_carries_the_retry_after(self, scenario_base, scenario, seconds) -> None:
+        outcome = await outcome_of(scenario_base(scenario) + "/s/loom/mcp")
+        assert outcome.retry_after_s == seconds
+
+    async def test_a_result_prefers_structured_content(self, scenario_base) -> None:
+        outcome = await outcome_of(scenario_base("result") + "/s/loom/mcp")
+        assert outcome.data == {"ok": True, "arguments": {"query": "tea"}}
+
+    async def test_a_result_without_structured_content_parses_its_text(self, scenario_base) -> None:
+        outcome = await outcome_of(scenario_base("text-only") + "/s/loom/mcp")
+        assert outcome.data == {"from": "text"}

@@ -1,0 +1,81 @@
+"""Reading event streams however the bytes are cut and lines are ended (GW-3)."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from provisioner.runtime.sse import EventStreamDecoder, ServerSentEvent
+
+STREAM_LINES = [
+    "\ufeff: ping",
+    "",
+    "event: message",
+    "data: first",
+    "",
+    ": a comment between events",
+    "id: 7",
+    "data:two",
+    "data:  lines",
+    "",
+    "event: other",
+    "data: é ü 東京",
+    "",
+    "retry: 100",
+    "",
+    "data: unfinished at the end",
+]
+EXPECTED = [
+    ServerSentEvent("message", "first"),
+    ServerSentEvent("message", "two\n lines", "7"),
+    ServerSentEvent("other", "é ü 東京", "7"),
+]
+
+
+def _decode(chunks: list[bytes]) -> list[ServerSentEvent]:
+    decoder = EventStreamDecoder()
+    events = [event for chunk in chunks for event in decoder.feed(chunk)]
+    return events + decoder.close()
+
+
+def _stream(newline: str) -> bytes:
+    return newline.join(STREAM_LINES).encode()
+
+
+def _cut(data: bytes, cuts: list[int]) -> list[bytes]:
+    points = sorted({0, len(data), *(cut % (len(data) + 1) for cut in cuts)})
+    return [data[a:b] for a, b in itertools.pairwise(points)]
+
+
+class TestEventStreamDecoder:
+    @pytest.mark.parametrize("newline", ["\n", "\r", "\r\n"], ids=["LF", "CR", "CRLF"])
+    def test_each_line_ending_gives_the_same_events(self, newline: str) -> None:
+        assert _decode([_stream(newline)]) == EXPECTED
+
+    @given(
+        newline=st.sampled_from(["\n", "\r", "\r\n"]),
+        cuts=st.lists(st.integers(min_value=0, max_value=400), max_size=25),
+    )
+    def test_any_chunking_gives_the_same_events(self, newline: str, cuts: list[int]) -> None:
+        """Cuts may fall inside a UTF-8 sequence or between the CR and LF of one line break."""
+        assert _decode(_cut(_stream(newline), cuts)) == EXPECTED
+
+    def test_a_final_cr_completes_the_last_event(self) -> None:
+        assert _decode([b"data: x\r", b"\r"]) == [ServerSentEvent("message", "x")]
+
+    def test_an_event_cut_before_its_blank_line_is_dropped(self) -> None:
+        assert _decode([b'data: {"jsonrpc": "2.0", "id": 1}\n']) == []
+
+    def test_an_event_without_data_is_not_dispatched(self) -> None:
+        assert _decode([b"event: message\nid: 3\n\n"]) == []
+
+    def test_bytes_that_are_not_utf8_are_refused(self) -> None:
+        with pytest.raises(ValueError, match="UTF-8"):
+            _decode([b"data: \xff\n\n"])
+
+    def test_a_stream_ending_inside_a_utf8_sequence_is_refused(self) -> None:
+        with pytest.raises(ValueError, match="UTF-8"):
+            _decode(["data: é".encode()[:-1]])
