@@ -1,7 +1,8 @@
 """How a golden difference is shown to a template author (GOLD-2).
 
-The unified diff makes invisible bytes visible: a carriage return is shown as ``␍`` at the end
-of its line, and a last line without a newline gets GNU diff's ``\\ No newline at end of file``.
+The unified diff makes invisible bytes visible: a carriage return is shown as ``␍`` where it
+stands (lines end at LF only), and a last line without a newline gets GNU diff's
+``\\ No newline at end of file``.
 For YAML files a structural summary follows, with cron jobs matched by ``id`` so that a moved
 or re-indented job reads as what it is.
 """
@@ -32,16 +33,17 @@ def unified_diff(golden: bytes, rendered: bytes, path: str) -> str:
 
 
 def _visible_lines(content: bytes) -> list[str]:
-    """Lines without their terminator, CR shown, and the missing final newline marked."""
-    text = content.decode("utf-8", errors="backslashreplace")
-    lines: list[str] = []
-    for line in text.splitlines(keepends=True):
-        body = line.rstrip("\r\n")
-        ending = line[len(body) :]
-        shown = body + CR_MARK * ending.count("\r")
-        if not ending.endswith("\n"):
-            shown += "\n" + NO_NEWLINE
-        lines.append(shown)
+    """Lines without their terminator, every CR shown, and the missing final newline marked.
+
+    Lines end at LF only, as they do for diff and git: ``str.splitlines`` would also break at
+    a lone CR, form feed or U+2028, and then mark each such piece as a last line without a
+    newline.
+    """
+    text = content.decode("utf-8", errors="backslashreplace").replace("\r", CR_MARK)
+    lines = text.split("\n")
+    unterminated = lines.pop()  # "" when the content ends with a newline
+    if unterminated:
+        lines.append(unterminated + "\n" + NO_NEWLINE)
     return lines
 
 
@@ -53,10 +55,12 @@ def structural_summary(path: str, golden: bytes, rendered: bytes) -> list[str]:
     from deepdiff import DeepDiff  # deferred: only a YAML difference needs it
 
     try:
-        before = _jobs_by_id(yaml.safe_load(golden))
-        after = _jobs_by_id(yaml.safe_load(rendered))
+        before, after = yaml.safe_load(golden), yaml.safe_load(rendered)
     except yaml.YAMLError as error:
         return [f"not valid YAML: {str(error).splitlines()[0]}"]
+    keyed = _jobs_by_id(before), _jobs_by_id(after)
+    if keyed[0] is not None and keyed[1] is not None:
+        before, after = keyed
     difference = DeepDiff(before, after, view="tree")
     lines: list[str] = []
     labels = {
@@ -74,12 +78,19 @@ def structural_summary(path: str, golden: bytes, rendered: bytes) -> list[str]:
 
 
 def _jobs_by_id(document: Any) -> Any:
-    """Key a ``jobs`` list by job id, so jobs compare by identity, not by position."""
+    """The document with its ``jobs`` list keyed by job id, or None when it cannot be.
+
+    Keyed by id, jobs compare by identity, not by position. Both sides must be keyable (every
+    job has an id and no id repeats): keyed by id, a repeated job would collapse into one and
+    its addition would not show in the summary, so such a file compares as lists.
+    """
     if isinstance(document, dict) and isinstance(document.get("jobs"), list):
         jobs = document["jobs"]
         if all(isinstance(job, dict) and "id" in job for job in jobs):
-            return {**document, "jobs": {str(job["id"]): job for job in jobs}}
-    return document
+            by_id = {str(job["id"]): job for job in jobs}
+            if len(by_id) == len(jobs):
+                return {**document, "jobs": by_id}
+    return None
 
 
 def _dotted(parts: list[Any]) -> str:
