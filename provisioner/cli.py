@@ -157,6 +157,8 @@ def _run_init(args: argparse.Namespace) -> int:
     if mode != "non-interactive":
         prompter = Prompter(sys.stdin, sys.stderr, _secret_reader())
     result = run_init(request, prompter)
+    for warning in result.warnings:
+        print(f"nerve: warning: {warning}", file=sys.stderr)
     if args.json:
         print(json.dumps(init_summary_json(result, config_dir), indent=2))
     else:

@@ -157,7 +157,8 @@ def lint_renders(expected: Mapping[str, RenderedFile]) -> list[WordingProblem]:
 def update(golden_dir: Path, backends: Iterable[str], *, env: Mapping[str, str]) -> list[str]:
     """Rewrite the goldens of ``backends`` and remove their orphans (GOLD-3).
 
-    Refused (``GoldenRefused``) when ``CI`` is set: CI checks goldens, it never makes them.
+    Refused (``GoldenRefused``) when ``CI`` is set (CI checks goldens, it never makes them)
+    and when the render breaks the wording rules (GOLD-5): a golden is never a violation.
     Returns the golden paths that were written or removed. Files are replaced one by one
     through a temporary name, so an interrupted update leaves each file whole.
     """
@@ -170,6 +171,12 @@ def update(golden_dir: Path, backends: Iterable[str], *, env: Mapping[str, str])
             for path, rendered in render_expected(Path(scratch)).items()
             if path.split("/", 1)[0] in chosen
         }
+    problems = lint_renders(expected)
+    if problems:
+        raise GoldenRefused(
+            f"golden update refused: {len(problems)} wording problem(s), the first: "
+            f"{problems[0]}; see nerve golden check"
+        )
     goldens = read_goldens(golden_dir, chosen)
     touched: list[str] = []
     if "memu" in chosen and jobs.record_current_memu_prompts():

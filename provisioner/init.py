@@ -57,6 +57,7 @@ class InitResult:
     backend_source: str
     placement: Placement
     memory_step: dict[str, Any]
+    warnings: tuple[str, ...] = ()
 
 
 @dataclass
@@ -135,7 +136,9 @@ def run_init(request: InitRequest, prompter: Prompter | None) -> InitResult:
         with tempfile.TemporaryDirectory(prefix="nerve-init-") as scratch:
             rendered = render_workspace(answers, Path(scratch) / "workspace")
             placement = place(rendered, request.workspace, manifest)
-    return InitResult(request.workspace, answers, backend_source, placement, memory_step)
+    return InitResult(
+        request.workspace, answers, backend_source, placement, memory_step, config.warnings
+    )
 
 
 def _is_new(workspace: Path) -> bool:

@@ -72,6 +72,7 @@ def init_summary_json(result: InitResult, config_dir: Path) -> dict[str, Any]:
         ],
         "unchanged": placement.unchanged,
         "memory": result.memory_step,
+        "warnings": list(result.warnings),
         "note": _backend_note(result, config_dir),
     }
 

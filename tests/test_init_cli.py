@@ -305,6 +305,16 @@ class TestCopierIsolation:
         assert "Leaked" not in identity and "UTC" in identity
 
 
+class TestConfigWarnings:
+    def test_an_unknown_memory_key_warns_but_init_goes_on(self, run_nerve, tmp_path):
+        """CONF-7: unknown keys under memory warn; init still provisions."""
+        (tmp_path / "cfg").mkdir()
+        (tmp_path / "cfg" / "config.yaml").write_text("memory:\n  backnd: loom\n")
+        result = init(run_nerve, "--workspace", "ws", "--config-dir", "cfg", "--json")
+        assert "nerve: warning:" in result.stderr and "backnd" in result.stderr
+        assert any("backnd" in warning for warning in json.loads(result.stdout)["warnings"])
+
+
 class TestBadInput:
     def test_an_unknown_memory_backend_flag(self, run_nerve):
         """INIT-1, CONF-7: --memory-backend foo."""

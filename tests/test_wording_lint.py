@@ -18,7 +18,6 @@ import pytest
 
 from provisioner.backends import MEMU_TOOLS, UnknownBackend, loom_core_tools
 from provisioner.golden import CheckReport, lint_renders, read_goldens
-from provisioner.jobs import unrecorded_memu_prompts
 from provisioner.summary import golden_report_text
 from provisioner.wording import WordingProblem, lint_text, loom_tools_named, memu_tools_named
 from tests.conftest import GOLDEN_DIR, REPO_ROOT, clean_environment
@@ -35,10 +34,14 @@ def _append_after(path: Path, anchor: str, addition: str) -> None:
     path.write_text(text.replace(anchor, anchor + addition), encoding="utf-8")
 
 
-def _nerve(home: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+def _nerve(
+    home: Path, *args: str, env: dict[str, str], python: bool = False
+) -> subprocess.CompletedProcess:
+    """Run the CLI (or, with ``python=True``, the interpreter) with a clean environment."""
     home.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, *args] if python else [sys.executable, "-m", "provisioner", *args]
     return subprocess.run(
-        [sys.executable, "-m", "provisioner", *args],
+        command,
         input="",
         capture_output=True,
         text=True,
@@ -85,16 +88,26 @@ def violations(tmp_path_factory) -> subprocess.CompletedProcess:
         "- `mcp__loom__loom_op`: run any Loom op.\n",
     )
     goldens = root / "golden"
-    shutil.copytree(GOLDEN_DIR, goldens)
-    # A memU update records unrecorded memU prompts in the package itself; refuse to run
-    # rather than write into the checkout.
-    assert unrecorded_memu_prompts() == [], "record the current memU prompts first"
     env = {"NERVE_ASSETS_DIR": str(root / "assets")}
     home = root / "home"
-    backends = ("--backend", "memu", "--backend", "loom")
-    update = _nerve(home, "golden", "update", *backends, "--golden-dir", str(goldens), env=env)
-    assert update.returncode == 0, update.stdout + update.stderr
+    # `golden update` refuses to freeze wording problems, so the goldens matching the planted
+    # render are written straight from it, in a process that renders from the copy.
+    write = _nerve(home, "-c", _WRITE_RENDER_AS_GOLDENS, str(goldens), env=env, python=True)
+    assert write.returncode == 0, write.stdout + write.stderr
     return _nerve(home, "golden", "check", "--golden-dir", str(goldens), env=env)
+
+
+_WRITE_RENDER_AS_GOLDENS = """
+import sys, tempfile
+from pathlib import Path
+from provisioner.golden import render_expected
+target = Path(sys.argv[1])
+with tempfile.TemporaryDirectory() as scratch:
+    for path, rendered in render_expected(Path(scratch)).items():
+        (target / path).parent.mkdir(parents=True, exist_ok=True)
+        (target / path).write_bytes(rendered.content)
+        (target / path).chmod(0o755 if rendered.executable else 0o644)
+"""
 
 
 def _reported(check: subprocess.CompletedProcess) -> list[tuple[str, str, str]]:
@@ -104,6 +117,29 @@ def _reported(check: subprocess.CompletedProcess) -> list[tuple[str, str, str]]:
         for line in check.stdout.splitlines()
         if (match := _WORDING_LINE.match(line))
     ]
+
+
+class TestUpdateRefusesPlantedWording:
+    def test_update_will_not_freeze_a_wording_problem(self, tmp_path):
+        """GOLD-5: a render that breaks the wording rules never becomes a golden."""
+        assets = tmp_path / "assets"
+        shutil.copytree(REPO_ROOT / "templates", assets / "templates")
+        shutil.copytree(REPO_ROOT / "skills", assets / "skills")
+        _append_after(
+            assets / "templates/partials/loom/memory-hot.md",
+            "not here.",
+            " Check with `memory_recall` first.",
+        )
+        goldens = tmp_path / "golden"
+        shutil.copytree(GOLDEN_DIR, goldens)
+        before = read_goldens(goldens, ("memu", "loom"))
+        env = {"NERVE_ASSETS_DIR": str(assets)}
+        update = _nerve(
+            tmp_path / "home", "golden", "update", "--golden-dir", str(goldens), env=env
+        )
+        assert update.returncode == 2, update.stdout + update.stderr
+        assert "wording problem" in update.stderr and "memory_recall" in update.stderr
+        assert read_goldens(goldens, ("memu", "loom")) == before
 
 
 class TestCheckFailsOnPlantedWording:
