@@ -23,7 +23,7 @@ import asyncio
 import itertools
 import json
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 import httpx
@@ -68,6 +68,8 @@ MCP_PROTOCOL_VERSION = "2025-06-18"  # GW-3
 RETRY_AFTER_MAX_WAIT_S = 2.0  # GW-6: a read waits out a Retry-After of up to 2 s, once
 ANSWER_MAX_BYTES = 8 * 1024 * 1024  # our choice: no tool answer Nerve reads comes near this
 ERROR_BODY_MAX_BYTES = 64 * 1024  # our choice: a non-200 body is read only for a JSON-RPC error
+STREAM_TAIL_WAIT_S = 0.05  # our choice: how long to read on after a stream's answer
+STREAM_TAIL_MAX_BYTES = 64 * 1024  # our choice: how much to read on after it
 
 REQUEST_HEADERS: Mapping[str, str] = {  # GW-3 (contracts/gateway.md)
     "Content-Type": "application/json",
@@ -195,7 +197,7 @@ class McpGatewayServer:
         if remaining <= 0:
             raise NoAnswer("the deadline passed before the call was sent", deadline_s=0.0)
         try:
-            async with asyncio.timeout(remaining):
+            async with asyncio.timeout(remaining) as budget:
                 async with self._client.stream(
                     "POST",
                     self._url,
@@ -203,7 +205,7 @@ class McpGatewayServer:
                     headers=REQUEST_HEADERS,
                     timeout=request_timeout(remaining),
                 ) as response:
-                    return await _read_answer(response, request_id)
+                    return await _read_answer(response, request_id, budget)
         except TimeoutError:
             raise _no_answer(remaining) from None
         except (httpx.ConnectError, httpx.ConnectTimeout) as error:
@@ -230,8 +232,13 @@ def _no_answer(deadline_s: float) -> NoAnswer:
     return NoAnswer(f"no complete answer within {deadline_s:.3g} s", deadline_s=deadline_s)
 
 
-async def _read_answer(response: httpx.Response, request_id: int) -> ToolResult:
-    """The outcome of one HTTP answer: status first, then the body by its media type."""
+async def _read_answer(
+    response: httpx.Response, request_id: int, budget: asyncio.Timeout
+) -> ToolResult:
+    """The outcome of one HTTP answer: status first, then the body by its media type.
+
+    ``budget`` is the call's deadline; a stream's tail is read only well within it.
+    """
     retry_after_s = parse_retry_after(
         response.headers.get("retry-after"), date=response.headers.get("date"), now=time.time()
     )
@@ -244,7 +251,7 @@ async def _read_answer(response: httpx.Response, request_id: int) -> ToolResult:
     if kind == "application/json":
         message = await _json_body(response)
     elif kind == "text/event-stream":
-        message = await _message_from_stream(response, request_id)
+        message = await _message_from_stream(response, budget)
     else:
         raise BrokenAnswer(f"unexpected content type {kind or 'none'!r}")
     return outcome_of_message(message, request_id, retry_after_s=retry_after_s)
@@ -272,28 +279,53 @@ async def _json_body(response: httpx.Response) -> Any:
         raise BrokenAnswer("the answer is not valid JSON") from None
 
 
-async def _message_from_stream(response: httpx.Response, request_id: int) -> Any:
+async def _message_from_stream(response: httpx.Response, budget: asyncio.Timeout) -> Any:
     """The first JSON-RPC response in an event stream; notifications and requests are skipped.
 
     Raises ``BrokenAnswer`` for an event that is not JSON, a stream over the byte cap, or a
     stream that ends before the response.
     """
     decoder = EventStreamDecoder()
+    chunks = response.aiter_bytes()
     size = 0
     try:
-        async for chunk in response.aiter_bytes():
+        async for chunk in chunks:
             size += len(chunk)
             if size > ANSWER_MAX_BYTES:
                 raise BrokenAnswer(f"the event stream passed {ANSWER_MAX_BYTES} bytes")
             found = _response_in(decoder.feed(chunk))
             if found is not None:
+                await _read_tail(chunks, budget)
                 return found
         found = _response_in(decoder.close())
     except ValueError as error:
         raise BrokenAnswer(f"the event stream is broken: {error}") from None
+    finally:
+        await chunks.aclose()
     if found is None:
         raise BrokenAnswer("the event stream ended before the answer")
     return found
+
+
+async def _read_tail(chunks: AsyncIterator[bytes], budget: asyncio.Timeout) -> None:
+    """Read what follows the answer for a moment, so the connection can serve the next call.
+
+    A server closes the stream right after the response; reading to its end returns the
+    connection to the pool instead of dropping it. A stream that goes on is left after
+    ``STREAM_TAIL_WAIT_S`` (the connection is then closed), and never past the deadline.
+    """
+    when = budget.when()
+    if when is not None and when - asyncio.get_running_loop().time() < 2 * STREAM_TAIL_WAIT_S:
+        return
+    size = 0
+    try:
+        async with asyncio.timeout(STREAM_TAIL_WAIT_S):
+            async for chunk in chunks:
+                size += len(chunk)
+                if size > STREAM_TAIL_MAX_BYTES:
+                    return
+    except (TimeoutError, httpx.TransportError):
+        return
 
 
 def _response_in(events: list[Any]) -> Any:
