@@ -295,6 +295,10 @@ async def html_body(ex: Exchange) -> None:
 async def trickle(ex: Exchange) -> None:
     """An event stream of pings that never brings the answer."""
     await ex.start(200, [("content-type", "text/event-stream")])
+    await trickle_on(ex)
+
+
+async def trickle_on(ex: Exchange) -> None:
     loop = asyncio.get_running_loop()
     stop_at = loop.time() + HANG_LIMIT_S
     while loop.time() < stop_at and not ex.disconnected.is_set():
@@ -350,6 +354,14 @@ def sse_result(newline: str) -> Handler:
         await ex.chunk(b"", more=False)
 
     return handler
+
+
+async def sse_result_then_pings(ex: Exchange) -> None:
+    """The answer as an event, then a stream that stays open with pings."""
+    event = "event: message\ndata: " + json.dumps(_result(ex, {"ok": True})) + "\n\n"
+    await ex.start(200, [("content-type", "text/event-stream")])
+    await ex.chunk(event.encode())
+    await trickle_on(ex)
 
 
 async def slow_result(ex: Exchange) -> None:
@@ -430,9 +442,11 @@ SCENARIOS: dict[str, Scenario] = {
     "sse-lf": Scenario(call=sse_result("\n")),
     "sse-cr": Scenario(call=sse_result("\r")),
     "sse-crlf": Scenario(call=sse_result("\r\n")),
+    "sse-then-pings": Scenario(call=sse_result_then_pings),
     "slow": Scenario(call=slow_result),
     # a read that meets a condition that may pass, then the answer
     "429-once-ra1": Scenario(call=once_then_result(http_status(429, "1"))),
+    "429-once-ra2": Scenario(call=once_then_result(http_status(429, "2"))),
     "503-once-ra10": Scenario(call=once_then_result(http_status(503, "10"))),
     "503-once-date": Scenario(call=once_then_result(unavailable_with_date)),
     "may-pass-once": Scenario(call=once_then_result(may_pass)),

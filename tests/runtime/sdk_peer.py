@@ -7,12 +7,12 @@ the answers of contracts/loom-ops.md:
 * ``loom_search`` answers ``structuredContent``;
 * ``loom_context_pack`` sends progress notifications before its result (seen in stream mode);
 * ``loom_namespace_summary`` answers JSON as text only, no ``structuredContent``;
-* ``loom_memory_get`` raises, which the SDK answers as a result with ``isError: true``;
-* ``slow_echo`` waits ``delay_s`` before answering.
+* ``loom_memory_get`` raises, which the SDK answers as a result with ``isError: true``.
 
-Every request's headers are kept in ``PeerApp.seen_headers`` so tests can check what the
-client sent. Run as a script (``python sdk_peer.py [--sse]``) it serves on a free port and
-prints the base URL, for the benchmark.
+Every request's headers and client port are kept (``PeerApp.seen_headers``,
+``seen_client_ports``) so tests can check what the client sent, and over which connection.
+Run as a script (``python sdk_peer.py [--sse]``) it serves on a free port and prints the base
+URL, for the benchmark.
 """
 
 from __future__ import annotations
@@ -61,11 +61,6 @@ def build_mcp_server() -> MCPServer:
     async def memory_get(memory_key: str) -> str:
         raise ValueError(f"no memory {memory_key}")
 
-    @server.tool(name="slow_echo", structured_output=True)
-    async def slow_echo(delay_s: float) -> dict[str, Any]:
-        await asyncio.sleep(delay_s)
-        return {"slept": delay_s}
-
     return server
 
 
@@ -74,6 +69,7 @@ class PeerApp:
 
     def __init__(self, *, json_response: bool) -> None:
         self.seen_headers: list[dict[str, str]] = []
+        self.seen_client_ports: list[int] = []
         mcp_server = build_mcp_server()
         mcp_app = mcp_server.streamable_http_app(
             streamable_http_path=MCP_PATH, json_response=json_response, stateless_http=True
@@ -92,6 +88,7 @@ class PeerApp:
         if scope["type"] == "http":
             headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
             self.seen_headers.append(headers)
+            self.seen_client_ports.append(scope["client"][1])
         await self._app(scope, receive, send)
 
     async def _catalog(self, request: Request) -> JSONResponse:
@@ -109,8 +106,11 @@ class PeerApp:
 
 
 def main() -> None:
+    import logging
+
     import uvicorn
 
+    logging.getLogger("mcp").setLevel(logging.WARNING)  # the SDK logs every request at INFO
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sse", action="store_true", help="answer with event streams")
     args = parser.parse_args()

@@ -44,6 +44,14 @@ class TestOverallDeadline:
         assert time.monotonic() - started < 0.45
         assert caught.value.deadline_s == pytest.approx(0.2, abs=0.01)
 
+    async def test_a_stream_that_stays_open_after_its_answer_does_not_hold_the_call(
+        self, scenario_base
+    ) -> None:
+        started = time.monotonic()
+        result = await call(scenario_base("sse-then-pings") + "/s/loom/mcp", deadline_s=1.0)
+        assert result.data == {"ok": True}
+        assert time.monotonic() - started < 0.5
+
     async def test_a_deadline_must_be_positive(self, scenario_base) -> None:
         with pytest.raises(ValueError):
             await call(scenario_base("result") + "/s/loom/mcp", deadline_s=0)
@@ -59,6 +67,12 @@ class TestReadRetry:
         assert isinstance(result, ToolResult)
         assert sleep.waits == [1.0]
         assert fault_gateway.count(key_of(base), "call") == 2
+
+    async def test_a_retry_after_of_exactly_two_seconds_is_waited_out(
+        self, scenario_base, clock, sleep
+    ) -> None:
+        result = await call(scenario_base("429-once-ra2") + "/s/loom/mcp", clock=clock, sleep=sleep)
+        assert isinstance(result, ToolResult) and sleep.waits == [RETRY_AFTER_MAX_WAIT_S]
 
     async def test_an_http_date_retry_after_is_waited_out_too(
         self, scenario_base, clock, sleep
@@ -80,8 +94,8 @@ class TestReadRetry:
         self, scenario_base, fault_gateway, clock, sleep
     ) -> None:
         base = scenario_base("503-once-ra10")
-        with pytest.raises(MayPass) as caught:
-            await call(base + "/s/loom/mcp", clock=clock, sleep=sleep)
+        with pytest.raises(MayPass) as caught:  # a deadline with room for the wait
+            await call(base + "/s/loom/mcp", deadline_s=60, clock=clock, sleep=sleep)
         assert caught.value.retry_after_s == 10.0 > RETRY_AFTER_MAX_WAIT_S
         assert sleep.waits == [] and fault_gateway.count(key_of(base), "call") == 1
 

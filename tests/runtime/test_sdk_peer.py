@@ -64,6 +64,19 @@ class TestCallsThroughTheCatalog:
         assert loom.server is first and not first.closed
 
 
+class TestConnectionReuse:
+    async def test_consecutive_calls_share_one_connection(self, sdk_peer) -> None:
+        """In stream mode too: the stream's end is read, so its connection is reused."""
+        base, app = sdk_peer
+        server = McpGatewayServer(base + MCP_PATH)
+        app.seen_client_ports.clear()
+        for _ in range(4):
+            await server.call_tool("loom_namespace_summary", {}, deadline_s=5)
+        await server.aclose()
+        assert len(app.seen_client_ports) == 4
+        assert len(set(app.seen_client_ports)) == 1
+
+
 class TestStreamMode:
     async def test_the_sdk_sends_progress_before_the_result(self, sdk_sse_peer) -> None:
         """Guards the test above: in stream mode the peer really does send notifications."""
