@@ -1,14 +1,18 @@
 """The one registry of what differs per memory backend (BACK-1).
 
 Templates decide the wording; this module only says, per backend, which MCP server its memory
-tools live on (so ``tool("memorize")`` renders as ``mcp__nerve__memorize``), which tool names its
-wording may name, and which it must never name. Adding a third backend means adding one entry
-to ``BACKENDS`` and its template branches.
+tools live on (``mcp__nerve__memorize``, ``mcp__loom__loom_search``), how its tool names are
+recognised in a text, which of them its wording may name, and whether its tools come from the
+gateway catalog (then its texts have a case per client). Adding a third backend means adding
+one entry to ``BACKENDS``, its choice in ``templates/copier.yml`` (a test holds the two equal),
+its partials under ``templates/partials/<name>/``, and its goldens.
 """
 
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 
@@ -50,36 +54,73 @@ class ContractFixtureError(UserError, RuntimeError):
 
 @dataclass(frozen=True)
 class Backend:
-    """What one memory backend looks like to the agent."""
+    """What one memory backend looks like to the agent and to the wording lint."""
 
     name: str
     display_name: str
     mcp_server: str
+    # Finds this backend's tool names in a text; the named group that matched is the name.
+    tool_pattern: re.Pattern[str]
+    # The tool names its wording may name (BACK-3, BACK-4); called lazily by the lint.
+    nameable: Callable[[], frozenset[str]]
+    # Its tools reach the agent from the gateway catalog, so a text has a case for a client
+    # that gets the server and one for a client that does not (TXT-3, TXT-5).
+    served_by_gateway: bool
 
     def tool_ref(self, tool: str) -> str:
         """The name the agent calls a tool by: ``mcp__<server>__<tool>``."""
         return f"mcp__{self.mcp_server}__{tool}"
 
     def nameable_tools(self) -> frozenset[str]:
-        """Tool names this backend's wording may name (BACK-3, BACK-4)."""
-        if self.name == "loom":
-            return loom_core_tools()
-        return frozenset(MEMU_TOOLS)
+        """Tool names this backend's wording may name."""
+        return self.nameable()
 
-    def forbidden_tools(self) -> frozenset[str]:
-        """Tool names this backend's wording must never name (GOLD-5).
+    def tools_named(self, text: str) -> set[str]:
+        """Every tool of this backend that ``text`` names."""
+        return {
+            next(value for value in match.groupdict().values() if value)
+            for match in self.tool_pattern.finditer(text)
+        }
 
-        memU's wording names no ``loom_*`` tool (checked by prefix, not by this set); Loom's
-        wording names none of memU's nine tools.
-        """
-        if self.name == "loom":
-            return frozenset(MEMU_TOOLS)
-        return frozenset()
+
+def _memu_tools() -> frozenset[str]:
+    return frozenset(MEMU_TOOLS)
+
+
+# A memU tool is named as `mcp__nerve__<tool>` or as the bare name in backticks; the word
+# "memorize" in prose is not a tool name.
+_MEMU_NAMES = "|".join(MEMU_TOOLS)
+MEMU_TOOL_PATTERN = re.compile(
+    rf"mcp__{NERVE_SERVER}__(?P<qualified>{_MEMU_NAMES})\b|`(?P<bare>{_MEMU_NAMES})`"
+)
+# Every `loom_<word>` token is a Loom tool name wherever it stands: all of Loom's tools carry
+# the prefix, and no other word in these texts does.
+LOOM_TOOL_PATTERN = re.compile(
+    rf"(?<![A-Za-z0-9])(?P<tool>{LOOM_TOOL_PREFIX}[a-z0-9]+(?:_[a-z0-9]+)*)"
+)
+
+
+def _loom_core() -> frozenset[str]:
+    return loom_core_tools()
 
 
 BACKENDS: dict[str, Backend] = {
-    "memu": Backend(name="memu", display_name="memU", mcp_server=NERVE_SERVER),
-    "loom": Backend(name="loom", display_name="Loom", mcp_server=LOOM_SERVER),
+    "memu": Backend(
+        name="memu",
+        display_name="memU",
+        mcp_server=NERVE_SERVER,
+        tool_pattern=MEMU_TOOL_PATTERN,
+        nameable=_memu_tools,
+        served_by_gateway=False,
+    ),
+    "loom": Backend(
+        name="loom",
+        display_name="Loom",
+        mcp_server=LOOM_SERVER,
+        tool_pattern=LOOM_TOOL_PATTERN,
+        nameable=_loom_core,
+        served_by_gateway=True,
+    ),
 }
 
 BACKEND_NAMES: tuple[str, ...] = tuple(BACKENDS)

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from provisioner import assets, jobs
-from provisioner.backends import BACKEND_NAMES, PROFILES, loom_core_tools
+from provisioner.backends import BACKEND_NAMES, PROFILES
 from provisioner.errors import UserError
 from provisioner.golden_diff import structural_summary, unified_diff
 from provisioner.render import Answers, RenderedFile, read_tree, render_workspace
-from provisioner.wording import WordingProblem, lint_text
+from provisioner.wording import WordingProblem, lint_text, nameable_by_backend
 
 TEXTS_DIR = "texts"  # GOLD-1: golden/<backend>/texts/<name>[@<case>].md
 
@@ -145,12 +145,12 @@ def compare(
 
 def lint_renders(expected: Mapping[str, RenderedFile]) -> list[WordingProblem]:
     """GOLD-5 over every rendered text; the backend is the first part of the golden path."""
-    core = loom_core_tools()
+    nameable = nameable_by_backend()
     problems: list[WordingProblem] = []
     for path, rendered in sorted(expected.items()):
         backend = path.split("/", 1)[0]
         text = rendered.content.decode("utf-8", errors="replace")
-        problems.extend(lint_text(path, text, backend, core))
+        problems.extend(lint_text(path, text, backend, nameable))
     return problems
 
 

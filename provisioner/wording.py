@@ -1,34 +1,28 @@
-"""Which memory tools a text names, for the wording lint (GOLD-5) and the contract fixture.
+"""The wording lint (GOLD-5): a text names only tools its own backend may name.
 
-A text names a memU tool when it writes ``mcp__nerve__<tool>`` or the bare tool name in
-backticks; prose such as "memorize this" is not a tool name. Any ``loom_<word>`` token is a
-Loom tool name wherever it stands, because Loom's tools all carry that prefix and no other word
-in our texts does.
+Each backend of the registry knows how its tool names look in a text (``Backend.tools_named``)
+and which it may name (``Backend.nameable_tools``). A text of backend B is wrong when it names
+a tool of another backend that B may not name (memU wording names no ``loom_*`` tool; Loom
+wording names none of memU's nine tools), or a tool of B's own that B may not name (a
+``loom_*`` tool outside Loom's default list).
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from provisioner.backends import LOOM_TOOL_PREFIX, MEMU_TOOLS, NERVE_SERVER, get_backend
-
-_LOOM_TOOL = re.compile(rf"(?<![A-Za-z0-9]){LOOM_TOOL_PREFIX}[a-z0-9]+(?:_[a-z0-9]+)*")
-_MEMU_ALTERNATION = "|".join(MEMU_TOOLS)
-_MEMU_TOOL = re.compile(
-    rf"mcp__{NERVE_SERVER}__(?P<qualified>{_MEMU_ALTERNATION})\b|`(?P<bare>{_MEMU_ALTERNATION})`"
-)
+from provisioner.backends import BACKENDS, get_backend
 
 
 def loom_tools_named(text: str) -> set[str]:
     """Every ``loom_*`` tool name that ``text`` mentions."""
-    return set(_LOOM_TOOL.findall(text))
+    return BACKENDS["loom"].tools_named(text)
 
 
 def memu_tools_named(text: str) -> set[str]:
     """Every memU tool (BACK-3) that ``text`` names as a tool."""
-    return {match["qualified"] or match["bare"] for match in _MEMU_TOOL.finditer(text)}
+    return BACKENDS["memu"].tools_named(text)
 
 
 @dataclass(frozen=True)
@@ -45,25 +39,28 @@ class WordingProblem:
 
 
 def lint_text(
-    text_name: str, text: str, backend: str, loom_core: Iterable[str]
+    text_name: str, text: str, backend: str, nameable: Mapping[str, Iterable[str]]
 ) -> list[WordingProblem]:
-    """The GOLD-5 problems of one rendered text of ``backend``.
+    """The GOLD-5 problems of one rendered text of ``backend``, sorted by tool.
 
-    * a memU text names no ``loom_*`` tool;
-    * a Loom text names none of memU's nine tools;
-    * every ``loom_*`` tool a Loom text names is in Loom's default (``core``) list.
+    ``nameable`` maps every backend name to the tools its wording may name (see
+    ``nameable_by_backend``); tests pass their own lists.
     """
-    get_backend(backend)  # an unknown backend is a caller error, not a lint finding
+    own = get_backend(backend)
+    allowed = frozenset(nameable[backend])
     problems: list[WordingProblem] = []
-    core = frozenset(loom_core)
-    for tool in sorted(loom_tools_named(text)):
-        if backend != "loom":
-            problems.append(WordingProblem(text_name, backend, tool, "a Loom tool in memU wording"))
-        elif tool not in core:
-            problems.append(
-                WordingProblem(text_name, backend, tool, "not in Loom's default tool list")
-            )
-    if backend == "loom":
-        for tool in sorted(memu_tools_named(text)):
-            problems.append(WordingProblem(text_name, backend, tool, "a memU tool in Loom wording"))
-    return problems
+    for other in BACKENDS.values():
+        reason = (
+            f"not in {own.display_name}'s default tool list"
+            if other is own
+            else f"a {other.display_name} tool in {own.display_name} wording"
+        )
+        for tool in other.tools_named(text):
+            if tool not in allowed:
+                problems.append(WordingProblem(text_name, backend, tool, reason))
+    return sorted(problems, key=lambda problem: (problem.tool, problem.reason))
+
+
+def nameable_by_backend() -> dict[str, frozenset[str]]:
+    """What each backend's wording may name, from the registry (BACK-3, BACK-4)."""
+    return {name: backend.nameable_tools() for name, backend in BACKENDS.items()}

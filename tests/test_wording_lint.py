@@ -25,6 +25,7 @@ from tests.conftest import GOLDEN_DIR, REPO_ROOT, clean_environment
 CONTRACT_FIXTURE = REPO_ROOT / "tests" / "fixtures" / "loom_lifecycle_ops.json"
 _WORDING_LINE = re.compile(r"^WORDING  (\S+): names '([^']+)' \((.*)\)$")
 CORE = frozenset({"loom_search", "loom_memory_set", "loom_namespace_validate"})
+NAMEABLE = {"memu": frozenset(MEMU_TOOLS), "loom": CORE}
 
 
 def _append_after(path: Path, anchor: str, addition: str) -> None:
@@ -234,40 +235,40 @@ class TestToolNamesInText:
 class TestLintText:
     def test_memu_text_naming_memu_tools_is_clean(self):
         """GOLD-5: memU wording names its own tools freely."""
-        assert lint_text("t", "`mcp__nerve__memorize` and `memory_recall`", "memu", CORE) == []
+        assert lint_text("t", "`mcp__nerve__memorize` and `memory_recall`", "memu", NAMEABLE) == []
 
     def test_memu_text_naming_a_loom_tool_is_a_problem_even_if_core(self):
         """GOLD-5: memU wording names no ``loom_*`` tool at all."""
-        assert lint_text("t", "try mcp__loom__loom_search", "memu", CORE) == [
+        assert lint_text("t", "try mcp__loom__loom_search", "memu", NAMEABLE) == [
             WordingProblem("t", "memu", "loom_search", "a Loom tool in memU wording")
         ]
 
     def test_loom_text_naming_core_tools_is_clean(self):
         """GOLD-5: core tools are what Loom wording is for."""
         text = "`mcp__loom__loom_search`, then `mcp__loom__loom_memory_set`; memorize it."
-        assert lint_text("t", text, "loom", CORE) == []
+        assert lint_text("t", text, "loom", NAMEABLE) == []
 
     def test_loom_text_naming_a_memu_tool_is_a_problem(self):
         """GOLD-5: memU's tools are not offered under Loom."""
-        assert lint_text("t", "use `session_context`", "loom", CORE) == [
+        assert lint_text("t", "use `session_context`", "loom", NAMEABLE) == [
             WordingProblem("t", "loom", "session_context", "a memU tool in Loom wording")
         ]
 
     def test_loom_text_naming_a_tool_outside_core_is_a_problem(self):
         """BACK-4: a tool Loom does not list by default is not there for the agent."""
-        assert lint_text("t", "use mcp__loom__loom_op", "loom", CORE) == [
+        assert lint_text("t", "use mcp__loom__loom_op", "loom", NAMEABLE) == [
             WordingProblem("t", "loom", "loom_op", "not in Loom's default tool list")
         ]
 
     def test_a_tool_named_twice_is_one_problem_and_problems_come_sorted(self):
         """GOLD-5: the report lists each tool once per text, in a stable order."""
-        problems = lint_text("t", "loom_b loom_a loom_b", "memu", CORE)
+        problems = lint_text("t", "loom_b loom_a loom_b", "memu", NAMEABLE)
         assert [problem.tool for problem in problems] == ["loom_a", "loom_b"]
 
     def test_an_unknown_backend_is_a_caller_error_not_a_finding(self):
         """BACK-1: a backend outside the registry must not lint as clean."""
         with pytest.raises(UnknownBackend):
-            lint_text("t", "text", "mem0", CORE)
+            lint_text("t", "text", "mem0", NAMEABLE)
 
 
 class TestLintOfTheShippedWording:
