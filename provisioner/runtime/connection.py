@@ -99,10 +99,12 @@ class LoomConnection:
 
         Before the call: an open breaker raises ``CircuitOpen``; no catalog raises the read's
         ``CatalogError``; a catalog without the server raises ``ServerNotListed``. The catalog
-        read counts against ``deadline_s``.
+        read counts against ``deadline_s``, which must be positive (``ValueError``).
         """
         if self._closed:
             raise RuntimeError("the connection is closed")
+        if not deadline_s > 0:
+            raise ValueError(f"deadline_s must be positive, got {deadline_s!r}")
         self._breaker.raise_if_open()
         deadline_at = self._clock() + deadline_s
         server = await self._server_for_call(deadline_s)

@@ -412,6 +412,7 @@ SCENARIOS: dict[str, Scenario] = {
     "catalog-redirect": Scenario(catalog=redirect),
     "catalog-hang": Scenario(catalog=hang),
     "outage": Scenario(catalog=outage, call=outage),
+    "outage-after-catalog": Scenario(catalog=catalog_once_then_503, call=hang),
     # tools/call answers
     "result": Scenario(),
     "text-only": Scenario(call=text_only_result),

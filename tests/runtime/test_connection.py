@@ -160,3 +160,37 @@ class TestBeforeTheCall:
         assert fault_gateway.count(key_of(base)) == before
         await connection.aclose()
         await catalog.aclose()
+
+
+class TestOutage:
+    async def test_a_ten_minute_outage_costs_at_most_7_calls_and_21_catalog_reads(
+        self, scenario_base, fault_gateway, clock
+    ) -> None:
+        """GW-2, GW-7: after one good catalog the gateway fails everything for 10 minutes.
+
+        A session start every 2 s asks for a call; the breaker and the catalog throttle
+        together keep what reaches the gateway small.
+        """
+        base = scenario_base("outage-after-catalog")
+        catalog = GatewayCatalog(base, clock=clock)
+        connection = LoomConnection(catalog, clock=clock)
+        for _ in range(0, 601, 2):
+            with pytest.raises((NoAnswer, CircuitOpen)):
+                await connection.call_tool("loom_search", {}, deadline_s=0.02)
+            clock.advance(2)
+        await connection.aclose()
+        await catalog.aclose()
+        calls = fault_gateway.count(key_of(base), "call")
+        reads = fault_gateway.count(key_of(base), "catalog")
+        assert 1 < calls <= 7
+        assert 1 < reads <= 21
+        assert catalog.latest is not None, "the catalog read before the outage is kept"
+
+    async def test_a_deadline_must_be_positive(self, scenario_base, fault_gateway) -> None:
+        base = scenario_base("result")
+        catalog = GatewayCatalog(base)
+        connection = LoomConnection(catalog)
+        with pytest.raises(ValueError):
+            await connection.call_tool("loom_search", {}, deadline_s=0)
+        await catalog.aclose()
+        assert fault_gateway.count(key_of(base)) == 0, "a bad deadline spends no catalog read"
