@@ -26,8 +26,10 @@ SOURCES = ("pack", "search")  # REC-2: pack text arrives escaped, search text ra
 
 # REC-2: every line separator Python's str.splitlines() knows, plus vertical tab and form feed.
 _LINE_SEPARATORS = re.compile("[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
-_BIDI_CONTROLS = "\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
-_CONTROLS = re.compile(f"[\x00-\x08\x0e-\x1b\x7f-\x84\x86-\x9f{_BIDI_CONTROLS}]")
+_BIDI_CONTROLS = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+# Every C0/C1 control that is not a separator or tab, the bidi controls, and lone surrogates
+# (JSON can carry them; they cannot be encoded, so they would break the block's size count).
+_CONTROLS = re.compile(f"[\x00-\x08\x0e-\x1b\x1f\x7f-\x84\x86-\x9f{_BIDI_CONTROLS}\ud800-\udfff]")
 _WHITESPACE_RUN = re.compile(r"[ \t]+")
 _ENTITY = re.compile(r"&(?:amp|lt|gt|quot|apos|#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6});")
 _BARE_AMPERSAND = re.compile(r"&(?!(?:amp|lt|gt|quot|apos|#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6});)")

@@ -30,7 +30,6 @@ JOB_PROMPTS = {  # TXT-6: built-in job id -> its partial
     "inbox-processor": "job-inbox-processor.md",
 }
 _SESSION_CONTEXT = "texts/session-context.md.jinja"
-_DROPPED_LINE_ROOM = 64  # bytes kept free in the block for the "N more not shown" line
 
 
 @cache
@@ -73,8 +72,13 @@ def session_context(items: Sequence[str] | None, *, recalled: bool, shape: str =
         raise ValueError(f"shape {shape!r} is unknown; expected one of: {', '.join(SHAPES)}")
     lines = [sanitize_recalled(item, source="pack") for item in items or ()]
     lines = [line for line in lines if line]
-    fixed = len(_render(_SESSION_CONTEXT, shape=shape, recalled=True, items=["x"], dropped=0))
-    kept, dropped = fit_block([f"- {line}" for line in lines], fixed + _DROPPED_LINE_ROOM)
+    # Everything but the item lines, measured in bytes (the cap is in bytes) with the line
+    # counting dropped items at its longest, so the block stays within the cap whatever the
+    # template says.
+    frame = _render(
+        _SESSION_CONTEXT, shape=shape, recalled=True, items=["x"], dropped=max(len(lines), 1)
+    )
+    kept, dropped = fit_block([f"- {line}" for line in lines], len(frame.encode()))
     return _render(
         _SESSION_CONTEXT,
         shape=shape,
