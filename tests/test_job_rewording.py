@@ -1,0 +1,238 @@
+"""Built-in jobs keep working when an instance moves from memU to Loom (TXT-7).
+
+A workspace provisioned for memU keeps its cron files after the switch. Its maintenance job
+must then not run memU's prompt, which deletes and prunes, against Loom's tools; but a prompt
+someone wrote or edited is theirs and runs as written.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from provisioner import __version__, jobs
+from provisioner.jobs import (
+    effective_job_prompt,
+    is_shipped_memu_prompt,
+    load_cron_jobs,
+    reword_jobs,
+    shipped_memu_prompts,
+    unrecorded_memu_prompts,
+)
+from provisioner.render import Answers, render_workspace
+from provisioner.texts import JOB_PROMPTS, job_prompt
+
+
+@pytest.fixture(scope="module")
+def memu_cron(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``config/cron`` of a personal workspace really rendered for memU."""
+    destination = tmp_path_factory.mktemp("memu-personal") / "workspace"
+    render_workspace(Answers(profile="personal", memory_backend="memu"), destination)
+    return destination / "config" / "cron"
+
+
+@pytest.fixture
+def cron_dir(memu_cron: Path, tmp_path: Path) -> Path:
+    """A private copy of the memU cron folder, to edit."""
+    target = tmp_path / "cron"
+    shutil.copytree(memu_cron, target)
+    return target
+
+
+def jobs_by_id(loaded: list[dict]) -> dict[str, dict]:
+    return {job["id"]: job for job in loaded}
+
+
+def file_jobs(path: Path) -> dict[str, dict]:
+    return jobs_by_id(yaml.safe_load(path.read_text(encoding="utf-8"))["jobs"])
+
+
+WriteRegistry = Callable[[dict], None]
+
+
+@pytest.fixture
+def registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[WriteRegistry]:
+    """Point the shipped-prompt registry at a file of the test's own making (none at first)."""
+    path = tmp_path / "shipped_memu_prompts.json"
+
+    def write(content: dict) -> None:
+        path.write_text(json.dumps(content), encoding="utf-8")
+        shipped_memu_prompts.cache_clear()
+
+    monkeypatch.setattr(jobs, "SHIPPED_PROMPTS_FILE", path)
+    shipped_memu_prompts.cache_clear()
+    yield write
+    shipped_memu_prompts.cache_clear()
+
+
+class TestShippedJobRewording:
+    """TXT-7: a shipped memU prompt runs in its Loom wording while the backend is Loom."""
+
+    def test_a_system_yaml_rendered_for_memu_gets_the_loom_prompts_under_loom(
+        self, cron_dir: Path
+    ) -> None:
+        loaded = jobs_by_id(load_cron_jobs(cron_dir, "loom"))
+        assert set(loaded) == set(JOB_PROMPTS)
+        for job_id, job in loaded.items():
+            assert job["prompt"] == job_prompt(job_id, "loom")
+
+    def test_only_the_prompt_changes(self, cron_dir: Path) -> None:
+        """Schedule, mode and conditions of a built-in job are the file's, whatever the backend."""
+        written = file_jobs(cron_dir / "system.yaml")
+        for job_id, job in jobs_by_id(load_cron_jobs(cron_dir, "loom")).items():
+            assert {**job, "prompt": None} == {**written[job_id], "prompt": None}
+
+    def test_under_memu_nothing_changes(self, cron_dir: Path) -> None:
+        assert jobs_by_id(load_cron_jobs(cron_dir, "memu")) == file_jobs(cron_dir / "system.yaml")
+
+    def test_the_rendered_memu_prompts_are_recorded_as_shipped(self, memu_cron: Path) -> None:
+        for job_id, job in file_jobs(memu_cron / "system.yaml").items():
+            assert is_shipped_memu_prompt(job_id, job["prompt"])
+
+    def test_this_versions_memu_prompts_are_all_in_the_registry(self) -> None:
+        """Otherwise an install of this version would never be reworded after a switch."""
+        assert unrecorded_memu_prompts() == []
+        assert __version__ in shipped_memu_prompts()
+
+    def test_reword_jobs_leaves_the_parsed_document_as_it_was(self, memu_cron: Path) -> None:
+        """The loader works on a copy, so a caller can still write back what it read."""
+        document = yaml.safe_load((memu_cron / "system.yaml").read_text(encoding="utf-8"))
+        before = json.dumps(document, sort_keys=True)
+        reworded = reword_jobs(document, "loom")
+        assert json.dumps(document, sort_keys=True) == before
+        assert reworded["jobs"][0]["prompt"] != document["jobs"][0]["prompt"]
+
+
+class TestEditedPrompts:
+    """TXT-7: a prompt that is not byte for byte a shipped one runs as written."""
+
+    @pytest.mark.parametrize(
+        ("job_id", "old", "new"),
+        [
+            ("memory-maintenance", "Finish with a short report", "Finish with a short Report"),
+            ("inbox-processor", "Process the inbox:", "Process the inbox;"),
+        ],
+    )
+    def test_a_prompt_edited_by_one_byte_runs_as_written(
+        self, cron_dir: Path, job_id: str, old: str, new: str
+    ) -> None:
+        system = cron_dir / "system.yaml"
+        raw = system.read_text(encoding="utf-8")
+        assert raw.count(old) == 1
+        system.write_text(raw.replace(old, new), encoding="utf-8")
+        edited = file_jobs(system)[job_id]["prompt"]
+        assert edited == job_prompt(job_id, "memu").replace(old, new)
+
+        loaded = jobs_by_id(load_cron_jobs(cron_dir, "loom"))
+        assert loaded[job_id]["prompt"] == edited
+
+    def test_a_prompt_with_one_more_trailing_newline_runs_as_written(self) -> None:
+        prompt = job_prompt("memory-maintenance", "memu") + "\n"
+        assert effective_job_prompt("memory-maintenance", prompt, "loom") == prompt
+
+    def test_a_shipped_prompt_under_another_jobs_id_runs_as_written(self) -> None:
+        """Shipped means shipped for that job: the inbox prompt is no maintenance prompt."""
+        prompt = job_prompt("inbox-processor", "memu")
+        assert effective_job_prompt("memory-maintenance", prompt, "loom") == prompt
+
+    def test_a_users_own_job_with_a_memu_prompt_runs_as_written(self) -> None:
+        prompt = job_prompt("memory-maintenance", "memu")
+        assert effective_job_prompt("weekly-review", prompt, "loom") == prompt
+
+
+class TestOldInstallWithOnlyJobsYaml:
+    """TXT-7: an install from before system.yaml kept its built-in jobs in jobs.yaml."""
+
+    def test_the_shipped_memu_prompts_in_jobs_yaml_are_reworded_too(self, cron_dir: Path) -> None:
+        (cron_dir / "system.yaml").rename(cron_dir / "jobs.yaml")
+        loaded = jobs_by_id(load_cron_jobs(cron_dir, "loom"))
+        assert set(loaded) == set(JOB_PROMPTS)
+        for job_id, job in loaded.items():
+            assert job["prompt"] == job_prompt(job_id, "loom")
+
+    def test_an_edited_prompt_in_jobs_yaml_runs_as_written(self, cron_dir: Path) -> None:
+        raw = (cron_dir / "system.yaml").read_text(encoding="utf-8")
+        (cron_dir / "system.yaml").unlink()
+        (cron_dir / "jobs.yaml").write_text(
+            raw.replace("yesterday's date", "today's date"), encoding="utf-8"
+        )
+        loaded = jobs_by_id(load_cron_jobs(cron_dir, "loom"))
+        assert "today's date" in loaded["memory-maintenance"]["prompt"]
+        assert "mcp__nerve__memory_records_by_date" in loaded["memory-maintenance"]["prompt"]
+        assert loaded["inbox-processor"]["prompt"] == job_prompt("inbox-processor", "loom")
+
+
+class TestUserJobsReplaceBuiltInOnes:
+    """A job in jobs.yaml with a built-in job's id replaces the built-in one."""
+
+    def test_a_jobs_yaml_job_with_the_same_id_replaces_the_system_one(self, cron_dir: Path) -> None:
+        own = {
+            "id": "memory-maintenance",
+            "schedule": "0 5 * * 0",
+            "prompt": "Summarise the week's memories for me.\n",
+        }
+        mine = {"id": "weekly-review", "schedule": "0 9 * * 1", "prompt": "Plan the week.\n"}
+        (cron_dir / "jobs.yaml").write_text(yaml.safe_dump({"jobs": [own, mine]}), encoding="utf-8")
+        loaded = load_cron_jobs(cron_dir, "loom")
+        ids = [job["id"] for job in loaded]
+        assert sorted(ids) == ["inbox-processor", "memory-maintenance", "weekly-review"]
+        by_id = jobs_by_id(loaded)
+        assert by_id["memory-maintenance"] == own
+        assert by_id["weekly-review"] == mine
+        assert by_id["inbox-processor"]["prompt"] == job_prompt("inbox-processor", "loom")
+
+
+class TestShippedPromptRegistry:
+    """TXT-7: every memU prompt any version shipped counts, not only this version's."""
+
+    OLD = "Tidy up memU: merge, prune and delete yesterday's records.\n"
+
+    def test_a_prompt_recorded_for_an_older_version_still_counts_as_shipped(
+        self, registry: WriteRegistry
+    ) -> None:
+        registry({"0.0.1": {"memory-maintenance": [self.OLD]}, "0.1.0": {}})
+        assert is_shipped_memu_prompt("memory-maintenance", self.OLD)
+        loom = job_prompt("memory-maintenance", "loom")
+        assert effective_job_prompt("memory-maintenance", self.OLD, "loom") == loom
+
+    def test_an_old_prompt_in_an_old_install_is_reworded(
+        self, registry: WriteRegistry, tmp_path: Path
+    ) -> None:
+        registry({"0.0.1": {"memory-maintenance": [self.OLD]}})
+        cron = tmp_path / "old-cron"
+        cron.mkdir()
+        old_job = {"id": "memory-maintenance", "schedule": "30 3 * * *", "prompt": self.OLD}
+        (cron / "jobs.yaml").write_text(yaml.safe_dump({"jobs": [old_job]}), encoding="utf-8")
+        (loaded,) = load_cron_jobs(cron, "loom")
+        assert loaded["prompt"] == job_prompt("memory-maintenance", "loom")
+
+    def test_the_registry_decides_what_counts_as_shipped(self, registry: WriteRegistry) -> None:
+        """With a registry that lacks the current prompt, the current prompt runs as written:
+        the comparison is with the record, not with whatever the templates render today."""
+        registry({"0.0.1": {"memory-maintenance": [self.OLD]}})
+        current = job_prompt("memory-maintenance", "memu")
+        assert not is_shipped_memu_prompt("memory-maintenance", current)
+        assert effective_job_prompt("memory-maintenance", current, "loom") == current
+
+    def test_a_missing_registry_rewords_nothing(self, registry: WriteRegistry) -> None:
+        assert not jobs.SHIPPED_PROMPTS_FILE.exists()
+        assert shipped_memu_prompts() == {}
+        assert effective_job_prompt("memory-maintenance", self.OLD, "loom") == self.OLD
+
+    def test_under_memu_even_a_shipped_prompt_is_left_alone(self, registry: WriteRegistry) -> None:
+        registry({"0.0.1": {"memory-maintenance": [self.OLD]}})
+        assert effective_job_prompt("memory-maintenance", self.OLD, "memu") == self.OLD
+
+
+class TestCronFilesThatAreNotJobLists:
+    """A cron file that is not a mapping with a ``jobs`` list is refused, never half read."""
+
+    def test_a_file_that_is_not_a_jobs_mapping_is_refused(self, cron_dir: Path) -> None:
+        (cron_dir / "jobs.yaml").write_text("- id: a\n", encoding="utf-8")
+        with pytest.raises(ValueError, match="jobs"):
+            load_cron_jobs(cron_dir, "loom")
