@@ -171,7 +171,13 @@ class McpGatewayServer:
     async def _attempt(
         self, name: str, arguments: Mapping[str, Any], deadline_at: float
     ) -> ToolResult:
-        """One POST, guarded by the breaker (GW-7)."""
+        """One POST, guarded by the breaker (GW-7).
+
+        A deadline already passed raises ``NoAnswer`` before the breaker is asked: nothing is
+        sent, so there is nothing for the breaker to count.
+        """
+        if deadline_at - self._clock() <= 0:
+            raise NoAnswer("the deadline passed before the call was sent", deadline_s=0.0)
         self._breaker.before_call()
         try:
             result = await self._post(name, arguments, deadline_at)
@@ -193,9 +199,7 @@ class McpGatewayServer:
         """Send the request and read its answer, mapping transport failures to outcomes."""
         request_id = next(self._ids)
         body = _tools_call_body(request_id, name, arguments)
-        remaining = deadline_at - self._clock()
-        if remaining <= 0:
-            raise NoAnswer("the deadline passed before the call was sent", deadline_s=0.0)
+        remaining = max(deadline_at - self._clock(), 0.001)
         try:
             async with asyncio.timeout(remaining) as budget:
                 async with self._client.stream(
@@ -218,14 +222,19 @@ class McpGatewayServer:
 
 
 def _tools_call_body(request_id: int, name: str, arguments: Mapping[str, Any]) -> bytes:
-    """The JSON-RPC ``tools/call`` request, compact UTF-8 JSON."""
+    """The JSON-RPC ``tools/call`` request, compact UTF-8 JSON.
+
+    Arguments that JSON cannot carry (NaN, infinities, objects) raise ``ValueError`` or
+    ``TypeError``: a caller's bug, not a gateway outcome.
+    """
     request = {
         "jsonrpc": "2.0",
         "id": request_id,
         "method": "tools/call",
         "params": {"name": name, "arguments": dict(arguments)},
     }
-    return json.dumps(request, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    text = json.dumps(request, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    return text.encode("utf-8")
 
 
 def _no_answer(deadline_s: float) -> NoAnswer:

@@ -52,6 +52,17 @@ class TestOverallDeadline:
         assert result.data == {"ok": True}
         assert time.monotonic() - started < 0.5
 
+    async def test_arguments_json_cannot_carry_are_refused_before_sending(
+        self, scenario_base, fault_gateway
+    ) -> None:
+        base = scenario_base("result")
+        server = McpGatewayServer(base + "/s/loom/mcp")
+        with pytest.raises(ValueError):
+            await server.call_tool("loom_search", {"top_k": float("nan")}, deadline_s=1)
+        await server.aclose()
+        assert fault_gateway.count(key_of(base)) == 0
+        assert server.breaker.state == "closed"
+
     async def test_a_deadline_must_be_positive(self, scenario_base) -> None:
         with pytest.raises(ValueError):
             await call(scenario_base("result") + "/s/loom/mcp", deadline_s=0)
