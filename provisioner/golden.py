@@ -101,7 +101,7 @@ def check(golden_dir: Path) -> CheckReport:
     report.differences = compare(expected, read_goldens(golden_dir, BACKEND_NAMES), golden_dir)
     report.wording = lint_renders(expected)
     report.differences += [
-        Difference("unrecorded", f"shipped_memu_prompts.json: {job_id}")
+        Difference("unrecorded", f"templates/{jobs.SHIPPED_PROMPTS_NAME}: {job_id}")
         for job_id in jobs.unrecorded_memu_prompts()
     ]
     return report
@@ -180,7 +180,7 @@ def update(golden_dir: Path, backends: Iterable[str], *, env: Mapping[str, str])
     goldens = read_goldens(golden_dir, chosen)
     touched: list[str] = []
     if "memu" in chosen and jobs.record_current_memu_prompts():
-        touched.append("provisioner/shipped_memu_prompts.json")
+        touched.append(f"templates/{jobs.SHIPPED_PROMPTS_NAME}")
     for difference in compare(expected, goldens, golden_dir):
         target = golden_dir / difference.path
         if difference.kind == "orphan":

@@ -8,8 +8,9 @@ edited is not shipped text and runs as written. The same holds for an old instal
 its built-in jobs in ``jobs.yaml`` and has no ``system.yaml``.
 
 Every memU job prompt this package ships is recorded, per package version, in
-``shipped_memu_prompts.json``; ``nerve golden update --backend memu`` adds the current ones and
-never removes an old one, and ``nerve golden check`` fails while a current one is missing.
+``templates/shipped-memu-prompts.json`` (beside the templates it records, so a working copy of
+the templates carries its own); ``nerve golden update --backend memu`` adds the current ones
+and never removes an old one, and ``nerve golden check`` fails while a current one is missing.
 """
 
 from __future__ import annotations
@@ -22,19 +23,24 @@ from typing import Any
 
 import yaml
 
-from provisioner import __version__
+from provisioner import __version__, assets
 from provisioner.texts import JOB_PROMPTS, job_prompt
 
-SHIPPED_PROMPTS_FILE = Path(__file__).with_name("shipped_memu_prompts.json")  # TXT-7
+SHIPPED_PROMPTS_NAME = "shipped-memu-prompts.json"  # TXT-7: in templates/
 SYSTEM_JOBS_FILE = "system.yaml"  # TXT-6: built-in jobs, written by nerve init
 USER_JOBS_FILE = "jobs.yaml"  # the user's jobs; on old installs also the built-in ones
+
+
+def shipped_prompts_file() -> Path:
+    """Where the registry of shipped memU prompts is (beside ``copier.yml``)."""
+    return assets.template_dir() / SHIPPED_PROMPTS_NAME
 
 
 @cache
 def shipped_memu_prompts() -> dict[str, dict[str, list[str]]]:
     """``{version: {job_id: [prompt, …]}}`` as recorded; empty when the file is missing."""
     try:
-        return json.loads(SHIPPED_PROMPTS_FILE.read_text(encoding="utf-8"))
+        return json.loads(shipped_prompts_file().read_text(encoding="utf-8"))
     except FileNotFoundError:
         return {}
 
@@ -73,7 +79,8 @@ def load_cron_jobs(cron_dir: Path, backend: str) -> list[dict[str, Any]]:
 
     A job id in ``jobs.yaml`` replaces the built-in one; with no ``system.yaml`` (an old
     install) every job comes from ``jobs.yaml``. Raises ``yaml.YAMLError`` for a file that is
-    not YAML and ``ValueError`` for one that is not a mapping with a ``jobs`` list.
+    not YAML and ``ValueError`` for one that is not a mapping with a ``jobs`` list, or for a
+    job without an ``id`` (nothing is dropped silently).
     """
     merged: dict[str, dict[str, Any]] = {}
     for name in (SYSTEM_JOBS_FILE, USER_JOBS_FILE):
@@ -83,9 +90,10 @@ def load_cron_jobs(cron_dir: Path, backend: str) -> list[dict[str, Any]]:
         document = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
         if not isinstance(document, Mapping) or not isinstance(document.get("jobs", []), list):
             raise ValueError(f"{path}: expected a mapping with a 'jobs' list")
-        for job in reword_jobs(document, backend)["jobs"]:
-            if isinstance(job, Mapping) and "id" in job:
-                merged[str(job["id"])] = dict(job)
+        for index, job in enumerate(reword_jobs(document, backend)["jobs"]):
+            if not isinstance(job, Mapping) or "id" not in job:
+                raise ValueError(f"{path}: jobs[{index}]: expected a mapping with an 'id'")
+            merged[str(job["id"])] = dict(job)
     return list(merged.values())
 
 
@@ -117,6 +125,6 @@ def record_current_memu_prompts() -> bool:
             changed = True
     if changed:
         text = json.dumps(registry, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-        SHIPPED_PROMPTS_FILE.write_text(text, encoding="utf-8")
+        shipped_prompts_file().write_text(text, encoding="utf-8")
         shipped_memu_prompts.cache_clear()
     return changed

@@ -27,9 +27,18 @@ SOURCES = ("pack", "search")  # REC-2: pack text arrives escaped, search text ra
 # REC-2: every line separator Python's str.splitlines() knows, plus vertical tab and form feed.
 _LINE_SEPARATORS = re.compile("[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
 _BIDI_CONTROLS = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+# Invisible characters that can carry hidden text: zero-width space, word joiner and the
+# invisible operators, the byte-order mark, and the tag characters (ASCII smuggled as tags).
+# ZWNJ/ZWJ (U+200C, U+200D) stay: scripts such as Persian and emoji sequences need them.
+_INVISIBLE = "\u200b\u2060-\u2064\ufeff\U000e0000-\U000e007f"
 # Every C0/C1 control that is not a separator or tab, the bidi controls, and lone surrogates
 # (JSON can carry them; they cannot be encoded, so they would break the block's size count).
-_CONTROLS = re.compile(f"[\x00-\x08\x0e-\x1b\x1f\x7f-\x84\x86-\x9f{_BIDI_CONTROLS}\ud800-\udfff]")
+_CONTROLS = re.compile(
+    f"[\x00-\x08\x0e-\x1b\x1f\x7f-\x84\x86-\x9f{_BIDI_CONTROLS}{_INVISIBLE}\ud800-\udfff]"
+)
+# Work on at most this much of an item: the line is cut to ITEM_MAX_CHARS anyway, and a stored
+# memory of megabytes must not cost megabytes of regex work at every session start.
+INPUT_MAX_CHARS = 8 * ITEM_MAX_CHARS
 _WHITESPACE_RUN = re.compile(r"[ \t]+")
 _ENTITY = re.compile(r"&(?:amp|lt|gt|quot|apos|#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6});")
 _BARE_AMPERSAND = re.compile(r"&(?!(?:amp|lt|gt|quot|apos|#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6});)")
@@ -39,7 +48,7 @@ def sanitize_recalled(text: str, *, source: str) -> str:
     """One safe line for one recalled item (see the module docstring)."""
     if source not in SOURCES:
         raise ValueError(f"source {source!r} is unknown; expected one of: {', '.join(SOURCES)}")
-    line = _LINE_SEPARATORS.sub(" ", text)
+    line = _LINE_SEPARATORS.sub(" ", text[:INPUT_MAX_CHARS])
     line = _CONTROLS.sub("", line)
     line = _WHITESPACE_RUN.sub(" ", line).strip()
     line = _escape(line, already_escaped=source == "pack")

@@ -151,14 +151,20 @@ def all_texts() -> Iterator[RuntimeText]:
 
 
 def _client_cases(backend: str) -> list[tuple[str | None, bool]]:
-    """memU has one case; Loom words for a client with and without the ``loom`` server."""
-    if backend == "loom":
-        return [("loom-client", True), ("no-loom-client", False)]
+    """One case for a backend Nerve serves itself; two for one the gateway serves.
+
+    A gateway-served backend (Loom) is worded for a client that gets its server from the
+    catalog (``loom-client``) and for one that does not (``no-loom-client``).
+    """
+    entry = get_backend(backend)
+    if entry.served_by_gateway:
+        server = entry.mcp_server
+        return [(f"{server}-client", True), (f"no-{server}-client", False)]
     return [(None, False)]
 
 
 def _backend_texts(backend: str) -> Iterator[RuntimeText]:
-    if backend == "loom":
+    if get_backend(backend).served_by_gateway:  # it can be down: memory unavailable (TXT-3)
         yield RuntimeText(
             backend,
             "memory_section",

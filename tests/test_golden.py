@@ -26,7 +26,7 @@ from provisioner.render import RenderedFile
 from provisioner.texts import all_texts
 from tests.conftest import GOLDEN_DIR, REPO_ROOT, assert_one_line_error, clean_environment
 
-SHIPPED_PROMPTS = REPO_ROOT / "provisioner" / "shipped_memu_prompts.json"
+SHIPPED_PROMPTS = REPO_ROOT / "templates" / "shipped-memu-prompts.json"
 _HEADLINE = re.compile(r"^(CHANGED|MODE|MISSING|ORPHAN|UNRECORDED)\s+(.+?) \(")
 
 Snapshot = dict[str, tuple[bytes, int, int]]

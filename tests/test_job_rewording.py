@@ -58,13 +58,13 @@ WriteRegistry = Callable[[dict], None]
 @pytest.fixture
 def registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[WriteRegistry]:
     """Point the shipped-prompt registry at a file of the test's own making (none at first)."""
-    path = tmp_path / "shipped_memu_prompts.json"
+    path = tmp_path / "shipped-memu-prompts.json"
 
     def write(content: dict) -> None:
         path.write_text(json.dumps(content), encoding="utf-8")
         shipped_memu_prompts.cache_clear()
 
-    monkeypatch.setattr(jobs, "SHIPPED_PROMPTS_FILE", path)
+    monkeypatch.setattr(jobs, "shipped_prompts_file", lambda: path)
     shipped_memu_prompts.cache_clear()
     yield write
     shipped_memu_prompts.cache_clear()
@@ -220,7 +220,7 @@ class TestShippedPromptRegistry:
         assert effective_job_prompt("memory-maintenance", current, "loom") == current
 
     def test_a_missing_registry_rewords_nothing(self, registry: WriteRegistry) -> None:
-        assert not jobs.SHIPPED_PROMPTS_FILE.exists()
+        assert not jobs.shipped_prompts_file().exists()
         assert shipped_memu_prompts() == {}
         assert effective_job_prompt("memory-maintenance", self.OLD, "loom") == self.OLD
 
@@ -235,4 +235,12 @@ class TestCronFilesThatAreNotJobLists:
     def test_a_file_that_is_not_a_jobs_mapping_is_refused(self, cron_dir: Path) -> None:
         (cron_dir / "jobs.yaml").write_text("- id: a\n", encoding="utf-8")
         with pytest.raises(ValueError, match="jobs"):
+            load_cron_jobs(cron_dir, "loom")
+
+    def test_a_job_without_an_id_is_refused_not_dropped(self, cron_dir: Path) -> None:
+        """A job the loader cannot name would vanish silently; it is an error instead."""
+        (cron_dir / "jobs.yaml").write_text(
+            "jobs:\n  - id: a\n    prompt: x\n  - prompt: y\n", encoding="utf-8"
+        )
+        with pytest.raises(ValueError, match=r"jobs\[1\].*'id'"):
             load_cron_jobs(cron_dir, "loom")

@@ -111,6 +111,27 @@ class TestSanitizeRecalledLines:
         """An override could make a line read differently from what it says."""
         assert pack(f"pay {control}01 ot") == "pay 01 ot"
 
+    @pytest.mark.parametrize(
+        "invisible",
+        ["\u200b", "\u2060", "\u2063", "\ufeff", "\U000e0041", "\U000e007f"],
+        ids=lambda c: f"U+{ord(c):04X}",
+    )
+    def test_invisible_characters_that_can_hide_text_are_removed(self, invisible: str) -> None:
+        """REC-2: zero-width spaces, word joiners, BOM and tag characters carry hidden text."""
+        assert pack(f"a{invisible}b") == "ab"
+
+    def test_joiners_that_scripts_need_are_kept(self) -> None:
+        """ZWNJ and ZWJ shape Persian words and emoji sequences; they hide nothing."""
+        assert pack("می\u200cخواهم 👩\u200d💻") == "می\u200cخواهم 👩\u200d💻"
+
+    def test_a_huge_text_costs_only_its_head(self) -> None:
+        """REC-2: only the first INPUT_MAX_CHARS are processed; the line is capped anyway."""
+        from provisioner.recalled import INPUT_MAX_CHARS, ITEM_MAX_CHARS
+
+        head = "a" * INPUT_MAX_CHARS
+        line = pack(head + "<" * 10**6)
+        assert len(line) == ITEM_MAX_CHARS and "&lt;" not in line
+
     def test_a_tab_inside_text_becomes_a_space(self) -> None:
         assert pack("a\tb") == "a b"
 
