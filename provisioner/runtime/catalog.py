@@ -16,7 +16,7 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 import httpx
 
@@ -102,7 +102,8 @@ def parse_catalog(payload: Any, base_url: str) -> Catalog:
     base = check_gateway_url(base_url, "the gateway base URL")
     if not isinstance(payload, dict):
         raise _invalid("the catalog is not a JSON object")
-    if not _is_int(payload.get("schemaVersion")) or payload["schemaVersion"] != 1:
+    version = payload.get("schemaVersion")
+    if not _is_int(version) or version != CATALOG_SCHEMA_VERSION:
         raise _invalid(f"schemaVersion must be the integer {CATALOG_SCHEMA_VERSION}")
     generation = payload.get("generation")
     if not _is_int(generation) or generation < 0:
@@ -187,7 +188,8 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
+    """An integer that is not a boolean (Python counts ``True`` as an ``int``)."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 

@@ -23,8 +23,8 @@ import asyncio
 import itertools
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from typing import Any
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any, cast
 
 import httpx
 
@@ -295,7 +295,7 @@ async def _message_from_stream(response: httpx.Response, budget: asyncio.Timeout
     stream that ends before the response.
     """
     decoder = EventStreamDecoder()
-    chunks = response.aiter_bytes()
+    chunks = cast(AsyncGenerator[bytes, None], response.aiter_bytes())
     size = 0
     try:
         async for chunk in chunks:
