@@ -1,7 +1,10 @@
 """Wall time of `nerve init` against `copier copy` of the same template, and of the golden check.
 
 Each command runs as a whole process (interpreter start and imports included), five times;
-the median is reported. Targets (issue notes): init no slower than Copier itself on the same
+the median is reported. Both start the same interpreter directly (``python -m``), so no
+launcher script (a version manager's shim, say) is timed on one side only.
+
+Targets (issue notes): init no slower than Copier itself on the same
 template, and `nerve golden check` of everything under 2 s on 2 cores.
 
     python benchmarks/bench_init.py [--runs 5] [--json]
@@ -12,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -39,7 +41,6 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    copier = shutil.which("copier") or str(Path(sys.executable).with_name("copier"))
     with tempfile.TemporaryDirectory(prefix="nerve-bench-") as scratch:
         root = Path(scratch)
         (root / "home").mkdir()
@@ -64,7 +65,9 @@ def main() -> int:
             "copier_copy_s": median_of(
                 args.runs,
                 lambda i: [
-                    copier,
+                    sys.executable,
+                    "-m",
+                    "copier",
                     "copy",
                     "--defaults",
                     "--trust",

@@ -29,6 +29,7 @@ from provisioner.questions import (
 from provisioner.render import MANIFEST_PATH, Answers, read_manifest, render_workspace
 
 MODES = ("terminal", "slim", "non-interactive")  # INIT-1
+_DEFAULT_ORIGIN = "the template's default"
 
 
 class InitError(UserError, ValueError):
@@ -181,7 +182,7 @@ def resolve_answers(
         value, origin = _given_value(question, request, recorded)
         if prompter is not None and _asks(request.mode, question):
             value = prompter.ask(question, value, answers)
-        else:
+        elif origin != _DEFAULT_ORIGIN:  # the template's own defaults are Copier's to check
             try:
                 question.check(value, answers)
             except AnswerError as error:
@@ -212,7 +213,7 @@ def _given_value(
                 raise InitError(f"{origin}: {error}") from None
     if question.name in recorded:
         return recorded[question.name], f"{question.name} recorded in the workspace"
-    return question.default, f"default of {question.name}"
+    return question.default, _DEFAULT_ORIGIN
 
 
 def memory_setup_step(
