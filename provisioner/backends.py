@@ -18,6 +18,7 @@ from functools import cache
 
 from provisioner import assets
 from provisioner.errors import UserError
+from provisioner.memory_backend import LOOM_SERVER, NERVE_SERVER
 
 DEFAULT_BACKEND = "memu"  # BACK-1
 
@@ -39,8 +40,6 @@ MEMU_TOOLS: tuple[str, ...] = (
     "session_context",
 )
 
-NERVE_SERVER = "nerve"  # BACK-3: Nerve's own MCP server
-LOOM_SERVER = "loom"  # BACK-3, LOOM-1: Loom's server id in the gateway catalog
 LOOM_TOOL_PREFIX = "loom_"
 
 

@@ -1,4 +1,7 @@
-"""The failure every memory backend shares: memory cannot be used right now (GW-1).
+"""The memory contract shared by provisioning and runtime: server names, and the failure.
+
+``MemoryBackendUnavailable`` is the failure every memory backend shares: memory cannot be used
+right now (GW-1).
 
 This belongs to the memory contract, not to one backend, so a module can name it (to catch it,
 or to word a "memory is unavailable" text) without loading a backend's dependencies. It imports
@@ -10,6 +13,11 @@ client's own exceptions (``provisioner.runtime.errors``) are kept as its ``__cau
 """
 
 from __future__ import annotations
+
+# The MCP server names both halves agree on (BACK-3, LOOM-1): the provisioning side words
+# tools as mcp__<server>__<tool>, the runtime finds Loom in the gateway catalog by its id.
+NERVE_SERVER = "nerve"  # Nerve's own MCP server; a catalog server with this id is not used
+LOOM_SERVER = "loom"  # Loom's server id in the gateway catalog
 
 
 class MemoryBackendUnavailable(RuntimeError):

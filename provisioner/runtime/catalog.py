@@ -20,7 +20,7 @@ from typing import Any, TypeGuard
 
 import httpx
 
-from provisioner.backends import NERVE_SERVER
+from provisioner.memory_backend import NERVE_SERVER
 from provisioner.runtime.errors import CatalogError, ServerNotListed
 from provisioner.runtime.wire import (
     BodyOverLimit,

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 import httpx
 
-from provisioner.backends import LOOM_SERVER
+from provisioner.memory_backend import LOOM_SERVER
 from provisioner.runtime.breaker import Breaker
 from provisioner.runtime.catalog import Catalog
 from provisioner.runtime.errors import CatalogError, NoAnswer

@@ -42,3 +42,26 @@ class TestImportBoundaries:
         """GW-1: naming MemoryBackendUnavailable must not pull in an HTTP client."""
         loaded = _modules_after_import("provisioner.memory_backend")
         assert not loaded & {"httpx", "httpcore", "anyio", *FORBIDDEN_IN_RUNTIME}
+
+    def test_the_runtime_imports_nothing_of_the_provisioning_half(self) -> None:
+        """STYLE.md: provisioner.runtime shares only the memory contract with provisioning."""
+        import ast
+        from pathlib import Path
+
+        import provisioner.runtime
+
+        allowed = {"provisioner.runtime", "provisioner.memory_backend"}
+        for source in Path(provisioner.runtime.__file__).parent.glob("*.py"):
+            tree = ast.parse(source.read_text(encoding="utf-8"))
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    names = [node.module]
+                elif isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                else:
+                    continue
+                for name in names:
+                    if name.startswith("provisioner"):
+                        assert any(name == ok or name.startswith(ok + ".") for ok in allowed), (
+                            f"{source.name} imports {name}"
+                        )
