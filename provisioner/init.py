@@ -106,8 +106,10 @@ class Prompter:
 
 
 def _label(question: Question) -> str:
-    if question.choices:
+    if question.choices and not all(choice in question.help for choice in question.choices):
         return f"{question.help} ({', '.join(question.choices)})"
+    if question.type == "bool":
+        return f"{question.help} (yes, no)"
     return question.help
 
 
@@ -125,6 +127,8 @@ def run_init(request: InitRequest, prompter: Prompter | None) -> InitResult:
     """
     if request.mode not in MODES:
         raise InitError(f"mode {request.mode!r} is unknown; expected one of: {', '.join(MODES)}")
+    if request.workspace.exists() and not request.workspace.is_dir():
+        raise InitError(f"{request.workspace}: exists and is not a folder; expected a workspace")
     config = load_config(request.config_dir, request.workspace, env=request.env)
     backend, backend_source = choose_backend(request.backend, config)
     manifest = read_manifest(request.workspace)

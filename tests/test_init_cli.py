@@ -195,7 +195,7 @@ class TestPrompts:
         answers = "worker\nScout\nEurope/Paris\nTriage the bug queue\nno\n\n"  # no key
         result = init(run_nerve, "--terminal", "--workspace", "ws", input=answers)
         prompts = result.stderr
-        for label in ("profile", "name", "timezone", "task", "Locked"):
+        for label in ("profile", "name", "Timezone", "task", "Locked"):
             assert label in prompts, label
         task = (tmp_path / "ws" / "TASK.md").read_text()
         assert "Triage the bug queue" in task
@@ -368,6 +368,13 @@ class TestBadInput:
         """INIT-1: --data takes KEY=VALUE."""
         result = run_nerve("init", "--workspace", "ws", "--data", "agent_name")
         assert_one_line_error(result, "--data", "KEY=VALUE")
+
+    def test_a_workspace_that_is_a_file(self, run_nerve, tmp_path):
+        """Nothing is written over a file standing where the workspace should be."""
+        (tmp_path / "ws").write_text("not a folder\n")
+        result = run_nerve("init", "--workspace", "ws")
+        assert_one_line_error(result, "ws", "not a folder")
+        assert (tmp_path / "ws").read_text() == "not a folder\n"
 
     def test_two_mode_flags(self, run_nerve):
         """INIT-1: the modes exclude each other."""
