@@ -1,20 +1,24 @@
 """Wall time of `nerve init` against `copier copy` of the same template, and of the golden check.
 
-Each command runs as a whole process (interpreter start and imports included), five times;
-the median is reported. Both start the same interpreter directly (``python -m``), so no
-launcher script (a version manager's shim, say) is timed on one side only.
+Each command runs as a whole process (interpreter start and imports included), nine times,
+the three commands taking turns in a shuffled order; the median is reported. Both start the
+same interpreter directly (``python -m``), so no
+launcher script (a version manager's shim, say) is timed on one side only, and both run from
+compiled bytecode, as an installed package does.
 
 Targets (issue notes): init no slower than Copier itself on the same
 template, and `nerve golden check` of everything under 2 s on 2 cores.
 
-    python benchmarks/bench_init.py [--runs 5] [--json]
+    python benchmarks/bench_init.py [--runs 9] [--json]
 """
 
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -23,6 +27,7 @@ import time
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+BENCH_SEED = 20261201  # a fixed shuffle, so two runs of the benchmark time the same order
 
 
 def timed(command: list[str], env: dict[str, str], cwd: Path) -> float:
@@ -32,13 +37,9 @@ def timed(command: list[str], env: dict[str, str], cwd: Path) -> float:
     return time.perf_counter() - start
 
 
-def median_of(runs: int, make_command, env: dict[str, str], cwd: Path) -> float:
-    return statistics.median(timed(make_command(index), env, cwd) for index in range(runs))
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--runs", type=int, default=9)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="nerve-bench-") as scratch:
@@ -46,45 +47,32 @@ def main() -> int:
         (root / "home").mkdir()
         env = {**os.environ, "HOME": str(root / "home")}
         env.pop("CI", None)
-        template = REPO_ROOT / "templates"
-        results = {
-            "nerve_init_s": median_of(
-                args.runs,
-                lambda i: [
-                    sys.executable,
-                    "-m",
-                    "provisioner",
-                    "init",
-                    "--non-interactive",
-                    "--workspace",
-                    str(root / f"init-{i}"),
-                ],
-                env,
-                root,
-            ),
-            "copier_copy_s": median_of(
-                args.runs,
-                lambda i: [
-                    sys.executable,
-                    "-m",
-                    "copier",
-                    "copy",
-                    "--defaults",
-                    "--trust",
-                    "--quiet",
-                    str(template),
-                    str(root / f"copier-{i}"),
-                ],
-                env,
-                root,
-            ),
-            "golden_check_s": median_of(
-                args.runs,
-                lambda i: [sys.executable, "-m", "provisioner", "golden", "check"],
-                env,
-                REPO_ROOT,
-            ),
+        # pip compiles an installed package's bytecode, so Copier's is ready; compile ours too,
+        # or a checkout would be timed compiling its own source on every run.
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        compileall.compile_dir(REPO_ROOT / "provisioner", quiet=1)
+        commands = {
+            "nerve_init_s": lambda i: [
+                *(sys.executable, "-m", "provisioner", "init", "--non-interactive"),
+                *("--workspace", str(root / f"init-{i}")),
+            ],
+            "copier_copy_s": lambda i: [
+                *(sys.executable, "-m", "copier", "copy", "--defaults", "--trust", "--quiet"),
+                *(str(REPO_ROOT / "templates"), str(root / f"copier-{i}")),
+            ],
+            "golden_check_s": lambda i: [sys.executable, "-m", "provisioner", "golden", "check"],
         }
+        cwd = {"nerve_init_s": root, "copier_copy_s": root, "golden_check_s": REPO_ROOT}
+        samples: dict[str, list[float]] = {name: [] for name in commands}
+        order = list(commands)
+        shuffler = random.Random(BENCH_SEED)
+        for index in range(args.runs):
+            # Interleaved, in a new order each round, so neither drift in machine load nor
+            # running right after another process favours one command.
+            shuffler.shuffle(order)
+            for name in order:
+                samples[name].append(timed(commands[name](index), env, cwd[name]))
+        results = {name: statistics.median(values) for name, values in samples.items()}
     results["init_vs_copier"] = results["nerve_init_s"] / results["copier_copy_s"]
     if args.json:
         print(json.dumps(results, indent=2))
