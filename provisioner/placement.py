@@ -9,6 +9,9 @@ recorded in ``.nerve/provisioned.json``:
 * on disk, different, and not what was shipped (edited by someone, or written by another
   tool): **kept** as it is, and listed with the command that shows the difference.
 
+A file the previous render shipped that this one does not (``USER.md`` after a switch to the
+worker profile) is never removed; it is listed as no longer rendered.
+
 Files are replaced one at a time through a temporary name and the manifest is written last, so
 an interrupted run leaves every file whole and a second run finishes the job.
 """
@@ -32,6 +35,7 @@ class Placement:
     reworded: list[str] = field(default_factory=list)
     kept: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
+    no_longer_rendered: list[str] = field(default_factory=list)
 
 
 def place(
@@ -59,6 +63,10 @@ def place(
             placement.kept.append(new.path)
     if manifest is not None:
         _write(workspace / manifest.path, manifest)
+    rendered_paths = {new.path for new in rendered}
+    placement.no_longer_rendered = sorted(
+        path for path in shipped if path not in rendered_paths and (workspace / path).is_file()
+    )
     return placement
 
 

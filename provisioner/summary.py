@@ -52,6 +52,10 @@ def init_summary_text(result: InitResult, config_dir: Path) -> str:
         lines.append(f"  kept       {path} (edited; see: {kept_diff_command(result, path)})")
     if placement.unchanged:
         lines.append(f"  unchanged  {len(placement.unchanged)} files")
+    lines += [
+        f"  left       {path} (no longer part of this render; not removed)"
+        for path in placement.no_longer_rendered
+    ]
     lines.append(_memory_line(result.memory_step))
     lines.append(_backend_note(result, config_dir))
     return "\n".join(lines) + "\n"
@@ -71,6 +75,7 @@ def init_summary_json(result: InitResult, config_dir: Path) -> dict[str, Any]:
             for path in placement.kept
         ],
         "unchanged": placement.unchanged,
+        "no_longer_rendered": placement.no_longer_rendered,
         "memory": result.memory_step,
         "warnings": list(result.warnings),
         "note": _backend_note(result, config_dir),

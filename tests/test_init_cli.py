@@ -278,6 +278,16 @@ class TestRerun:
         assert [kept["path"] for kept in summary["kept"]] == ["AGENTS.md"]
         assert (ws / "AGENTS.md").read_text() == "hand-written guide\n"
 
+    def test_files_the_new_profile_does_not_render_are_left_and_listed(self, run_nerve, tmp_path):
+        """INIT-5: switching profile removes nothing; the files it no longer renders are named."""
+        init(run_nerve, "--workspace", "ws")
+        summary = json.loads(
+            init(run_nerve, "--workspace", "ws", "--profile", "worker", "--json").stdout
+        )
+        assert summary["no_longer_rendered"] == ["IDENTITY.md", "USER.md"]
+        assert "TASK.md" in summary["created"]
+        assert (tmp_path / "ws" / "USER.md").is_file()
+
     def test_recorded_answers_carry_over_to_the_next_run(self, run_nerve, tmp_path):
         """INIT-4: the answers recorded in the workspace are the next run's defaults."""
         init(run_nerve, "--workspace", "ws", "--data", "agent_name=Orbit")
