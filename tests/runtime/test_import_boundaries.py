@@ -38,19 +38,20 @@ class TestImportBoundaries:
         assert "httpx" in loaded, "the probe must see the runtime's own dependency"
         assert not loaded & set(FORBIDDEN_IN_RUNTIME)
 
-    def test_the_memory_contract_imports_nothing_heavy(self) -> None:
-        """GW-1: naming MemoryBackendUnavailable must not pull in an HTTP client."""
-        loaded = _modules_after_import("provisioner.memory_backend")
+    @pytest.mark.parametrize("module", ["provisioner.memory_backend", "provisioner.recalled"])
+    def test_the_shared_modules_import_nothing_heavy(self, module: str) -> None:
+        """GW-1, REC-2: the modules both halves share pull in no HTTP client or template code."""
+        loaded = _modules_after_import(module)
         assert not loaded & {"httpx", "httpcore", "anyio", *FORBIDDEN_IN_RUNTIME}
 
     def test_the_runtime_imports_nothing_of_the_provisioning_half(self) -> None:
-        """STYLE.md: provisioner.runtime shares only the memory contract with provisioning."""
+        """STYLE.md: the runtime shares only the light, shared modules with provisioning."""
         import ast
         from pathlib import Path
 
         import provisioner.runtime
 
-        allowed = {"provisioner.runtime", "provisioner.memory_backend"}
+        allowed = {"provisioner.runtime", "provisioner.memory_backend", "provisioner.recalled"}
         for source in Path(provisioner.runtime.__file__).parent.glob("*.py"):
             tree = ast.parse(source.read_text(encoding="utf-8"))
             for node in ast.walk(tree):
