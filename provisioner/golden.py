@@ -8,7 +8,6 @@ into a scratch folder and reports every difference in one run; it never writes t
 
 from __future__ import annotations
 
-import os
 import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from pathlib import Path
 from provisioner import assets, jobs
 from provisioner.backends import BACKEND_NAMES, PROFILES
 from provisioner.errors import UserError
+from provisioner.files import file_mode, write_atomically
 from provisioner.golden_diff import structural_summary, unified_diff
 from provisioner.render import Answers, RenderedFile, read_tree, render_workspace
 from provisioner.wording import WordingProblem, lint_text, nameable_by_backend
@@ -187,17 +187,10 @@ def update(golden_dir: Path, backends: Iterable[str], *, env: Mapping[str, str])
             target.unlink()
             _remove_empty_parents(target.parent, golden_dir)
         else:
-            _write_file(target, expected[difference.path])
+            rendered = expected[difference.path]
+            write_atomically(target, rendered.content, file_mode(rendered.executable))
         touched.append(difference.path)
     return sorted(set(touched))
-
-
-def _write_file(target: Path, rendered: RenderedFile) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    temporary = target.with_name(f".{target.name}.tmp")
-    temporary.write_bytes(rendered.content)
-    temporary.chmod(0o755 if rendered.executable else 0o644)
-    os.replace(temporary, target)
 
 
 def _remove_empty_parents(folder: Path, stop: Path) -> None:

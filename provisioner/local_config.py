@@ -8,15 +8,16 @@ written.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import yaml
 
 from provisioner.errors import UserError
+from provisioner.files import write_atomically
 
 LOCAL_CONFIG_NAME = "config.local.yaml"  # CONF-1
 EMBEDDINGS_KEY_PATH = ("memory", "memu", "openai_api_key")  # INIT-3
+SECRET_FILE_MODE = 0o600  # it holds a key: readable by its owner only
 
 
 class LocalConfigError(UserError, ValueError):
@@ -40,9 +41,6 @@ def store_embeddings_key(config_dir: Path, key: str) -> Path:
             node[part] = child
         node = child
     node[EMBEDDINGS_KEY_PATH[-1]] = key
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
-    temporary.chmod(0o600)
-    os.replace(temporary, path)
+    text = yaml.safe_dump(document, sort_keys=False)
+    write_atomically(path, text.encode("utf-8"), SECRET_FILE_MODE)
     return path

@@ -18,13 +18,13 @@ an interrupted run leaves every file whole and a second run finishes the job.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from provisioner.render import MANIFEST_PATH, RenderedFile
+from provisioner.files import file_mode, write_atomically
+from provisioner.render import MANIFEST_PATH, RenderedFile, read_file
 
 
 @dataclass
@@ -73,16 +73,12 @@ def place(
 def _read_current(target: Path) -> RenderedFile | None:
     if not target.is_file():
         return None
-    executable = bool(target.stat().st_mode & 0o100)
-    return RenderedFile(target.as_posix(), target.read_bytes(), executable)
+    return read_file(target, target.as_posix())
 
 
 def _write(target: Path, new: RenderedFile) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    temporary = target.with_name(f".{target.name}.nerve-tmp")
-    temporary.write_bytes(new.content)
-    mode = 0o755 if new.executable else 0o644
+    """Write ``new`` over ``target``; an existing file keeps its read/write bits."""
+    mode = file_mode(new.executable)
     if target.exists():
         mode = (target.stat().st_mode & 0o666) | (0o111 if new.executable else 0)
-    temporary.chmod(mode)
-    os.replace(temporary, target)
+    write_atomically(target, new.content, mode)

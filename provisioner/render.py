@@ -101,11 +101,14 @@ def read_tree(root: Path) -> Iterator[RenderedFile]:
     for folder, _dirs, names in os.walk(root):
         for name in names:
             path = Path(folder) / name
-            mode = path.stat().st_mode
-            if not stat.S_ISREG(mode):
-                continue
-            relative = path.relative_to(root).as_posix()
-            yield RenderedFile(relative, path.read_bytes(), bool(mode & stat.S_IXUSR))
+            if path.is_file():
+                yield read_file(path, path.relative_to(root).as_posix())
+
+
+def read_file(path: Path, relative: str) -> RenderedFile:
+    """The file at ``path`` as a ``RenderedFile`` named ``relative``: bytes and exec bit."""
+    executable = bool(path.stat().st_mode & stat.S_IXUSR)
+    return RenderedFile(relative, path.read_bytes(), executable)
 
 
 def _manifest_bytes(answers: Answers, files: list[RenderedFile]) -> bytes:
