@@ -17,15 +17,21 @@ NO_NEWLINE = "\\ No newline at end of file"
 DIFF_CONTEXT_LINES = 3
 
 
-def unified_diff(golden: bytes, rendered: bytes, path: str) -> str:
-    """A unified diff from the golden to the render, ending in a newline."""
+def unified_diff(
+    golden: bytes, rendered: bytes, path: str, *, labels: tuple[str, str] = ("golden", "rendered")
+) -> str:
+    """A unified diff from the golden to the render, ending in a newline.
+
+    ``labels`` name the two sides in the ``---``/``+++`` headers (``nerve diff`` shows the
+    workspace against what init would write).
+    """
     before = _visible_lines(golden)
     after = _visible_lines(rendered)
     lines = difflib.unified_diff(
         before,
         after,
-        fromfile=f"golden/{path}",
-        tofile=f"rendered/{path}",
+        fromfile=f"{labels[0]}/{path}",
+        tofile=f"{labels[1]}/{path}",
         n=DIFF_CONTEXT_LINES,
         lineterm="",
     )

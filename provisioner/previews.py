@@ -17,6 +17,8 @@ from provisioner.golden_diff import unified_diff
 from provisioner.init import InitError, InitRequest, resolve_answers
 from provisioner.render import MANIFEST_PATH, Answers, RenderedFile, read_manifest, render_workspace
 
+DIFF_LABELS = ("workspace", "nerve-init")  # what is on disk, and what init would write
+
 
 class PreviewError(UserError, ValueError):
     """A preview that cannot be made (folder not empty, workspace never provisioned)."""
@@ -42,9 +44,10 @@ def workspace_diff(workspace: Path, backend: str | None, paths: Sequence[str]) -
         raise PreviewError(
             f"{workspace}: no {MANIFEST_PATH}; expected a workspace provisioned by nerve init"
         )
-    answers = Answers.from_data(manifest.get("answers", {}))
+    recorded = dict(manifest.get("answers", {}))
     if backend is not None:
-        answers = Answers.from_data({**manifest.get("answers", {}), "memory_backend": backend})
+        recorded["memory_backend"] = backend
+    answers = Answers.from_data(recorded)
     with tempfile.TemporaryDirectory(prefix="nerve-diff-") as scratch:
         rendered = {f.path: f for f in render_workspace(answers, Path(scratch) / "render")}
     wanted = list(paths) or sorted(path for path in rendered if path != MANIFEST_PATH)
@@ -55,7 +58,5 @@ def workspace_diff(workspace: Path, backend: str | None, paths: Sequence[str]) -
         target = workspace / path
         current = target.read_bytes() if target.is_file() else b""
         if current != rendered[path].content:
-            chunks.append(unified_diff(current, rendered[path].content, path))
-    output = "".join(chunks).replace("--- golden/", "--- workspace/", len(chunks))
-    output = output.replace("+++ rendered/", "+++ nerve-init/", len(chunks))
-    return output, bool(chunks)
+            chunks.append(unified_diff(current, rendered[path].content, path, labels=DIFF_LABELS))
+    return "".join(chunks), bool(chunks)
