@@ -14,6 +14,8 @@ with ``{%- … -%}`` where it is wanted. Undefined names raise instead of render
 
 from __future__ import annotations
 
+from functools import cache
+
 import jinja2
 from jinja2.ext import Extension
 from jinja2.sandbox import SandboxedEnvironment
@@ -42,8 +44,19 @@ class NerveTemplateExtension(Extension):
         environment.loader = jinja2.ChoiceLoader([*loaders, skills])
 
 
+@cache
+def shared_environment() -> jinja2.Environment:
+    """The process's one environment for runtime texts and question expressions.
+
+    Built once, so each template is compiled once per process. Its loader is bound to the
+    asset folder at first use; ``shared_environment.cache_clear()`` builds a new one (tests
+    that point ``NERVE_ASSETS_DIR`` elsewhere do that).
+    """
+    return make_environment()
+
+
 def make_environment() -> jinja2.Environment:
-    """A sandboxed environment over ``templates/`` with the shared extension loaded."""
+    """A new sandboxed environment over ``templates/`` with the shared extension loaded."""
     return SandboxedEnvironment(
         loader=jinja2.FileSystemLoader(assets.template_dir()),
         extensions=[NerveTemplateExtension],

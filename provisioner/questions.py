@@ -19,7 +19,7 @@ import yaml
 
 from provisioner import assets
 from provisioner.errors import UserError
-from provisioner.jinja_env import make_environment
+from provisioner.jinja_env import shared_environment
 
 BACKEND_QUESTION = "memory_backend"  # INIT-2: set by --memory-backend or the config, never asked
 SLIM_QUESTIONS = ("profile", "agent_name", "user_name", "timezone")  # INIT-1: slim mode asks these
@@ -90,7 +90,7 @@ def _check_timezone(value: Any) -> None:
 
 
 def _render(expression: str, answers: Mapping[str, Any]) -> str:
-    environment = _environment()
+    environment = shared_environment()
     return environment.from_string(expression).render(**_with_unasked(answers))
 
 
@@ -99,11 +99,6 @@ def _with_unasked(answers: Mapping[str, Any]) -> dict[str, Any]:
     values = {question.name: question.default for question in load_questions()}
     values.update(answers)
     return values
-
-
-@cache
-def _environment():  # type: ignore[no-untyped-def]
-    return make_environment()
 
 
 @cache

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
 
 from provisioner.backends import BACKEND_NAMES, get_backend
@@ -32,15 +31,10 @@ JOB_PROMPTS = {  # TXT-6: built-in job id -> its partial
 _SESSION_CONTEXT = "texts/session-context.md.jinja"
 
 
-@cache
-def _environment():  # type: ignore[no-untyped-def]
-    from provisioner.jinja_env import make_environment
-
-    return make_environment()
-
-
 def _render(template: str, **context: Any) -> str:
-    return _environment().get_template(template).render(**context)
+    from provisioner.jinja_env import shared_environment  # deferred: Jinja is not free to load
+
+    return shared_environment().get_template(template).render(**context)
 
 
 def _partial(backend: str, piece: str, **context: Any) -> str:

@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from provisioner import assets, texts
+from provisioner.jinja_env import shared_environment
 from provisioner.recalled import (
     BLOCK_MAX_BYTES,
     ELLIPSIS,
@@ -242,11 +243,11 @@ class TestSessionContextCapWithAnotherTemplate:
         template.write_text(body, encoding="utf-8")
         monkeypatch.setenv(assets.ASSETS_ENV, str(assets_copy))
         assets.asset_root.cache_clear()
-        texts._environment.cache_clear()
+        shared_environment.cache_clear()
         yield
         monkeypatch.delenv(assets.ASSETS_ENV)
         assets.asset_root.cache_clear()
-        texts._environment.cache_clear()
+        shared_environment.cache_clear()
 
     @pytest.mark.usefixtures("wordy_template")
     def test_a_non_ascii_heading_and_count_line_still_fit_the_cap(self) -> None:

@@ -15,6 +15,7 @@ import yaml
 
 from provisioner import texts
 from provisioner.backends import MEMU_TOOLS, loom_core_tools
+from provisioner.jinja_env import shared_environment
 from provisioner.render import Answers, render_workspace
 from provisioner.texts import (
     EXTERNAL_AGENTS,
@@ -207,11 +208,11 @@ class TestMemorySectionIsDeterministic:
         """A second render, from a newly built Jinja environment, matches the first byte for
         byte, and both match the golden rendered at another time: nothing time-dependent."""
         first = memory_section(backend, client_has_loom=has_loom, available=available)
-        texts._environment.cache_clear()
+        shared_environment.cache_clear()
         try:
             second = memory_section(backend, client_has_loom=has_loom, available=available)
         finally:
-            texts._environment.cache_clear()
+            shared_environment.cache_clear()
         assert first.encode() == second.encode()
         assert first.encode() == (GOLDEN_DIR / backend / "texts" / golden).read_bytes()
 
