@@ -68,29 +68,28 @@ def default_golden_dir() -> Path:
     return assets.checkout_root() / "golden"
 
 
-def render_expected(scratch: Path) -> dict[str, RenderedFile]:
-    """Render every workspace and runtime text below ``scratch``, keyed by golden path."""
+def render_expected(
+    scratch: Path, backends: Iterable[str] = BACKEND_NAMES
+) -> dict[str, RenderedFile]:
+    """Render the workspaces and runtime texts of ``backends`` below ``scratch``.
+
+    Keyed by golden path (``<backend>/<profile>/…``, ``<backend>/texts/…``).
+    """
+    from provisioner import texts
+
+    chosen = tuple(backends)
     expected: dict[str, RenderedFile] = {}
-    for backend in BACKEND_NAMES:
+    for backend in chosen:
         for profile in PROFILES:
             answers = Answers(profile=profile, memory_backend=backend)
             for rendered in render_workspace(answers, scratch / backend / profile):
                 expected[f"{backend}/{profile}/{rendered.path}"] = rendered
-    for key, rendered in _render_texts().items():
-        expected[key] = rendered
+    for text in texts.all_texts():
+        if text.backend in chosen:
+            body = text.body.encode()
+            rendered = RenderedFile(text.file_name, body, executable=False)
+            expected[f"{text.backend}/{TEXTS_DIR}/{text.file_name}"] = rendered
     return expected
-
-
-def _render_texts() -> dict[str, RenderedFile]:
-    """Each runtime text in each case (TXT-3…TXT-6), keyed ``<backend>/texts/<file>``."""
-    from provisioner import texts
-
-    return {
-        f"{text.backend}/{TEXTS_DIR}/{text.file_name}": RenderedFile(
-            text.file_name, text.body.encode(), executable=False
-        )
-        for text in texts.all_texts()
-    }
 
 
 def check(golden_dir: Path) -> CheckReport:
@@ -166,11 +165,7 @@ def update(golden_dir: Path, backends: Iterable[str], *, env: Mapping[str, str])
         raise GoldenRefused("golden update is refused while CI is set; run it locally")
     chosen = tuple(backends)
     with tempfile.TemporaryDirectory(prefix="nerve-golden-") as scratch:
-        expected = {
-            path: rendered
-            for path, rendered in render_expected(Path(scratch)).items()
-            if path.split("/", 1)[0] in chosen
-        }
+        expected = render_expected(Path(scratch), chosen)
     problems = lint_renders(expected)
     if problems:
         raise GoldenRefused(
