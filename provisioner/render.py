@@ -115,13 +115,9 @@ def _manifest_bytes(answers: Answers, files: list[RenderedFile]) -> bytes:
     manifest = {
         "format": MANIFEST_FORMAT,
         "answers": answers.as_data(),
-        "files": {rendered.path: rendered.digest for rendered in sorted(files, key=_by_path)},
+        "files": {rendered.path: rendered.digest for rendered in files},  # sorted by dumps
     }
     return (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode()
-
-
-def _by_path(rendered: RenderedFile) -> str:
-    return rendered.path
 
 
 def read_manifest(workspace: Path) -> dict[str, Any] | None:
