@@ -76,6 +76,22 @@ class TestKeptClient:
         assert first.closed
 
 
+async def _switch_url_during_a_slow_call(scenario_base):  # type: ignore[no-untyped-def]
+    """A slow call on the first URL; the catalog then names another and a call goes there.
+
+    Returns the connection, the first (now retired) client and the still-running slow call.
+    """
+    catalog = SwitchableCatalog(scenario_base("slow"))
+    connection = LoomConnection(catalog)
+    slow_call = asyncio.create_task(connection.call_tool("loom_search", {}, deadline_s=2))
+    while connection.server is None:
+        await asyncio.sleep(0.01)
+    old = connection.server
+    catalog.base = scenario_base("result")
+    await connection.call_tool("loom_search", {}, deadline_s=2)
+    return connection, old, slow_call
+
+
 class TestReplacedClient:
     async def test_another_url_replaces_the_client_and_closes_the_old_one(
         self, scenario_base
@@ -91,14 +107,7 @@ class TestReplacedClient:
         await connection.aclose()
 
     async def test_the_old_client_closes_only_when_its_last_call_ends(self, scenario_base) -> None:
-        catalog = SwitchableCatalog(scenario_base("slow"))
-        connection = LoomConnection(catalog)
-        slow_call = asyncio.create_task(connection.call_tool("loom_search", {}, deadline_s=2))
-        while connection.server is None:
-            await asyncio.sleep(0.01)
-        old = connection.server
-        catalog.base = scenario_base("result")
-        await connection.call_tool("loom_search", {}, deadline_s=2)
+        connection, old, slow_call = await _switch_url_during_a_slow_call(scenario_base)
         assert not old.closed and connection.retired == (old,)
         result = await slow_call
         assert result.data["ok"] is True
@@ -106,14 +115,7 @@ class TestReplacedClient:
         await connection.aclose()
 
     async def test_shutdown_closes_every_client_even_mid_call(self, scenario_base) -> None:
-        catalog = SwitchableCatalog(scenario_base("slow"))
-        connection = LoomConnection(catalog)
-        slow_call = asyncio.create_task(connection.call_tool("loom_search", {}, deadline_s=2))
-        while connection.server is None:
-            await asyncio.sleep(0.01)
-        old = connection.server
-        catalog.base = scenario_base("result")
-        await connection.call_tool("loom_search", {}, deadline_s=2)
+        connection, old, slow_call = await _switch_url_during_a_slow_call(scenario_base)
         current = connection.server
         await connection.aclose()
         assert old.closed and current.closed
