@@ -8,32 +8,31 @@ traceback; ``nerve golden check`` exits 1 when the render drifted from the golde
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
 
 from provisioner.backends import BACKEND_NAMES, PROFILES
+from provisioner.cli_common import (
+    EXIT_DIFFERENCE,
+    EXIT_OK,
+    EXIT_USAGE,
+    UsageError,
+    add_workspace_options,
+    workspace_and_config_dir,
+)
+from provisioner.cli_common import ArgParser as _Parser
 from provisioner.errors import UserError
 
-EXIT_OK = 0
-EXIT_DIFFERENCE = 1
-EXIT_USAGE = 2
-DEFAULT_WORKSPACE = "~/nerve-workspace"
-DEFAULT_CONFIG_DIR = "~/.nerve"
-
-
-class UsageError(UserError):
-    """Bad input on the command line or in a file it names; printed as one line."""
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line and goes through ``UsageError``."""
-
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{self.prog}: {message}")
+# Command groups that live in modules of their own; each has ``register(commands)``, and
+# imports what its handlers need only when they run, so ``nerve --help`` stays fast.
+COMMAND_MODULES = (
+    "provisioner.commands.memory",
+    "provisioner.commands.dev",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -43,29 +42,16 @@ def build_parser() -> argparse.ArgumentParser:
     _add_render(commands)
     _add_diff(commands)
     _add_golden(commands)
+    for module_name in COMMAND_MODULES:
+        importlib.import_module(module_name).register(commands)
     return parser
-
-
-def _add_workspace_options(command: argparse.ArgumentParser) -> None:
-    command.add_argument(
-        "--workspace",
-        type=Path,
-        default=None,
-        help=f"workspace folder (default: $NERVE_WORKSPACE or {DEFAULT_WORKSPACE})",
-    )
-    command.add_argument(
-        "--config-dir",
-        type=Path,
-        default=None,
-        help=f"configuration folder (default: $NERVE_CONFIG_DIR or {DEFAULT_CONFIG_DIR})",
-    )
 
 
 def _add_init(commands: argparse._SubParsersAction) -> None:
     init = commands.add_parser("init", help="provision a workspace")
     init.add_argument("--memory-backend", choices=BACKEND_NAMES, default=None)
     init.add_argument("--profile", choices=PROFILES, default=None)
-    _add_workspace_options(init)
+    add_workspace_options(init)
     modes = init.add_mutually_exclusive_group()
     modes.add_argument("--terminal", dest="mode", action="store_const", const="terminal")
     modes.add_argument("--slim", dest="mode", action="store_const", const="slim")
@@ -90,7 +76,7 @@ def _add_diff(commands: argparse._SubParsersAction) -> None:
     diff = commands.add_parser(
         "diff", help="show how workspace files differ from what init would write"
     )
-    _add_workspace_options(diff)
+    add_workspace_options(diff)
     diff.add_argument("--memory-backend", choices=BACKEND_NAMES, default=None)
     diff.add_argument("paths", nargs="*", help="files relative to the workspace (default: all)")
     diff.set_defaults(handler=_run_diff)
@@ -122,12 +108,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
-def _paths(args: argparse.Namespace) -> tuple[Path, Path]:
-    workspace = args.workspace or Path(os.environ.get("NERVE_WORKSPACE") or DEFAULT_WORKSPACE)
-    config_dir = args.config_dir or Path(os.environ.get("NERVE_CONFIG_DIR") or DEFAULT_CONFIG_DIR)
-    return workspace.expanduser(), config_dir.expanduser()
-
-
 def _data(pairs: Sequence[str]) -> dict[str, str]:
     data: dict[str, str] = {}
     for pair in pairs:
@@ -142,7 +122,7 @@ def _run_init(args: argparse.Namespace) -> int:
     from provisioner.init import InitRequest, Prompter, run_init
     from provisioner.summary import init_summary_json, init_summary_text
 
-    workspace, config_dir = _paths(args)
+    workspace, config_dir = workspace_and_config_dir(args)
     mode = args.mode or ("terminal" if sys.stdin.isatty() else "non-interactive")
     request = InitRequest(
         workspace=workspace,
@@ -186,7 +166,7 @@ def _run_render(args: argparse.Namespace) -> int:
 def _run_diff(args: argparse.Namespace) -> int:
     from provisioner.previews import workspace_diff
 
-    workspace, _config_dir = _paths(args)
+    workspace, _config_dir = workspace_and_config_dir(args)
     output, differs = workspace_diff(workspace, args.memory_backend, args.paths)
     sys.stdout.write(output)
     return EXIT_DIFFERENCE if differs else EXIT_OK

@@ -26,7 +26,14 @@ from provisioner.memory_backend import LOOM_SERVER
 from provisioner.runtime.breaker import Breaker
 from provisioner.runtime.catalog import Catalog
 from provisioner.runtime.errors import CatalogError, NoAnswer
-from provisioner.runtime.gateway import Clock, McpGatewayServer, Sleep, ToolResult
+from provisioner.runtime.gateway import (
+    READ,
+    CallPolicy,
+    Clock,
+    McpGatewayServer,
+    Sleep,
+    ToolResult,
+)
 
 
 class CatalogSource(Protocol):
@@ -93,7 +100,7 @@ class LoomConnection:
         arguments: Mapping[str, Any],
         *,
         deadline_s: float,
-        wait_retry_after: bool = True,
+        policy: CallPolicy = READ,
     ) -> ToolResult:
         """Call ``name`` on the catalog's server, as ``McpGatewayServer.call_tool`` does.
 
@@ -113,9 +120,7 @@ class LoomConnection:
             raise NoAnswer("the catalog read used up the deadline", deadline_s=deadline_s)
         self._calls_in_flight[server] = self._calls_in_flight.get(server, 0) + 1
         try:
-            return await server.call_tool(
-                name, arguments, deadline_s=remaining, wait_retry_after=wait_retry_after
-            )
+            return await server.call_tool(name, arguments, deadline_s=remaining, policy=policy)
         finally:
             await self._call_ended(server)
 

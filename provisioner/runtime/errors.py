@@ -1,33 +1,41 @@
 """Every way a gateway call can fail, as one hierarchy (GW-5).
 
-A call either returns a ``ToolResult`` or raises exactly one of these. The tree, with when each
-happens and what the caller should do::
+A call either returns a ``ToolResult`` or raises exactly one of these. The intermediate bases
+(in brackets) group the outcomes by what the caller does next, so callers branch on a group,
+never on a list of classes. The tree, with when each happens and what the caller should do::
 
     GatewayError               base class: catch it to treat any failure as "memory unavailable".
+    ├── [NotNow]               a condition about the gateway or Loom, not about the request:
+    │   │                      stop for now, keep every watermark, count nothing against it.
+    │   ├── MayPass            JSON-RPC -32002, HTTP 429/502/503: upstream unavailable, a limit,
+    │   │                      the gateway's open circuit. ``retry_after_s`` says when, if said.
+    │   ├── CodedFault         JSON-RPC -32000 with Loom's ``error.data.code`` in ``code``
+    │   │                      (``BACKEND_UNAVAILABLE``, ``GRANT_BUSY``, ``OVERLOADED``, …).
+    │   ├── GatewayCallTimeout HTTP 504, or "MCP server timed out": the gateway gave up on the
+    │   │                      upstream call, which may still finish. Also [RequestTooBig].
+    │   └── CircuitOpen        this client's own breaker is open (GW-7): nothing was sent. Try
+    │                          again after ``retry_in_s``.
+    ├── [RequestTooBig]        the request was more than the gateway takes: send less next time.
+    │   ├── BodyTooLarge       HTTP 413: the request body is too large for the gateway.
+    │   └── GatewayCallTimeout (the same class as above: the call took longer than its limit)
+    ├── [CountsForBreaker]     the gateway was not reached or did not answer in time; the breaker
+    │   │                      counts these, and a sweep ends at once.
+    │   ├── NoAnswer           no complete answer within the caller's deadline; whether the op
+    │   │                      ran upstream is unknown.
+    │   └── GatewayUnreachable connection refused, DNS failure, connect timeout: nothing went
+    │                          upstream.
+    ├── [ContractBroken]       one side broke the wire contract: a bug to report, never retried.
+    │   └── BrokenAnswer       bad JSON, a wrong shape, an unexpected status or content type, a
+    │                          stream cut before its answer, -32601/-32602.
+    ├── ServerFault            JSON-RPC -32000: the server failed the op; base of CodedFault
+    │   │                      (above) and of:
+    │   └── InternalFault      an uncoded -32000 (Loom's internal error): the only fault that can
+    │                          be about the request itself, such as one message Loom cannot take.
     ├── PolicyRefused          JSON-RPC -32001: the gateway's policy refused the call (no
     │                          credential set yet, tool not allowed). The message is safe to
     │                          show; do not retry soon. The client is kept.
-    ├── MayPass                JSON-RPC -32002, HTTP 429/502/503: upstream unavailable, a limit,
-    │                          the gateway's open circuit. Try later; ``retry_after_s`` says when
-    │                          if the gateway said.
-    ├── ServerFault            JSON-RPC -32000: the server failed the op. ``code`` is Loom's
-    │                          ``error.data.code`` ("not now"), or None for an uncoded internal
-    │                          error, the only fault that can be about the request itself.
-    ├── GatewayCallTimeout     HTTP 504, or an error whose message is "MCP server timed out": the
-    │                          gateway gave up on the upstream call, which may still finish.
-    │                          Make the next request smaller, or send it later.
-    ├── BodyTooLarge           HTTP 413: the request body is too large for the gateway. Send less.
-    ├── NoAnswer               no complete answer within the caller's deadline. The breaker
-    │                          counts it; whether the op ran upstream is unknown.
-    ├── GatewayUnreachable     connection refused, DNS failure, connect timeout: the gateway was
-    │                          not reached. The breaker counts it; nothing went upstream.
-    ├── BrokenAnswer           bad JSON, a wrong shape, an unexpected status or content type, a
-    │                          stream cut before its answer, a contract error (-32601, -32602).
-    │                          A bug on one side: report it, do not retry.
     ├── ToolRefused            a result with ``isError: true``: the tool ran and refused, and
     │                          ``text`` says why. Do not retry the same call.
-    ├── CircuitOpen            this client's own breaker is open (GW-7): nothing was sent. Try
-    │                          again after ``retry_in_s``.
     └── CatalogError           the catalog could not be read or broke the contract (``reason``);
         │                      the last good catalog stays in use (GW-2).
         └── ServerNotListed    the catalog was read but lists no such server (no ``loom`` yet):
@@ -62,11 +70,27 @@ class GatewayError(Exception):
         super().__init__(self.message)
 
 
+class NotNow(GatewayError):
+    """Group: a condition about the gateway or Loom that may pass; stop now and try later."""
+
+
+class RequestTooBig(GatewayError):
+    """Group: the request was more than the gateway takes (its body or its time); send less."""
+
+
+class CountsForBreaker(GatewayError):
+    """Group: the gateway was not reached or gave no answer in time; the breaker counts it."""
+
+
+class ContractBroken(GatewayError):
+    """Group: an answer or a call broke the wire contract; a bug on one side, never retried."""
+
+
 class PolicyRefused(GatewayError):
     """The gateway's policy refused the call (-32001); the message is safe to show a human."""
 
 
-class MayPass(GatewayError):
+class MayPass(NotNow):
     """A condition that may pass (-32002, HTTP 429/502/503); retry later.
 
     ``retry_after_s`` is the gateway's ``Retry-After`` in seconds, or None when it sent none.
@@ -78,7 +102,7 @@ class MayPass(GatewayError):
 
 
 class ServerFault(GatewayError):
-    """The server failed the op (-32000).
+    """The server failed the op (-32000); raised as ``CodedFault`` or ``InternalFault``.
 
     ``code`` is the server's fault code (Loom's ``error.data.code``, such as
     ``BACKEND_UNAVAILABLE``), or None for an uncoded internal error.
@@ -89,15 +113,29 @@ class ServerFault(GatewayError):
         self.code = code
 
 
-class GatewayCallTimeout(GatewayError):
+class CodedFault(ServerFault, NotNow):
+    """A -32000 fault with Loom's ``error.data.code``: about Loom, not the request ("not now")."""
+
+    def __init__(self, message: str, *, code: str) -> None:
+        super().__init__(message, code=code)
+
+
+class InternalFault(ServerFault):
+    """An uncoded -32000 fault: Loom's internal error, which may be caused by the request."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, code=None)
+
+
+class GatewayCallTimeout(NotNow, RequestTooBig):
     """The gateway gave up on the upstream call (504, "MCP server timed out"); it may finish."""
 
 
-class BodyTooLarge(GatewayError):
+class BodyTooLarge(RequestTooBig):
     """The gateway refused the request body as too large (413)."""
 
 
-class NoAnswer(GatewayError):
+class NoAnswer(CountsForBreaker):
     """No complete answer came within the caller's deadline (``deadline_s``)."""
 
     def __init__(self, message: str, *, deadline_s: float | None = None) -> None:
@@ -105,11 +143,11 @@ class NoAnswer(GatewayError):
         self.deadline_s = deadline_s
 
 
-class GatewayUnreachable(GatewayError):
+class GatewayUnreachable(CountsForBreaker):
     """The gateway was not reached (refused, DNS, connect timeout); nothing went upstream."""
 
 
-class BrokenAnswer(GatewayError):
+class BrokenAnswer(ContractBroken):
     """The answer broke the contract (bad JSON, wrong shape, cut stream, -32601/-32602)."""
 
 
@@ -121,7 +159,7 @@ class ToolRefused(GatewayError):
         self.text = self.message
 
 
-class CircuitOpen(GatewayError):
+class CircuitOpen(NotNow):
     """This client's breaker is open; nothing was sent. ``retry_in_s`` is when it lets a call by."""
 
     def __init__(self, message: str, *, retry_in_s: float) -> None:
@@ -162,7 +200,8 @@ class ServerNotListed(CatalogError):
 OUTCOME_ERRORS: tuple[type[GatewayError], ...] = (
     PolicyRefused,
     MayPass,
-    ServerFault,
+    CodedFault,
+    InternalFault,
     GatewayCallTimeout,
     BodyTooLarge,
     NoAnswer,
@@ -173,4 +212,12 @@ OUTCOME_ERRORS: tuple[type[GatewayError], ...] = (
     CatalogError,
     ServerNotListed,
 )
-"""Every concrete failure class, in the order of the tree above."""
+"""Every concrete failure class (what a call can raise), in the order of the tree above."""
+
+OUTCOME_GROUPS: tuple[type[GatewayError], ...] = (
+    NotNow,
+    RequestTooBig,
+    CountsForBreaker,
+    ContractBroken,
+)
+"""The intermediate bases a caller branches on."""

@@ -8,9 +8,9 @@ either a JSON body or an event stream (notifications and pings first, then the r
 Every call has one overall deadline that covers connecting, waiting, any ``Retry-After`` and
 the retry; keep-alive pings on a stream cannot stretch it (GW-4). What comes back is a
 ``ToolResult`` or exactly one exception of ``provisioner.runtime.errors`` (GW-5). A read —
-a call made with ``wait_retry_after=True`` — that meets a condition that may pass is tried
-once more, after waiting out a ``Retry-After`` of up to 2 s; a longer one fails it at once.
-Extraction calls pass ``wait_retry_after=False`` and are never retried (GW-6). A breaker opens
+a call under the ``READ`` policy — that meets a condition that may pass is tried once more,
+after waiting out a ``Retry-After`` of up to 2 s; a longer one fails it at once. Extraction
+calls use the ``EXTRACTION`` policy: one attempt, never a wait (GW-6). A breaker opens
 when the gateway is not reached or does not answer in time (GW-7).
 
 This module also re-exports the catalog reader, so ``provisioner.runtime.gateway`` is the one
@@ -24,6 +24,7 @@ import itertools
 import json
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, cast
 
 import httpx
@@ -56,6 +57,9 @@ from provisioner.runtime.wire import (
 )
 
 __all__ = [
+    "EXTRACTION",
+    "READ",
+    "CallPolicy",
     "Catalog",
     "CatalogServer",
     "GatewayCatalog",
@@ -79,6 +83,23 @@ REQUEST_HEADERS: Mapping[str, str] = {  # GW-3 (contracts/gateway.md)
 
 Clock = Callable[[], float]
 Sleep = Callable[[float], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class CallPolicy:
+    """What a call does when the gateway answers that a condition may pass (GW-6).
+
+    ``retry_may_pass``: try once more after a ``Retry-After`` of up to
+    ``RETRY_AFTER_MAX_WAIT_S`` that fits in the deadline; otherwise the ``MayPass`` is raised
+    at once, carrying the gateway's ``retry_after_s`` for the caller to schedule by.
+    """
+
+    name: str
+    retry_may_pass: bool
+
+
+READ = CallPolicy("read", retry_may_pass=True)  # GW-6: reads are retried once
+EXTRACTION = CallPolicy("extraction", retry_may_pass=False)  # GW-6: never waits on Retry-After
 
 
 class McpGatewayServer:
@@ -132,13 +153,13 @@ class McpGatewayServer:
         arguments: Mapping[str, Any],
         *,
         deadline_s: float,
-        wait_retry_after: bool = True,
+        policy: CallPolicy = READ,
     ) -> ToolResult:
         """Call tool ``name`` with ``arguments``; return its result within ``deadline_s`` seconds.
 
-        ``wait_retry_after=True`` marks a read: on ``MayPass`` it is tried once more, after a
-        ``Retry-After`` of up to 2 s that fits in the deadline (GW-6). With False (extraction)
-        there is one attempt, and a ``MayPass`` is raised with the gateway's ``retry_after_s``.
+        Under ``READ`` a ``MayPass`` is tried once more, after a ``Retry-After`` of up to 2 s
+        that fits in the deadline (GW-6). Under ``EXTRACTION`` there is one attempt, and a
+        ``MayPass`` is raised with the gateway's ``retry_after_s``.
         Raises one ``GatewayError`` subclass on any failure (GW-5), ``ValueError`` for a
         non-positive deadline and ``RuntimeError`` once closed.
         """
@@ -150,7 +171,7 @@ class McpGatewayServer:
         try:
             return await self._attempt(name, arguments, deadline_at)
         except MayPass as first:
-            if not wait_retry_after:
+            if not policy.retry_may_pass:
                 raise
             await self._wait_before_retry(first, deadline_at)
         return await self._attempt(name, arguments, deadline_at)

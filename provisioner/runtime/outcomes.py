@@ -8,8 +8,9 @@ in ``provisioner.runtime.errors``). The order of the checks is the contract's ta
    ``GatewayCallTimeout``. Any other status than 200 is read for a JSON-RPC error and
    otherwise is a ``BrokenAnswer``.
 2. A JSON-RPC error: the message "MCP server timed out" → ``GatewayCallTimeout`` whatever
-   its code; -32001 → ``PolicyRefused``; -32002 → ``MayPass``; -32000 → ``ServerFault``
-   (``code`` from ``error.data.code``); -32601, -32602 and any other code → ``BrokenAnswer``.
+   its code; -32001 → ``PolicyRefused``; -32002 → ``MayPass``; -32000 → ``CodedFault``
+   (``code`` from ``error.data.code``) or ``InternalFault`` (no code); -32601, -32602 and
+   any other code → ``BrokenAnswer``.
 3. A result: ``isError: true`` → ``ToolRefused``; otherwise a ``ToolResult``.
 """
 
@@ -22,11 +23,12 @@ from typing import Any
 from provisioner.runtime.errors import (
     BodyTooLarge,
     BrokenAnswer,
+    CodedFault,
     GatewayCallTimeout,
     GatewayError,
+    InternalFault,
     MayPass,
     PolicyRefused,
-    ServerFault,
     ToolRefused,
 )
 
@@ -108,7 +110,10 @@ def error_for_rpc_error(error: Any, *, retry_after_s: float | None = None) -> Ga
     if code == MAY_PASS_CODE:
         return MayPass(text, retry_after_s=retry_after_s)
     if code == SERVER_FAULT_CODE:
-        return ServerFault(text, code=_fault_code(error.get("data")))
+        fault_code = _fault_code(error.get("data"))
+        if fault_code is None:
+            return InternalFault(text)
+        return CodedFault(text, code=fault_code)
     if code in CONTRACT_ERROR_CODES:
         return BrokenAnswer(f"the call broke the contract (JSON-RPC {code}): {text}")
     return BrokenAnswer(f"unexpected JSON-RPC error {code}: {text}")

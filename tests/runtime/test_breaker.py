@@ -14,6 +14,7 @@ from provisioner.runtime import (
     NoAnswer,
 )
 from provisioner.runtime.breaker import BREAKER_FIRST_OPEN_S, BREAKER_MAX_OPEN_S
+from provisioner.runtime.gateway import EXTRACTION
 
 from .fault_gateway import key_of
 
@@ -142,7 +143,7 @@ class TestBreakerOnTheWire:
         server = McpGatewayServer(base + "/s/loom/mcp", clock=clock)
         for _ in range(3):
             with pytest.raises(GatewayError):
-                await server.call_tool("loom_search", {}, deadline_s=1, wait_retry_after=False)
+                await server.call_tool("loom_search", {}, deadline_s=1, policy=EXTRACTION)
         await server.aclose()
         assert server.breaker.state == "closed"
         assert fault_gateway.count(key_of(base), "call") == 3

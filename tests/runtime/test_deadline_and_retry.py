@@ -7,21 +7,21 @@ import time
 import pytest
 
 from provisioner.runtime import MayPass, McpGatewayServer, NoAnswer, ToolResult
-from provisioner.runtime.gateway import RETRY_AFTER_MAX_WAIT_S
+from provisioner.runtime.gateway import EXTRACTION, READ, RETRY_AFTER_MAX_WAIT_S, CallPolicy
 
 from .fault_gateway import TRICKLE_EVERY_S, key_of
 
 pytestmark = pytest.mark.anyio
 
 
-async def call(url: str, *, deadline_s: float = 5.0, wait_retry_after: bool = True, **seams):
+async def call(url: str, *, deadline_s: float = 5.0, policy: CallPolicy = READ, **seams):
     server = McpGatewayServer(url, **seams)
     try:
         return await server.call_tool(
             "loom_search",
             {"query": "tea"},
             deadline_s=deadline_s,
-            wait_retry_after=wait_retry_after,
+            policy=policy,
         )
     finally:
         await server.aclose()
@@ -130,9 +130,9 @@ class TestReadRetry:
     async def test_an_extraction_never_waits_and_is_never_retried(
         self, scenario_base, fault_gateway, clock, sleep
     ) -> None:
-        """GW-6: wait_retry_after=False is one attempt; the caller gets the Retry-After."""
+        """GW-6: policy=EXTRACTION is one attempt; the caller gets the Retry-After."""
         base = scenario_base("429-once-ra1")
         with pytest.raises(MayPass) as caught:
-            await call(base + "/s/loom/mcp", wait_retry_after=False, clock=clock, sleep=sleep)
+            await call(base + "/s/loom/mcp", policy=EXTRACTION, clock=clock, sleep=sleep)
         assert caught.value.retry_after_s == 1.0
         assert sleep.waits == [] and fault_gateway.count(key_of(base), "call") == 1

@@ -14,7 +14,42 @@ from provisioner.runtime import errors
 class TestOutcomeHierarchy:
     def test_the_module_docstring_draws_every_outcome_class(self) -> None:
         drawn = set(re.findall(r"[├└]── (\w+)", errors.__doc__ or ""))
-        assert drawn == {cls.__name__ for cls in errors.OUTCOME_ERRORS}
+        concrete = {cls.__name__ for cls in errors.OUTCOME_ERRORS}
+        assert drawn == concrete | {"ServerFault"}
+
+    def test_the_module_docstring_draws_every_group(self) -> None:
+        drawn = set(re.findall(r"[├└]── \[(\w+)\]", errors.__doc__ or ""))
+        assert drawn == {cls.__name__ for cls in errors.OUTCOME_GROUPS}
+
+    @pytest.mark.parametrize(
+        ("cls", "groups"),
+        [
+            (errors.MayPass, {"NotNow"}),
+            (errors.CodedFault, {"NotNow"}),
+            (errors.CircuitOpen, {"NotNow"}),
+            (errors.GatewayCallTimeout, {"NotNow", "RequestTooBig"}),
+            (errors.BodyTooLarge, {"RequestTooBig"}),
+            (errors.NoAnswer, {"CountsForBreaker"}),
+            (errors.GatewayUnreachable, {"CountsForBreaker"}),
+            (errors.BrokenAnswer, {"ContractBroken"}),
+            (errors.InternalFault, set()),
+            (errors.PolicyRefused, set()),
+            (errors.ToolRefused, set()),
+            (errors.CatalogError, set()),
+        ],
+        ids=lambda value: getattr(value, "__name__", ""),
+    )
+    def test_each_outcome_sits_in_the_groups_a_caller_branches_on(
+        self, cls: type, groups: set[str]
+    ) -> None:
+        in_groups = {group.__name__ for group in errors.OUTCOME_GROUPS if issubclass(cls, group)}
+        assert in_groups == groups
+
+    def test_an_uncoded_fault_is_the_only_server_fault_that_is_not_not_now(self) -> None:
+        assert issubclass(errors.InternalFault, errors.ServerFault)
+        assert not issubclass(errors.InternalFault, errors.NotNow)
+        assert errors.CodedFault("busy", code="GRANT_BUSY").code == "GRANT_BUSY"
+        assert errors.InternalFault("boom").code is None
 
     @pytest.mark.parametrize("cls", errors.OUTCOME_ERRORS, ids=lambda cls: cls.__name__)
     def test_every_outcome_is_a_gateway_error_exported_by_the_runtime(self, cls: type) -> None:

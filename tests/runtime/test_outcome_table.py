@@ -13,16 +13,18 @@ import pytest
 from provisioner.runtime import (
     BodyTooLarge,
     BrokenAnswer,
+    CodedFault,
     GatewayCallTimeout,
     GatewayUnreachable,
+    InternalFault,
     MayPass,
     McpGatewayServer,
     NoAnswer,
     PolicyRefused,
-    ServerFault,
     ToolRefused,
     ToolResult,
 )
+from provisioner.runtime.gateway import EXTRACTION
 
 pytestmark = pytest.mark.anyio
 
@@ -39,8 +41,8 @@ ROWS = [
     ("error -32001", "policy", PolicyRefused),
     ("error -32001 carried by HTTP 403", "policy-403", PolicyRefused),
     ("error -32002", "may-pass", MayPass),
-    ("error -32000 coded", "fault-coded", ServerFault),
-    ("error -32000 uncoded", "fault-uncoded", ServerFault),
+    ("error -32000 coded", "fault-coded", CodedFault),
+    ("error -32000 uncoded", "fault-uncoded", InternalFault),
     ("error -32602", "bad-arguments", BrokenAnswer),
     ("error -32601", "unknown-method", BrokenAnswer),
     ("HTTP 413", "http-413", BodyTooLarge),
@@ -67,7 +69,7 @@ async def outcome_of(url: str, **kwargs) -> object:
     server = McpGatewayServer(url, **kwargs)
     try:
         return await server.call_tool(
-            "loom_search", {"query": "tea"}, deadline_s=DEADLINE_S, wait_retry_after=False
+            "loom_search", {"query": "tea"}, deadline_s=DEADLINE_S, policy=EXTRACTION
         )
     except Exception as error:
         return error

@@ -1,0 +1,55 @@
+"""What every ``nerve`` command shares: exit statuses, the one-line usage error, the parser
+class, and where the workspace and configuration folder are.
+
+Command modules (``provisioner.commands.*``) import from here, not from ``provisioner.cli``,
+so the top-level parser can import them without a cycle.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import NoReturn
+
+from provisioner.errors import UserError
+
+EXIT_OK = 0
+EXIT_DIFFERENCE = 1
+EXIT_USAGE = 2
+DEFAULT_WORKSPACE = "~/nerve-workspace"
+DEFAULT_CONFIG_DIR = "~/.nerve"
+
+
+class UsageError(UserError):
+    """Bad input on the command line or in a file it names; printed as one line."""
+
+
+class ArgParser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line and goes through ``UsageError``."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def add_workspace_options(command: argparse.ArgumentParser) -> None:
+    """``--workspace`` and ``--config-dir``, with the defaults every command shares."""
+    command.add_argument(
+        "--workspace",
+        type=Path,
+        default=None,
+        help=f"workspace folder (default: $NERVE_WORKSPACE or {DEFAULT_WORKSPACE})",
+    )
+    command.add_argument(
+        "--config-dir",
+        type=Path,
+        default=None,
+        help=f"configuration folder (default: $NERVE_CONFIG_DIR or {DEFAULT_CONFIG_DIR})",
+    )
+
+
+def workspace_and_config_dir(args: argparse.Namespace) -> tuple[Path, Path]:
+    """The workspace and configuration folders: flag, else environment, else default."""
+    workspace = args.workspace or Path(os.environ.get("NERVE_WORKSPACE") or DEFAULT_WORKSPACE)
+    config_dir = args.config_dir or Path(os.environ.get("NERVE_CONFIG_DIR") or DEFAULT_CONFIG_DIR)
+    return workspace.expanduser(), config_dir.expanduser()

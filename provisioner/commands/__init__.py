@@ -1,0 +1,1 @@
+"""Command groups of the ``nerve`` command line that live outside ``provisioner.cli``."""

@@ -1,0 +1,9 @@
+"""`nerve memory import` and `nerve memory sweep`."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    """Add this module's commands to ``commands``."""
