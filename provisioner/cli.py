@@ -32,6 +32,7 @@ from provisioner.errors import UserError
 COMMAND_MODULES = (
     "provisioner.commands.memory",
     "provisioner.commands.dev",
+    "provisioner.commands.doctor",
 )
 
 

@@ -1,0 +1,64 @@
+"""What the Loom backend answers its callers: recalls, extractions, identity.
+
+Plain frozen dataclasses in a module of their own, so the sweep, the CLI and the web page can
+name them without importing the backend.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+RECALL_SOURCES = ("pack", "search")  # REC-1: where a startup recall came from
+
+
+@dataclass(frozen=True)
+class Recall:
+    """A startup recall (REC-1…REC-4).
+
+    ``items`` are one-line strings already made safe for the session-context block.
+    ``recalled`` is False when memories could not be recalled (unavailable, refused, no
+    answer): that is never the same as a recall that found no memories (``recalled`` True,
+    ``items`` empty). ``source`` is ``"pack"``, ``"search"``, or None when nothing was recalled.
+    """
+
+    items: tuple[str, ...]
+    recalled: bool
+    source: str | None
+
+
+@dataclass(frozen=True)
+class WrittenMemory:
+    """One memory an extraction wrote, with Loom's verdict (``clear``, ``merge``, …)."""
+
+    memory_key: str
+    verdict: str
+
+
+@dataclass(frozen=True)
+class Extracted:
+    """What one ``loom_memory_set_from_messages`` call answered (SWEEP-3, SWEEP-4).
+
+    Waiting mode: ``accepted`` is how many of the messages sent Loom took, in order (the
+    watermark moves past exactly those), and ``written`` the memories it wrote. Queued mode:
+    ``queue_id`` names the queued batch and ``accepted`` counts every message sent.
+    """
+
+    accepted: int
+    written: tuple[WrittenMemory, ...] = ()
+    queue_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who Loom says the agent is (LOOM-3), with overrides from ``memory.loom`` applied.
+
+    ``org_source`` and ``namespace_source`` are ``"loom"`` (what Loom resolved) or
+    ``"config"`` (``memory.loom.org`` / ``memory.loom.namespace`` overrode it).
+    """
+
+    org: str
+    namespace: str
+    shared_namespaces: tuple[str, ...]
+    memory_count: int
+    org_source: str
+    namespace_source: str
