@@ -5,8 +5,9 @@ Nerve reaches Loom only through the ops, arguments and answer fields declared in
 below. This script holds that declaration up against a Loom checkout — its generated SDK's op
 schemas (``sdk/ops/<op>.json``) and its MCP toolsets (``mcp/toolsets.yaml``), the layout of
 ``contracts/loom-ops.md`` — and writes what it found to ``tests/fixtures/loom_lifecycle_ops.json``:
-per op, the MCP tool that serves it, the arguments Nerve sends with their fixed values, and the
-answer fields Nerve reads; plus Loom's default (``core``) tool list and the ``loom_*`` tools the
+per op, the MCP tool that serves it, the arguments Nerve sends with their fixed values, the
+answer fields Nerve reads, and the op's own params and result schemas (the dev gateway validates
+every call against them); plus Loom's default (``core``) tool list and the ``loom_*`` tools the
 rendered Loom wording names. The runtime's contract tests (CON-2) and the wording lint (BACK-4,
 GOLD-5) read that file; nobody types it by hand.
 
@@ -44,6 +45,8 @@ import yaml
 # --- Nerve's side of the contract -------------------------------------------------------------
 
 ANY = None  # an argument whose value Nerve computes: any value its schema allows
+RECALL_SEARCH_TOP_K = 10  # REC-1: how many results the recall's fallback search asks for
+MESSAGE_ROLES = ("assistant", "system", "tool", "user")  # SWEEP-3: the roles a transcript holds
 
 
 @dataclass(frozen=True)
@@ -66,16 +69,16 @@ NERVE_USAGE: dict[str, OpUsage] = {
     ),
     # REC-1: the recall fallback.
     "search.query": OpUsage(
-        arguments={"query": ANY, "top_k": ANY, "namespace": ANY},
+        arguments={"query": ANY, "top_k": (RECALL_SEARCH_TOP_K,), "namespace": ANY},
         reads=("results[].content_excerpt", "results[].memory_key", "abstained"),
     ),
     # SWEEP-3 (waiting, defer false) and SWEEP-4 (queued, defer true): transcript extraction.
     "memory.set_from_messages": OpUsage(
         arguments={
-            "messages[].role": ANY,
+            "messages[].role": MESSAGE_ROLES,
             "messages[].content": ANY,
             "messages[].created_at": ANY,
-            "context[].role": ANY,
+            "context[].role": MESSAGE_ROLES,
             "context[].content": ANY,
             "defer": (False, True),
             "namespace": ANY,
@@ -520,6 +523,8 @@ def describe_op(op: str, usage: OpUsage, checkout: Checkout) -> dict[str, Any]:
         },
         "result_fields": sorted(usage.reads),
         "result_values": result_values,
+        "params_schema": schema.params,
+        "result_schema": schema.result,
     }
 
 

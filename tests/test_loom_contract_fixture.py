@@ -161,13 +161,39 @@ class TestWhatTheFixtureDeclares:
         ops = committed()["ops"]
         assert {op: entry["tool"] for op, entry in ops.items()} == LIFECYCLE_TOOLS
 
-    def test_the_fixed_values_are_startup_memories_and_both_defer_modes(self) -> None:
+    def test_the_fixed_values_are_startup_memories_both_defer_modes_top_k_and_roles(self) -> None:
         ops = committed()["ops"]
         assert ops["context.pack"]["fixed_values"] == {
             "mode": ["startup"],
             "sections": [["memories"]],
         }
-        assert ops["memory.set_from_messages"]["fixed_values"] == {"defer": [False, True]}
+        assert ops["search.query"]["fixed_values"] == {"top_k": [10]}
+        roles = ["assistant", "system", "tool", "user"]
+        assert ops["memory.set_from_messages"]["fixed_values"] == {
+            "defer": [False, True],
+            "messages[].role": roles,
+            "context[].role": roles,
+        }
+
+    def test_each_op_carries_its_params_and_result_schemas_from_the_checkout(self) -> None:
+        """The dev gateway validates calls against these, so they must be Loom's own."""
+        for section in ("ops", "agent_ops"):
+            for op, entry in committed()[section].items():
+                document = json.loads((STAND_IN / "sdk" / "ops" / f"{op}.json").read_text())
+                assert entry["params_schema"] == document["params"], op
+                assert entry["result_schema"] == document["result"], op
+
+    def test_a_top_k_the_schema_does_not_allow_is_refused(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        usage = generator.NERVE_USAGE["search.query"]
+        arguments = {**usage.arguments, "top_k": (500,)}
+        monkeypatch.setitem(
+            generator.NERVE_USAGE, "search.query", generator.OpUsage(arguments, usage.reads)
+        )
+        checkout = generator.load_checkout(STAND_IN)
+        with pytest.raises(generator.Refusal, match="top_k"):
+            generator.build_fixture(checkout, {})
 
     def test_the_fields_nerve_reads_include_the_recall_and_extraction_answers(self) -> None:
         ops = committed()["ops"]
