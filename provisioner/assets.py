@@ -2,72 +2,52 @@
 
 An installed wheel carries them under ``provisioner/_assets/`` (see pyproject's
 ``force-include``); a source checkout (editable install, or tests run from the tree) has them
-at the repository root. Everything that reads a template asks this module, so both layouts
-behave the same.
+at the repository root. The answer comes from the active ``TemplateFolder``
+(``provisioner.template_folder``), so both layouts behave the same and ``$NERVE_ASSETS_DIR``
+names another folder to render from.
 """
 
 from __future__ import annotations
 
-import os
-from functools import cache
 from pathlib import Path
 
-from provisioner.errors import UserError
+from provisioner.template_folder import (
+    ASSETS_ENV,
+    CHECKOUT_ROOT,
+    AssetsMissing,
+    active_folder,
+    folder_value,
+)
 
-_PACKAGE_DIR = Path(__file__).resolve().parent
-_WHEEL_ASSETS = _PACKAGE_DIR / "_assets"
-_CHECKOUT_ROOT = _PACKAGE_DIR.parent
-ASSETS_ENV = "NERVE_ASSETS_DIR"  # a folder with templates/ and skills/ to render from instead
+__all__ = [
+    "ASSETS_ENV",
+    "AssetsMissing",
+    "asset_root",
+    "checkout_root",
+    "loom_fixture_path",
+    "skills_dir",
+    "template_dir",
+]
 
-
-class AssetsMissing(UserError, RuntimeError):
-    """The templates are neither in the installed package nor in a source checkout."""
-
-
-@cache
-def asset_root() -> Path:
-    """The folder that holds ``templates/`` and ``skills/``.
-
-    ``$NERVE_ASSETS_DIR`` names another such folder (a template author's working copy, or a
-    test's modified copy). Raises ``AssetsMissing`` when no candidate has the templates.
-    """
-    override = os.environ.get(ASSETS_ENV)
-    if override:
-        root = Path(override).expanduser().resolve()
-        if (root / "templates" / "copier.yml").is_file():
-            return root
-        raise AssetsMissing(f"{ASSETS_ENV}={override}: no templates/copier.yml there")
-    for root in (_WHEEL_ASSETS, _CHECKOUT_ROOT):
-        if (root / "templates" / "copier.yml").is_file():
-            return root
-    raise AssetsMissing(
-        f"templates not found under {_WHEEL_ASSETS} or {_CHECKOUT_ROOT}; "
-        "expected an intact install of nerve-provisioner"
-    )
+asset_root = folder_value(lambda folder: folder.root)
+"""The folder that holds ``templates/`` and ``skills/``; raises ``AssetsMissing`` if none."""
 
 
 def template_dir() -> Path:
     """The Copier template (the folder holding ``copier.yml``)."""
-    return asset_root() / "templates"
+    return active_folder().template_dir
 
 
 def skills_dir() -> Path:
     """The bundled skills, templated per backend (TXT-2)."""
-    return asset_root() / "skills"
+    return active_folder().skills_dir
 
 
 def loom_fixture_path() -> Path:
-    """The Loom contract fixture (BACK-4, CON-1).
-
-    In a wheel it is shipped beside the templates; in a checkout it is the generated file under
-    ``tests/fixtures/``.
-    """
-    shipped = _WHEEL_ASSETS / "loom_lifecycle_ops.json"
-    if shipped.is_file():
-        return shipped
-    return _CHECKOUT_ROOT / "tests" / "fixtures" / "loom_lifecycle_ops.json"
+    """The Loom contract fixture (BACK-4, CON-1)."""
+    return active_folder().loom_fixture_path
 
 
 def checkout_root() -> Path:
-    """The source checkout this package was imported from (goldens live there)."""
-    return _CHECKOUT_ROOT
+    """The source checkout this package was imported from (it may not be one: see golden)."""
+    return CHECKOUT_ROOT

@@ -1,24 +1,50 @@
 """The one registry of what differs per memory backend (BACK-1).
 
-Templates decide the wording; this module only says, per backend, which MCP server its memory
-tools live on (``mcp__nerve__memorize``, ``mcp__loom__loom_search``), how its tool names are
-recognised in a text, which of them its wording may name, and whether its tools come from the
-gateway catalog (then its texts have a case per client). Adding a third backend means adding
-one entry to ``BACKENDS``, its choice in ``templates/copier.yml`` (a test holds the two equal),
-its partials under ``templates/partials/<name>/``, and its goldens.
+Templates decide the wording; each entry of this registry says everything else about one
+backend: which MCP server its memory tools live on (``mcp__nerve__memorize``,
+``mcp__loom__loom_search``), how its tool names are recognised in a text and which of them its
+wording may name, whether its tools come from the gateway catalog (then its texts have a case
+per client), its settings section (``memory.<name>``: keys and checks), its setup step (what
+init asks and reports) and summary line, and how its goldens are protected.
+
+A third backend is one ``register(Backend(...))`` here (or a new entry in ``BACKENDS``), its
+choice in ``templates/copier.yml`` (a test holds the two equal), its partials under
+``templates/partials/<name>/``, and its goldens; no other module names a backend.
 """
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from functools import cache
+from typing import Any, Protocol, overload
 
-from provisioner import assets
 from provisioner.errors import UserError
 from provisioner.memory_backend import LOOM_SERVER, NERVE_SERVER
+from provisioner.setup_steps import (
+    SetupContext,
+    loom_setup_step,
+    loom_summary_line,
+    memu_setup_step,
+    memu_summary_line,
+)
+from provisioner.template_folder import ContractFixtureError, folder_value
+
+__all__ = [
+    "BACKENDS",
+    "BACKEND_NAMES",
+    "DEFAULT_BACKEND",
+    "Backend",
+    "ContractFixtureError",
+    "GoldenGuard",
+    "SectionReader",
+    "SettingsSection",
+    "UnknownBackend",
+    "get_backend",
+    "loom_core_tools",
+    "register",
+    "unregister",
+]
 
 DEFAULT_BACKEND = "memu"  # BACK-1
 
@@ -47,13 +73,54 @@ class UnknownBackend(UserError, ValueError):
     """A backend name that is not in the registry."""
 
 
-class ContractFixtureError(UserError, RuntimeError):
-    """The Loom contract fixture is missing or unreadable, so Loom's tool list is unknown."""
+class SectionReader(Protocol):
+    """What a settings check may do with a value of the merged configuration.
+
+    The configuration loader provides it; each method blames the file the key came from.
+    """
+
+    def fail(self, key: str, problem: str) -> Exception:
+        """The error to raise for ``key`` (one line naming file, key, problem)."""
+
+    def warn(self, key: str, problem: str) -> None:
+        """Record a problem that does not stop Nerve (doctor shows it)."""
+
+    def boolean(self, key: str, value: Any, default: bool) -> bool:
+        """``value`` as a YAML boolean (or the words true/false); raises otherwise."""
+
+    def http_url(self, value: Any) -> str | None:
+        """``value`` stripped when it is an absolute http(s) URL with a host, else None."""
+
+
+@dataclass(frozen=True)
+class SettingsSection:
+    """A backend's ``memory.<name>`` mapping: its known keys and the check that reads them.
+
+    ``check`` is called only while the backend is the configured one (CONF-5) and returns the
+    checked settings object; under any other backend the section is carried unchecked.
+    """
+
+    keys: tuple[str, ...]
+    check: Callable[[SectionReader, Mapping[Any, Any]], Any]
+
+
+@dataclass(frozen=True)
+class GoldenGuard:
+    """Extra protection of a backend's goldens (GOLD-3, TXT-7).
+
+    ``by_name_only``: ``nerve golden update`` rewrites them only when the backend is named.
+    ``unrecorded``: names of texts a check must report as missing from a registry the backend
+    keeps beside the templates; ``record``: adds them on update, returns the file it wrote.
+    """
+
+    by_name_only: bool = False
+    unrecorded: Callable[[], list[str]] | None = None
+    record: Callable[[], str | None] | None = None
 
 
 @dataclass(frozen=True)
 class Backend:
-    """What one memory backend looks like to the agent and to the wording lint."""
+    """What one memory backend looks like to the agent, the wording lint, config and init."""
 
     name: str
     display_name: str
@@ -65,6 +132,13 @@ class Backend:
     # Its tools reach the agent from the gateway catalog, so a text has a case for a client
     # that gets the server and one for a client that does not (TXT-3, TXT-5).
     served_by_gateway: bool
+    # memory.<name> in the configuration (CONF-5); None: the backend has no settings.
+    settings: SettingsSection | None = None
+    # Init's memory step (INIT-3): what it asks and stores; a mapping for the summary.
+    setup_step: Callable[[SetupContext], dict[str, Any]] = memu_setup_step
+    # The summary's line about the step's mapping.
+    summary_line: Callable[[Mapping[str, Any]], str] = memu_summary_line
+    goldens: GoldenGuard = GoldenGuard()
 
     def tool_ref(self, tool: str) -> str:
         """The name the agent calls a tool by: ``mcp__<server>__<tool>``."""
@@ -103,6 +177,92 @@ def _loom_core() -> frozenset[str]:
     return loom_core_tools()
 
 
+# CONF-5: memory.loom, checked only while the backend is loom.
+LOOM_KEYS = ("org", "namespace", "dashboard_url", "defer_extraction")  # CONF-5
+LOOM_NAME_MAX = 63  # CONF-5
+LOOM_NAME_PATTERN = re.compile(rf"[a-z][a-z0-9_-]{{0,{LOOM_NAME_MAX - 1}}}")  # CONF-5
+LOOM_NAME_RULE = (
+    f"1 to {LOOM_NAME_MAX} characters of a-z, 0-9, '-' or '_', starting with a letter"  # CONF-5
+)
+DEFAULT_DEFER_EXTRACTION = False  # CONF-5, SWEEP-3: waiting extraction unless asked otherwise
+
+
+@dataclass(frozen=True)
+class LoomSettings:
+    """``memory.loom`` as checked under the Loom backend (CONF-5).
+
+    Under memU nothing in ``memory.loom`` is checked, so every field keeps its default.
+    """
+
+    org: str | None = None
+    namespace: str | None = None
+    dashboard_url: str | None = None
+    defer_extraction: bool = DEFAULT_DEFER_EXTRACTION
+
+
+def _check_loom_settings(read: SectionReader, section: Mapping[Any, Any]) -> LoomSettings:
+    """``memory.loom`` under the Loom backend (CONF-5)."""
+    return LoomSettings(
+        org=_loom_name(read, "memory.loom.org", section.get("org")),
+        namespace=_loom_name(read, "memory.loom.namespace", section.get("namespace")),
+        dashboard_url=_dashboard_url(read, section.get("dashboard_url")),
+        defer_extraction=read.boolean(
+            "memory.loom.defer_extraction",
+            section.get("defer_extraction"),
+            DEFAULT_DEFER_EXTRACTION,
+        ),
+    )
+
+
+def _loom_name(read: SectionReader, key: str, value: Any) -> str | None:
+    """An org or namespace override, held to Loom's naming rule; empty means none."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, str) and LOOM_NAME_PATTERN.fullmatch(value):
+        return value
+    raise read.fail(key, f"{value!r} is not a Loom name; expected {LOOM_NAME_RULE}")
+
+
+def _dashboard_url(read: SectionReader, value: Any) -> str | None:
+    """A link to Loom's dashboard, kept only for an absolute http(s) URL (CONF-5).
+
+    A bad link is never fatal: it is dropped with a warning, and no link is shown.
+    """
+    key = "memory.loom.dashboard_url"
+    text = value.strip() if isinstance(value, str) else value
+    if text is None or text == "":
+        return None
+    if read.http_url(text) is not None:
+        return str(text)
+    shown = _redacted(text) if isinstance(text, str) else repr(text)
+    read.warn(key, f"{shown} dropped, no link is shown; expected an absolute http or https URL")
+    return None
+
+
+def _redacted(text: str) -> str:
+    """``text`` quoted, with any user and password in a URL replaced, so errors leak no secret."""
+    if "@" in text and "://" in text:
+        scheme, rest = text.split("://", 1)
+        authority, slash, tail = rest.partition("/")
+        if "@" in authority:
+            text = f"{scheme}://***@{authority.rsplit('@', 1)[1]}{slash}{tail}"
+    return repr(text)
+
+
+def _memu_unrecorded() -> list[str]:
+    from provisioner import jobs  # deferred: jobs renders texts
+
+    return [
+        f"templates/{jobs.SHIPPED_PROMPTS_NAME}: {job}" for job in jobs.unrecorded_memu_prompts()
+    ]
+
+
+def _memu_record() -> str | None:
+    from provisioner import jobs
+
+    return f"templates/{jobs.SHIPPED_PROMPTS_NAME}" if jobs.record_current_memu_prompts() else None
+
+
 BACKENDS: dict[str, Backend] = {
     "memu": Backend(
         name="memu",
@@ -111,6 +271,9 @@ BACKENDS: dict[str, Backend] = {
         tool_pattern=MEMU_TOOL_PATTERN,
         nameable=_memu_tools,
         served_by_gateway=False,
+        setup_step=memu_setup_step,
+        summary_line=memu_summary_line,
+        goldens=GoldenGuard(by_name_only=True, unrecorded=_memu_unrecorded, record=_memu_record),
     ),
     "loom": Backend(
         name="loom",
@@ -119,10 +282,48 @@ BACKENDS: dict[str, Backend] = {
         tool_pattern=LOOM_TOOL_PATTERN,
         nameable=_loom_core,
         served_by_gateway=True,
+        settings=SettingsSection(LOOM_KEYS, _check_loom_settings),
+        setup_step=loom_setup_step,
+        summary_line=loom_summary_line,
     ),
 }
 
-BACKEND_NAMES: tuple[str, ...] = tuple(BACKENDS)
+
+class _Names(Sequence[str]):
+    """The registered names in registration order; a live view, so a registration shows."""
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[str]: ...
+    def __getitem__(self, index: int | slice) -> str | Sequence[str]:
+        return tuple(BACKENDS)[index]
+
+    def __len__(self) -> int:
+        return len(BACKENDS)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(tuple(BACKENDS))
+
+    def __repr__(self) -> str:
+        return repr(tuple(BACKENDS))
+
+
+BACKEND_NAMES: Sequence[str] = _Names()
+
+
+def register(backend: Backend) -> None:
+    """Add ``backend`` to the registry (its templates must have the choice and partials)."""
+    if backend.name in BACKENDS:
+        raise ValueError(f"backend {backend.name!r} is registered already")
+    BACKENDS[backend.name] = backend
+
+
+def unregister(name: str) -> None:
+    """Remove a backend added with ``register``; the built-in ones stay."""
+    if name in (DEFAULT_BACKEND, "loom"):
+        raise ValueError(f"backend {name!r} is built in")
+    BACKENDS.pop(name, None)
 
 
 def get_backend(name: str) -> Backend:
@@ -135,22 +336,9 @@ def get_backend(name: str) -> Backend:
         ) from None
 
 
-@cache
-def loom_core_tools() -> frozenset[str]:
-    """Loom's default ("core") tool list, read from the contract fixture (BACK-4).
+loom_core_tools = folder_value(lambda folder: folder.loom_core_tools)
+"""Loom's default ("core") tool list, read from the contract fixture (BACK-4).
 
-    Raises ``ContractFixtureError`` when the fixture is missing or has no ``core_tools``
-    list: the list is never guessed.
-    """
-    path = assets.loom_fixture_path()
-    try:
-        with open(path, encoding="utf-8") as handle:
-            tools = json.load(handle)["core_tools"]
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        raise ContractFixtureError(
-            f"{path}: cannot read Loom's core tool list ({type(error).__name__}); expected the "
-            "fixture written by scripts/loom_contract_fixture.py"
-        ) from None
-    if not isinstance(tools, list) or not all(isinstance(tool, str) for tool in tools):
-        raise ContractFixtureError(f"{path}: core_tools: expected a list of tool names")
-    return frozenset(tools)
+Raises ``ContractFixtureError`` when the fixture is missing or has no ``core_tools`` list: the
+list is never guessed.
+"""

@@ -3,13 +3,18 @@
 The layers, lowest first, are the workspace's tracked ``config/settings.yaml``, then
 ``config.yaml`` and the machine-local ``config.local.yaml`` in the configuration directory.
 Each file is read and expanded on its own, then laid over the layers below it. Only after the
-merge are the keys this package owns checked: ``memory.backend``, ``memory.loom.*`` and
+merge are the keys this package owns checked: ``memory.backend``, the configured backend's own
+section (``memory.<name>``, whose keys and checks are on its registry entry) and
 ``mcp_gateway_url``. Every other key is carried through untouched in ``Config.data``.
 
 Anything wrong raises ``ConfigError``, whose text is a single line naming the file, the dotted
 key, what is wrong and what would be accepted, so the CLI can print it and exit with status 2
-instead of showing a traceback. Problems that do not stop Nerve (an unknown key, a dashboard link
-that cannot be used) end up in ``Config.warnings`` for ``nerve doctor`` to show.
+instead of showing a traceback. Every file is read at a bounded cost (CONF-8, see
+``provisioner.bounded_yaml``): a FIFO, an oversized file, an alias bomb, an alias to itself,
+deep nesting and a key written twice are refused with one line naming the file.
+
+Problems that do not stop Nerve (an unknown key, a dashboard link that cannot be used) end up
+in ``Config.warnings`` for ``nerve doctor`` to show.
 """
 
 from __future__ import annotations
@@ -24,16 +29,35 @@ from urllib.parse import SplitResult, urlsplit
 
 import yaml
 
-from provisioner.backends import DEFAULT_BACKEND, UnknownBackend, get_backend
+from provisioner.backends import (
+    BACKEND_NAMES,
+    BACKENDS,
+    DEFAULT_BACKEND,
+    DEFAULT_DEFER_EXTRACTION,
+    LOOM_KEYS,
+    LOOM_NAME_MAX,
+    LOOM_NAME_PATTERN,
+    LOOM_NAME_RULE,
+    LoomSettings,
+    UnknownBackend,
+    get_backend,
+)
+from provisioner.bounded_yaml import YamlLimitError, load_bounded, read_small_text
 from provisioner.errors import UserError
 
 __all__ = [
+    "DEFAULT_DEFER_EXTRACTION",
+    "LOOM_KEYS",
+    "LOOM_NAME_MAX",
+    "LOOM_NAME_PATTERN",
+    "LOOM_NAME_RULE",
     "Config",
     "ConfigError",
     "ConfigFile",
     "LoomSettings",
     "configured_backend",
     "load_config",
+    "memory_keys",
 ]
 
 # CONF-1: the layers, lowest first.
@@ -60,15 +84,7 @@ VARIABLE_REFERENCE = re.compile(
     r"|(?P<malformed>\{))"
 )
 
-MEMORY_KEYS = ("backend", "loom", "memu")  # CONF-7: anything else under `memory` warns
-LOOM_KEYS = ("org", "namespace", "dashboard_url", "defer_extraction")  # CONF-5
-LOOM_NAME_MAX = 63  # CONF-5
-LOOM_NAME_PATTERN = re.compile(rf"[a-z][a-z0-9_-]{{0,{LOOM_NAME_MAX - 1}}}")  # CONF-5
-LOOM_NAME_RULE = (
-    f"1 to {LOOM_NAME_MAX} characters of a-z, 0-9, '-' or '_', starting with a letter"  # CONF-5
-)
 URL_SCHEMES = ("http", "https")  # CONF-5, CONF-6
-DEFAULT_DEFER_EXTRACTION = False  # CONF-5, SWEEP-3: waiting extraction unless asked otherwise
 BOOLEAN_WORDS = {"true": True, "false": False}  # CONF-3, CONF-5: what `${VAR:-false}` can give
 
 
@@ -102,24 +118,13 @@ class ConfigFile:
 
 
 @dataclass(frozen=True)
-class LoomSettings:
-    """``memory.loom`` as checked under the Loom backend (CONF-5).
-
-    Under memU nothing in ``memory.loom`` is checked, so every field keeps its default.
-    """
-
-    org: str | None = None
-    namespace: str | None = None
-    dashboard_url: str | None = None
-    defer_extraction: bool = DEFAULT_DEFER_EXTRACTION
-
-
-@dataclass(frozen=True)
 class Config:
     """The checked configuration, and what ``nerve doctor`` needs to explain it.
 
     ``data`` is the whole merged, expanded mapping (treat it as read-only); ``sources`` maps
-    every dotted leaf key of it to the file whose value won.
+    every dotted leaf key of it to the file whose value won. ``backend_settings`` is what the
+    configured backend's settings check returned (None for a backend without settings);
+    ``loom`` is Loom's, with defaults under any other backend.
     """
 
     memory_backend: str
@@ -130,6 +135,7 @@ class Config:
     sources: Mapping[str, Path]
     warnings: tuple[str, ...]
     data: Mapping[str, Any] = field(repr=False)
+    backend_settings: Any = None
 
     def source_of(self, key: str) -> Path | None:
         """The file that set ``key``, or the highest file that set something under it."""
@@ -224,9 +230,9 @@ def _layer_paths(
 def _read_yaml(path: Path) -> dict[Any, Any] | None:
     """The file's top-level mapping, ``{}`` for an empty file, None when it does not exist."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
+        text = read_small_text(path)
+    except YamlLimitError as exc:
+        raise ConfigError(path, None, exc.problem) from None
     except UnicodeDecodeError as exc:
         raise ConfigError(
             path, None, f"is not UTF-8 text ({exc.reason}); expected a YAML file"
@@ -236,8 +242,13 @@ def _read_yaml(path: Path) -> dict[Any, Any] | None:
         raise ConfigError(
             path, None, f"cannot be read ({reason}); expected a readable YAML file"
         ) from exc
+    if text is None:
+        return None
     try:
-        data = yaml.safe_load(text)
+        data = load_bounded(text)
+    except YamlLimitError as exc:
+        where = f"line {exc.line}: " if exc.line is not None else ""
+        raise ConfigError(path, None, f"{where}{exc.problem}", line=exc.line) from None
     except yaml.MarkedYAMLError as exc:
         raise _syntax_error(path, exc) from None
     except yaml.reader.ReaderError as exc:
@@ -412,11 +423,14 @@ def _lockdown_from_settings(data: Mapping[Any, Any], path: Path) -> bool:
 def _checked(state: _Loading) -> Config:
     """Check the merged keys this package owns and build the Config."""
     check = _Checker(state)
-    memory = check.mapping("memory", state.merged.get("memory"), MEMORY_KEYS)
+    memory = check.mapping("memory", state.merged.get("memory"), memory_keys())
     backend = check.backend(memory.get("backend"))
-    loom = LoomSettings()
-    if backend == "loom":
-        loom = check.loom(check.mapping("memory.loom", memory.get("loom"), LOOM_KEYS))
+    section = BACKENDS[backend].settings
+    settings = None
+    if section is not None:
+        key = f"memory.{backend}"
+        settings = section.check(check, check.mapping(key, memory.get(backend), section.keys))
+    loom = settings if isinstance(settings, LoomSettings) else LoomSettings()
     gateway = check.gateway_url(state.merged.get("mcp_gateway_url"))
     return Config(
         memory_backend=backend,
@@ -427,7 +441,13 @@ def _checked(state: _Loading) -> Config:
         sources=dict(state.sources),
         warnings=tuple(state.warnings),
         data=state.merged,
+        backend_settings=settings,
     )
+
+
+def memory_keys() -> tuple[str, ...]:
+    """The keys known under ``memory``: ``backend`` and one section per backend (CONF-7)."""
+    return ("backend", *sorted(BACKEND_NAMES))
 
 
 class _Checker:
@@ -472,41 +492,14 @@ class _Checker:
         except UnknownBackend as exc:
             raise self.fail("memory.backend", str(exc)) from None
 
-    def loom(self, section: Mapping[Any, Any]) -> LoomSettings:
-        """``memory.loom`` under the Loom backend (CONF-5)."""
-        return LoomSettings(
-            org=self.loom_name("memory.loom.org", section.get("org")),
-            namespace=self.loom_name("memory.loom.namespace", section.get("namespace")),
-            dashboard_url=self.dashboard_url(section.get("dashboard_url")),
-            defer_extraction=_boolean(
-                section.get("defer_extraction"),
-                DEFAULT_DEFER_EXTRACTION,
-                self.where("memory.loom.defer_extraction"),
-                "memory.loom.defer_extraction",
-            ),
-        )
+    def boolean(self, key: str, value: Any, default: bool) -> bool:
+        """A YAML boolean, or the words true/false (``SectionReader``)."""
+        return _boolean(value, default, self.where(key), key)
 
-    def loom_name(self, key: str, value: Any) -> str | None:
-        """An org or namespace override, held to Loom's naming rule; empty means none."""
-        if value is None or value == "":
-            return None
-        if isinstance(value, str) and LOOM_NAME_PATTERN.fullmatch(value):
+    def http_url(self, value: Any) -> str | None:
+        """``value`` when it is an absolute http(s) URL with a host (``SectionReader``)."""
+        if isinstance(value, str) and _absolute_http_url(value) is not None:
             return value
-        raise self.fail(key, f"{value!r} is not a Loom name; expected {LOOM_NAME_RULE}")
-
-    def dashboard_url(self, value: Any) -> str | None:
-        """A link to Loom's dashboard, kept only for an absolute http(s) URL (CONF-5).
-
-        A bad link is never fatal: it is dropped with a warning, and no link is shown.
-        """
-        key = "memory.loom.dashboard_url"
-        text = value.strip() if isinstance(value, str) else value
-        if text is None or text == "":
-            return None
-        if isinstance(text, str) and _absolute_http_url(text) is not None:
-            return text
-        shown = _redacted(text) if isinstance(text, str) else repr(text)
-        self.warn(key, f"{shown} dropped, no link is shown; expected an absolute http or https URL")
         return None
 
     def gateway_url(self, value: Any) -> str | None:

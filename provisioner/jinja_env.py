@@ -14,13 +14,17 @@ with ``{%- … -%}`` where it is wanted. Undefined names raise instead of render
 
 from __future__ import annotations
 
-from functools import cache
+import os
+from typing import TYPE_CHECKING
 
 import jinja2
 from jinja2.ext import Extension
 from jinja2.sandbox import SandboxedEnvironment
 
-from provisioner import assets
+from provisioner.template_folder import active_folder, folder_value
+
+if TYPE_CHECKING:
+    from provisioner.template_folder import TemplateFolder
 
 SKILLS_PREFIX = "bundled-skills"  # templates include a skill as "bundled-skills/<skill>/<file>"
 
@@ -39,26 +43,36 @@ class NerveTemplateExtension(Extension):
         environment.trim_blocks = False
         environment.lstrip_blocks = False
         environment.undefined = jinja2.StrictUndefined
-        skills = jinja2.PrefixLoader({SKILLS_PREFIX: jinja2.FileSystemLoader(assets.skills_dir())})
+        skills = jinja2.PrefixLoader(
+            {SKILLS_PREFIX: jinja2.FileSystemLoader(_skills_dir(environment))}
+        )
         loaders = [environment.loader] if environment.loader is not None else []
         environment.loader = jinja2.ChoiceLoader([*loaders, skills])
 
 
-@cache
-def shared_environment() -> jinja2.Environment:
-    """The process's one environment for runtime texts and question expressions.
+shared_environment = folder_value(lambda folder: folder.environment)
+"""The active template folder's one environment for runtime texts and question expressions.
 
-    Built once, so each template is compiled once per process. Its loader is bound to the
-    asset folder at first use; ``shared_environment.cache_clear()`` builds a new one (tests
-    that point ``NERVE_ASSETS_DIR`` elsewhere do that).
-    """
-    return make_environment()
+Built once per folder, so each template is compiled once per process; ``cache_clear()``
+forgets the folders (tests that edit a copy of the templates do that).
+"""
 
 
-def make_environment() -> jinja2.Environment:
-    """A new sandboxed environment over ``templates/`` with the shared extension loaded."""
+def make_environment(folder: TemplateFolder | None = None) -> jinja2.Environment:
+    """A new sandboxed environment over ``folder``'s templates with the shared extension."""
+    folder = folder or active_folder()
     return SandboxedEnvironment(
-        loader=jinja2.FileSystemLoader(assets.template_dir()),
+        loader=jinja2.FileSystemLoader(folder.template_dir),
         extensions=[NerveTemplateExtension],
         autoescape=False,
     )
+
+
+def _skills_dir(environment: jinja2.Environment) -> str:
+    """The skills beside the templates the environment loads (Copier's or ours)."""
+    loader = environment.loader
+    if isinstance(loader, jinja2.FileSystemLoader) and loader.searchpath:
+        candidate = os.path.join(os.path.dirname(loader.searchpath[0]), "skills")
+        if os.path.isdir(candidate):
+            return candidate
+    return str(active_folder().skills_dir)

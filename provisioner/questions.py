@@ -9,23 +9,32 @@ Jinja expressions and are evaluated with the shared environment, so both agree.
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
+from importlib import resources
+from pathlib import Path
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
 
-from provisioner import assets
 from provisioner.errors import UserError
 from provisioner.jinja_env import shared_environment
+from provisioner.template_folder import folder_value
 
 BACKEND_QUESTION = "memory_backend"  # INIT-2: set by --memory-backend or the config, never asked
 SLIM_QUESTIONS = ("profile", "agent_name", "user_name", "timezone")  # INIT-1: slim mode asks these
 TIMEZONE_QUESTION = "timezone"
 _TRUE_WORDS = frozenset({"true", "yes", "y", "1", "on"})
 _FALSE_WORDS = frozenset({"false", "no", "n", "0", "off"})
+YES_NO_EXPECTED = "expected yes or no"
+# The answer is written into a file line: any character that breaks or hides a line is
+# refused like a newline: every control character (CR, NEL, ESC, …; a tab is allowed) and the
+# line and paragraph separators U+2028/U+2029.
+REFUSED_CATEGORIES = frozenset({"Cc", "Zl", "Zp"})
+ECHO_MAX = 60  # characters of a refused answer shown back in an error
+NOT_A_ZONE = frozenset({"Factory"})  # in the IANA data, but names no place
 
 
 class AnswerError(UserError, ValueError):
@@ -57,7 +66,7 @@ class Question:
                 return True
             if word in _FALSE_WORDS:
                 return False
-            raise AnswerError(f"{raw!r} is not a yes/no answer; expected true or false")
+            raise AnswerError(f"{echo(raw)} is not a yes/no answer; {YES_NO_EXPECTED}")
         return raw.strip()
 
     def asked_given(self, answers: Mapping[str, Any]) -> bool:
@@ -68,25 +77,53 @@ class Question:
 
     def check(self, value: Any, answers: Mapping[str, Any]) -> None:
         """Raise ``AnswerError`` when ``value`` does not fit: choices, validator, timezone."""
+        if self.type == "bool":
+            if not isinstance(value, bool):
+                raise AnswerError(f"{echo(value)} is not a yes/no answer; {YES_NO_EXPECTED}")
+            return
+        if not isinstance(value, str):
+            raise AnswerError(f"{echo(value)} is {type(value).__name__}; expected text")
         if self.choices and value not in self.choices:
-            raise AnswerError(f"{value!r} is not one of: {', '.join(self.choices)}")
-        if self.type == "bool" and not isinstance(value, bool):
-            raise AnswerError(f"{value!r} is not a yes/no answer; expected true or false")
+            raise AnswerError(f"{echo(value)} is not one of: {', '.join(self.choices)}")
+        _check_one_line(value)
         if self.name == TIMEZONE_QUESTION:
             _check_timezone(value)
         if self.validator:
             message = _render(self.validator, {**answers, self.name: value}).strip()
             if message:
-                raise AnswerError(f"{value!r}: {message}")
+                raise AnswerError(f"{echo(value)}: {message}")
 
 
-def _check_timezone(value: Any) -> None:
-    try:
-        ZoneInfo(str(value))
-    except (ZoneInfoNotFoundError, ValueError):
+def echo(value: Any) -> str:
+    """``value`` quoted for an error, cut to ``ECHO_MAX`` characters: a huge answer stays short."""
+    shown = repr(value)
+    if len(shown) > ECHO_MAX:
+        return f"{shown[:ECHO_MAX]}… ({len(str(value))} characters)"
+    return shown
+
+
+def _check_one_line(value: str) -> None:
+    """Refuse a character that would break, hide or restyle the line the answer is written in."""
+    for char in value:
+        if char != "\t" and unicodedata.category(char) in REFUSED_CATEGORIES:
+            raise AnswerError(
+                f"{echo(value)} contains the control character U+{ord(char):04X}; "
+                "expected one line of printable text"
+            )
+
+
+@cache
+def iana_zone_names() -> frozenset[str]:
+    """The canonical IANA zone names, from the ``tzdata`` package (not the host's files)."""
+    names = resources.files("tzdata").joinpath("zones").read_text(encoding="utf-8").split()
+    return frozenset(names) - NOT_A_ZONE
+
+
+def _check_timezone(value: str) -> None:
+    if value not in iana_zone_names():
         raise AnswerError(
-            f"{value!r} is not an IANA timezone; expected a name such as UTC or Europe/Berlin"
-        ) from None
+            f"{echo(value)} is not an IANA timezone; expected a name such as UTC or Europe/Berlin"
+        )
 
 
 def _render(expression: str, answers: Mapping[str, Any]) -> str:
@@ -101,10 +138,8 @@ def _with_unasked(answers: Mapping[str, Any]) -> dict[str, Any]:
     return values
 
 
-@cache
-def load_questions() -> tuple[Question, ...]:
-    """Every question of ``copier.yml``, in the order the file declares them."""
-    path = assets.template_dir() / "copier.yml"
+def parse_questions(path: Path) -> tuple[Question, ...]:
+    """Every question of the ``copier.yml`` at ``path``, in the order the file declares them."""
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: faster
     document = yaml.load(path.read_text(encoding="utf-8"), Loader=loader) or {}
     questions = []
@@ -123,6 +158,10 @@ def load_questions() -> tuple[Question, ...]:
             )
         )
     return tuple(questions)
+
+
+load_questions = folder_value(lambda folder: folder.questions)
+"""Every question of the active template folder's ``copier.yml``."""
 
 
 def question_named(name: str) -> Question:

@@ -89,7 +89,7 @@ class TestAnswersReachTheFiles:
 class TestTemplateIsData:
     def test_backend_and_profile_choices_match_the_registry(self):
         """BACK-1: copier.yml offers exactly the registry's backends and profiles."""
-        assert question_named("memory_backend").choices == BACKEND_NAMES
+        assert question_named("memory_backend").choices == tuple(BACKEND_NAMES)
         assert question_named("profile").choices == PROFILES
 
     def test_every_question_has_a_type_help_and_default(self):
