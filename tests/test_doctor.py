@@ -1,0 +1,360 @@
+"""``nerve doctor`` through the real CLI: configuration, workspace, memU and Loom checks (DOC-1).
+
+Network checks against a loopback gateway are in ``test_doctor_network.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from provisioner.doctor import ADVICE_PREFIX, Check, Report, one_line
+from tests.conftest import RunNerve, assert_one_line_error, clean_environment
+
+
+@pytest.fixture(scope="module")
+def provisioned(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One memU workspace provisioned by the real ``nerve init``, copied by each test."""
+    root = tmp_path_factory.mktemp("provisioned")
+    cfg = ["--config-dir", str(root / "cfg")]
+    done = subprocess.run(
+        ["nerve", "init", "--non-interactive", "--workspace", str(root / "ws"), *cfg],
+        capture_output=True,
+        text=True,
+        env=clean_environment(root),
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return root / "ws"
+
+
+class Instance:
+    """A workspace and a configuration folder for one test, and doctor run on them."""
+
+    def __init__(self, root: Path, run_nerve: RunNerve, provisioned: Path) -> None:
+        self.workspace = root / "ws"
+        self.config_dir = root / "cfg"
+        self.config_dir.mkdir(parents=True)
+        shutil.copytree(provisioned, self.workspace, symlinks=True)
+        self._run = run_nerve
+
+    def configure(self, text: str, name: str = "config.yaml") -> None:
+        (self.config_dir / name).write_text(text, encoding="utf-8")
+
+    def doctor(self, *flags: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        return self._run(
+            "doctor",
+            "--workspace",
+            str(self.workspace),
+            "--config-dir",
+            str(self.config_dir),
+            *flags,
+            env=env,
+        )
+
+    def doctor_json(self, *flags: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+        result = self.doctor("--json", *flags, env=env)
+        assert result.returncode in (0, 1), result.stderr
+        report = json.loads(result.stdout)
+        assert report["summary"]["exit_status"] == result.returncode
+        return report
+
+
+@pytest.fixture
+def instance(tmp_path: Path, run_nerve: RunNerve, provisioned: Path) -> Instance:
+    return Instance(tmp_path / "instance", run_nerve, provisioned)
+
+
+def by_id(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {check["id"]: check for check in report["checks"]}
+
+
+def assert_text_matches_json(text: str, report: dict[str, Any]) -> None:
+    """Every text line is a JSON check, its advice, or the summary — in the same order."""
+    expected: list[str] = []
+    for check in report["checks"]:
+        expected.append(f"[{check['status']}]".ljust(6) + f" {check['id']}: {check['message']}")
+        if check["advice"]:
+            expected.append(ADVICE_PREFIX + check["advice"])
+    summary = report["summary"]
+    expected.append(f"{summary['passed']}/{summary['total']} checks passed")
+    assert text.splitlines() == expected
+
+
+LOOM_CONFIG = """\
+memory:
+  backend: loom
+  loom:
+    namespace: ada
+mcp_gateway_url: http://127.0.0.1:9
+"""
+
+
+class TestOutput:
+    def test_every_text_line_is_a_json_check_its_advice_or_the_summary(
+        self, instance: Instance
+    ) -> None:
+        """DOC-1: text and --json carry the same checks; WARN/ERR lines have advice."""
+        instance.configure(LOOM_CONFIG.replace("ada", "ada\n    dashboard_url: /relative"))
+        text = instance.doctor("--offline")
+        report = instance.doctor_json("--offline")
+        statuses = {check["status"] for check in report["checks"]}
+        assert statuses == {"OK", "WARN"}, "the scenario must show OK and WARN lines"
+        assert_text_matches_json(text.stdout, report)
+
+    def test_the_json_schema_is_the_documented_one(self, instance: Instance) -> None:
+        """DOC-1: {"schema": 1, "checks": [{id, status, message, advice, source}], "summary"}."""
+        report = instance.doctor_json("--offline")
+        assert set(report) == {"schema", "checks", "summary"}
+        assert report["schema"] == 1
+        for check in report["checks"]:
+            assert set(check) == {"id", "status", "message", "advice", "source"}
+            assert check["status"] in ("OK", "WARN", "ERR")
+            assert (check["advice"] is None) == (check["status"] == "OK")
+        ids = [check["id"] for check in report["checks"]]
+        assert len(ids) == len(set(ids)), "check ids are unique"
+        summary = report["summary"]
+        assert summary["total"] == len(report["checks"])
+        assert summary["passed"] == sum(c["status"] == "OK" for c in report["checks"])
+
+    def test_a_hostile_value_stays_on_its_own_line_without_terminal_escapes(
+        self, instance: Instance
+    ) -> None:
+        """A value with a line break and an escape sequence cannot forge a line of its own."""
+        instance.configure(
+            'memory:\n  backend: loom\n  loom:\n    dashboard_url: "x\\n[OK] all good\\u001b[2J"\n'
+        )
+        result = instance.doctor("--offline")
+        assert "\x1b" not in result.stdout
+        assert not any(line.startswith("[OK] all good") for line in result.stdout.splitlines())
+        assert_text_matches_json(result.stdout, instance.doctor_json("--offline"))
+
+    def test_one_line_shows_invisible_characters_and_caps_the_length(self) -> None:
+        assert one_line("a\nb\u202ec\x1b") == "a\\x0ab\\u202ec\\x1b"
+        assert one_line("x" * 1000, 20) == "x" * 19 + "…"
+
+    def test_a_warning_or_error_without_advice_cannot_be_built(self) -> None:
+        with pytest.raises(ValueError, match="says nothing to do"):
+            Check("x", "WARN", "something")
+        assert Report((Check("a", "OK", "fine"), Check("b", "ERR", "bad", "fix"))).exit_status == 1
+
+
+class TestExitStatus:
+    def test_a_clean_memu_instance_passes_every_check_and_exits_0(self, instance: Instance) -> None:
+        instance.configure("memory:\n  backend: memu\n")
+        result = instance.doctor()
+        assert result.returncode == 0, result.stdout
+        report = instance.doctor_json()
+        passed, total = report["summary"]["passed"], report["summary"]["total"]
+        assert passed == total
+        assert result.stdout.splitlines()[-1] == f"{total}/{total} checks passed"
+
+    def test_any_err_exits_1(self, instance: Instance) -> None:
+        """DOC-1: Loom without a gateway URL is an ERR, and the exit status is 1."""
+        instance.configure("memory:\n  backend: loom\n")
+        result = instance.doctor("--offline")
+        assert result.returncode == 1
+        assert "[ERR]  loom.gateway:" in result.stdout
+
+    def test_a_bad_flag_is_one_line_and_exit_2(self, instance: Instance) -> None:
+        assert_one_line_error(instance.doctor("--frobnicate"), "--frobnicate")
+
+    def test_a_configuration_that_does_not_load_is_an_err_not_a_traceback(
+        self, instance: Instance
+    ) -> None:
+        instance.configure("memory:\n  backend: foo\n")
+        result = instance.doctor()
+        assert result.returncode == 1
+        assert "Traceback" not in result.stderr
+        config = by_id(instance.doctor_json())["config.load"]
+        assert config["status"] == "ERR"
+        assert "'foo' is not a memory backend" in config["message"]
+        assert config["source"] == str(instance.config_dir / "config.yaml")
+
+
+class TestConfiguration:
+    def test_files_read_and_skipped_by_lockdown_are_named(self, instance: Instance) -> None:
+        """DOC-1, CONF-3: which files were read, and which lockdown skipped."""
+        instance.configure("memory:\n  backend: memu\n")
+        instance.configure("memory:\n  backend: loom\n", name="config.local.yaml")
+        report = instance.doctor_json("--offline", env={"NERVE_LOCKDOWN": "1"})
+        files = by_id(report)["config.files"]["message"]
+        assert f"read {instance.workspace / 'config/settings.yaml'}, " in files
+        assert f"not read: {instance.config_dir / 'config.local.yaml'}" in files
+        assert by_id(report)["config.memory.backend"]["message"].startswith(
+            "memory.backend = memu, from"
+        )
+
+    def test_each_value_names_the_layer_or_variable_it_came_from(self, instance: Instance) -> None:
+        """DOC-1: memory.backend, mcp_gateway_url and each memory.loom key with its origin."""
+        instance.configure(
+            "memory:\n  backend: ${NERVE_MEMORY_BACKEND:-memu}\n"
+            "  loom:\n    namespace: ${NS:-ada}\n    org: acme\n"
+            "mcp_gateway_url: http://127.0.0.1:9\n"
+        )
+        instance.configure("memory:\n  loom:\n    org: local-org\n", name="config.local.yaml")
+        config_file = instance.config_dir / "config.yaml"
+        local_file = instance.config_dir / "config.local.yaml"
+        checks = by_id(instance.doctor_json("--offline", env={"NERVE_MEMORY_BACKEND": "loom"}))
+        assert checks["config.memory.backend"]["source"] == (
+            f"${{NERVE_MEMORY_BACKEND}} in {config_file}"
+        )
+        assert checks["config.memory.loom.namespace"]["source"] == (
+            f"${{NS:-ada}} (NS unset, so the default) in {config_file}"
+        )
+        assert checks["config.memory.loom.org"]["message"] == (
+            f"memory.loom.org = local-org, from {local_file}"
+        )
+        assert checks["config.mcp_gateway_url"]["source"] == str(config_file)
+        assert checks["config.memory.loom.defer_extraction"]["source"] == "default"
+        assert checks["config.memory.loom.dashboard_url"]["message"].endswith("the default")
+
+    def test_the_loom_keys_are_not_listed_under_memu(self, instance: Instance) -> None:
+        checks = by_id(instance.doctor_json("--offline"))
+        assert not [name for name in checks if name.startswith("config.memory.loom.")]
+
+    def test_a_loader_warning_is_a_warn_with_advice(self, instance: Instance) -> None:
+        """CONF-7: an unknown key under memory warns, and doctor says so."""
+        instance.configure("memory:\n  backend: memu\n  colour: blue\n")
+        warning = by_id(instance.doctor_json("--offline"))["config.warning.1"]
+        assert warning["status"] == "WARN"
+        assert "memory.colour: unknown key" in warning["message"]
+
+
+class TestWorkspace:
+    def test_the_recorded_profile_and_wording_are_shown(self, instance: Instance) -> None:
+        checks = by_id(instance.doctor_json("--offline"))
+        assert checks["workspace.profile"]["message"].startswith(
+            "profile personal, files worded for memu"
+        )
+        assert checks["workspace.files"]["status"] == "OK"
+
+    def test_edited_and_missing_files_are_counted_and_missing_ones_warn(
+        self, instance: Instance
+    ) -> None:
+        """INIT-5: files still as shipped, edited, or missing."""
+        (instance.workspace / "SOUL.md").write_text("mine now\n", encoding="utf-8")
+        (instance.workspace / "USER.md").unlink()
+        files = by_id(instance.doctor_json("--offline"))["workspace.files"]
+        assert files["status"] == "WARN"
+        assert "1 edited (SOUL.md)" in files["message"]
+        assert "1 missing (USER.md)" in files["message"]
+        assert files["advice"].startswith("run nerve init --workspace")
+
+    def test_a_wording_that_disagrees_with_the_backend_gives_the_init_command(
+        self, instance: Instance
+    ) -> None:
+        """DOC-1, INIT-2: memU wording under memory.backend: loom warns with the fix."""
+        instance.configure("memory:\n  backend: loom\n")
+        wording = by_id(instance.doctor_json("--offline"))["workspace.wording"]
+        assert wording["status"] == "WARN"
+        assert wording["message"] == "files worded for memu, but memory.backend is loom"
+        assert wording["advice"] == (
+            f"run nerve init --memory-backend loom --workspace {instance.workspace} "
+            f"--config-dir {instance.config_dir}"
+        )
+
+    def test_a_missing_workspace_is_an_err_with_the_init_command(self, instance: Instance) -> None:
+        shutil.rmtree(instance.workspace)
+        result = instance.doctor("--offline")
+        assert result.returncode == 1
+        assert f"no workspace folder at {instance.workspace}" in result.stdout
+
+    def test_a_hostile_manifest_never_leads_doctor_outside_the_workspace_or_into_a_fifo(
+        self, instance: Instance, tmp_path: Path
+    ) -> None:
+        """INIT-7: the agent may write the manifest; doctor follows no path out of it."""
+        outside = tmp_path / "outside.txt"
+        outside.write_text("secret\n", encoding="utf-8")
+        (instance.workspace / "link").symlink_to(tmp_path)
+        os.mkfifo(instance.workspace / "pipe")
+        manifest_path = instance.workspace / ".nerve/provisioned.json"
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        import hashlib
+
+        digest = "sha256:" + hashlib.sha256(b"secret\n").hexdigest()
+        manifest["files"].update(
+            {"../outside.txt": digest, "link/outside.txt": digest, "pipe": digest}
+        )
+        manifest_path.write_text(json.dumps(manifest), encoding="utf-8")
+        files = by_id(instance.doctor_json("--offline"))["workspace.files"]
+        assert "3 edited (../outside.txt, link/outside.txt, pipe)" in files["message"]
+
+    def test_a_workspace_without_a_manifest_warns(self, instance: Instance) -> None:
+        (instance.workspace / ".nerve/provisioned.json").unlink()
+        manifest = by_id(instance.doctor_json("--offline"))["workspace.manifest"]
+        assert manifest["status"] == "WARN"
+        assert "was not provisioned by nerve init" in manifest["message"]
+
+
+class TestMemu:
+    def test_memu_says_where_memory_is_kept_and_never_prints_the_key(
+        self, instance: Instance
+    ) -> None:
+        """DOC-1, INIT-3: the embeddings key's presence, never its value."""
+        secret = "sk-canary-0123456789"
+        instance.configure(
+            f"memory:\n  memu:\n    openai_api_key: {secret}\n", name="config.local.yaml"
+        )
+        text = instance.doctor("--offline").stdout
+        report = instance.doctor_json("--offline")
+        assert secret not in text and secret not in json.dumps(report)
+        checks = by_id(report)
+        assert checks["memu.store"]["message"].startswith("memory is kept in memU")
+        key = checks["memu.embeddings_key"]
+        assert "is set in" in key["message"]
+        assert key["source"] == str(instance.config_dir / "config.local.yaml")
+
+    def test_an_absent_embeddings_key_is_fine(self, instance: Instance) -> None:
+        key = by_id(instance.doctor_json("--offline"))["memu.embeddings_key"]
+        assert key["status"] == "OK"
+        assert "is not set; memU works without it" in key["message"]
+
+
+class TestLoomOffline:
+    def test_loom_and_the_gateway_are_named(self, instance: Instance) -> None:
+        """DOC-1: names Loom and the gateway."""
+        instance.configure(LOOM_CONFIG)
+        gateway = by_id(instance.doctor_json("--offline"))["loom.gateway"]
+        assert gateway["status"] == "OK"
+        assert gateway["message"] == (
+            "memory is kept in Loom, reached through the MCP gateway at http://127.0.0.1:9"
+        )
+
+    def test_a_missing_gateway_url_is_an_err_naming_where_to_set_it(
+        self, instance: Instance
+    ) -> None:
+        instance.configure("memory:\n  backend: loom\n")
+        gateway = by_id(instance.doctor_json("--offline"))["loom.gateway"]
+        assert gateway["status"] == "ERR"
+        assert "mcp_gateway_url is not set" in gateway["message"]
+        assert str(instance.config_dir / "config.local.yaml") in gateway["advice"]
+
+    @pytest.mark.parametrize(
+        "url", ["javascript:alert(1)", "/relative/path", "loom.example.com", "ftp://x.example"]
+    )
+    def test_a_dashboard_url_that_is_not_absolute_http_warns_and_is_no_link(
+        self, instance: Instance, url: str
+    ) -> None:
+        """CONF-5: only an absolute http(s) URL becomes a link."""
+        instance.configure(LOOM_CONFIG.replace("ada", f"ada\n    dashboard_url: '{url}'"))
+        checks = by_id(instance.doctor_json("--offline"))
+        dashboard = checks["loom.dashboard"]
+        assert dashboard["status"] == "WARN"
+        assert "no link is shown" in dashboard["message"]
+        warnings = [c for c in checks.values() if c["id"].startswith("config.warning")]
+        assert not [c for c in warnings if "dashboard_url" in c["message"]], "reported once"
+
+    def test_an_https_dashboard_url_is_shown(self, instance: Instance) -> None:
+        instance.configure(
+            LOOM_CONFIG.replace("ada", "ada\n    dashboard_url: https://loom.example/ns/ada")
+        )
+        dashboard = by_id(instance.doctor_json("--offline"))["loom.dashboard"]
+        assert dashboard["status"] == "OK"
+        assert dashboard["message"].endswith("at https://loom.example/ns/ada")
