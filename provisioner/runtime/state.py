@@ -27,7 +27,10 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
+
+from provisioner.runtime.budget import BatchBudget
 
 BUSY_TIMEOUT_MS = 5_000  # our choice: how long another process's write lock is waited out
 
@@ -43,8 +46,43 @@ MIGRATIONS: tuple[str, ...] = (
         frozen_at REAL NOT NULL
     );
     """,
+    # 2: the extraction sweep (SWEEP-2, SWEEP-5, SWEEP-8, SWEEP-11).
+    """
+    CREATE TABLE sweep_session (
+        session_id TEXT PRIMARY KEY,
+        watermark INTEGER NOT NULL DEFAULT 0,
+        failures INTEGER NOT NULL DEFAULT 0,
+        suspect_last_id INTEGER
+    );
+    CREATE TABLE sweep_budget (
+        mode TEXT PRIMARY KEY,
+        messages INTEGER NOT NULL,
+        bytes INTEGER NOT NULL,
+        cut_reason TEXT,
+        good_streak INTEGER NOT NULL
+    );
+    CREATE TABLE sweep_audit (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        kind TEXT NOT NULL,
+        session_id TEXT,
+        message_id INTEGER,
+        role TEXT,
+        created_at TEXT,
+        recorded_at REAL NOT NULL,
+        detail TEXT NOT NULL DEFAULT ''
+    );
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
+
+
+# Kinds of audit row (SWEEP-4, SWEEP-5, SWEEP-8, SWEEP-11). A row names a session, a message
+# id, a role and times, never the text of a message.
+AUDIT_QUEUED = "queued"  # SWEEP-4: a batch Loom queued (detail: its queue id and size)
+AUDIT_SKIPPED = "skipped"  # SWEEP-8: the one message Loom fails on, left out for good
+AUDIT_CUT = "cut"  # SWEEP-11: a message sent cut to fit the byte budget
+AUDIT_BUDGET = "budget"  # SWEEP-5: the batch budget was halved (detail: why, and the new one)
+AUDIT_KINDS = (AUDIT_QUEUED, AUDIT_SKIPPED, AUDIT_CUT, AUDIT_BUDGET)
 
 
 class StateVersionError(RuntimeError):
@@ -63,6 +101,39 @@ class FrozenRecall:
     source: str
     items: tuple[str, ...]
     frozen_at: float
+
+
+@dataclass(frozen=True)
+class SweepSession:
+    """What the sweep keeps per session (SWEEP-2, SWEEP-8).
+
+    ``watermark`` is the id of the last message Loom took (or that was skipped), 0 when none.
+    ``failures`` counts sweeps in a row whose batch at the watermark failed with Loom's
+    uncoded internal error. ``suspect_last_id`` is set while a failing batch is isolated: the
+    suspects are this session's messages after the watermark up to that id.
+    """
+
+    session_id: str
+    watermark: int = 0
+    failures: int = 0
+    suspect_last_id: int | None = None
+
+    @property
+    def isolating(self) -> bool:
+        return self.suspect_last_id is not None
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    """One audit row to write: never a message's text, only where and when (``detail`` is
+    a short machine-made note such as a queue id or budget figures)."""
+
+    kind: str
+    session_id: str | None
+    message_id: int | None
+    role: str | None = None
+    created_at: str | None = None
+    detail: str = ""
 
 
 class StateStore:
@@ -166,6 +237,142 @@ class StateStore:
         assert frozen is not None  # just inserted, or inserted before by another task
         return frozen
 
+    # --- the sweep (SWEEP-2) ------------------------------------------------------------------
+
+    def watermark(self, session_id: str) -> int:
+        """The id of the last message of ``session_id`` Loom took (or skipped); 0 when none."""
+        return self.sweep_session(session_id).watermark
+
+    def sweep_session(self, session_id: str) -> SweepSession:
+        """The sweep's state of ``session_id`` (all defaults for a session never swept)."""
+        rows = self.read(
+            "SELECT watermark, failures, suspect_last_id FROM sweep_session WHERE session_id = ?",
+            (session_id,),
+        )
+        if not rows:
+            return SweepSession(session_id)
+        row = rows[0]
+        return SweepSession(session_id, row[0], row[1], row[2])
+
+    def sweep_sessions(self) -> list[SweepSession]:
+        """Every session the sweep has state for, by session id."""
+        rows = self.read(
+            "SELECT session_id, watermark, failures, suspect_last_id FROM sweep_session"
+            " ORDER BY session_id"
+        )
+        return [SweepSession(*tuple(row)) for row in rows]
+
+    def batch_budget(self, mode: str, default: BatchBudget) -> BatchBudget:
+        """The batch budget kept for extraction ``mode``, or ``default`` when none was kept."""
+        rows = self.read(
+            "SELECT messages, bytes, cut_reason, good_streak FROM sweep_budget WHERE mode = ?",
+            (mode,),
+        )
+        if not rows:
+            return default
+        messages, size, reason, streak = tuple(rows[0])
+        return BatchBudget(
+            messages, size, default.default_messages, default.default_bytes, reason, streak
+        )
+
+    def record_taken(
+        self,
+        session_id: str,
+        *,
+        last_taken_id: int,
+        budget: tuple[str, BatchBudget],
+        suspect_last_id: int | None,
+        audit: Sequence[AuditEntry],
+        now: float,
+    ) -> None:
+        """Loom took messages up to ``last_taken_id``: move the watermark, in one transaction.
+
+        The same transaction resets the failure count, keeps or ends the isolation
+        (``suspect_last_id``), stores the budget after this batch and writes ``audit``. The
+        watermark never moves back: a smaller ``last_taken_id`` raises ``ValueError``.
+        """
+        with self.transaction() as db:
+            current = self._watermark_in(db, session_id)
+            if last_taken_id < current:
+                raise ValueError(
+                    f"watermark of {session_id!r} would move back from {current} to {last_taken_id}"
+                )
+            self._put_session(db, SweepSession(session_id, last_taken_id, 0, suspect_last_id))
+            self._put_budget(db, *budget)
+            self._put_audit(db, audit, now)
+
+    def record_failure(
+        self, session_id: str, *, failures: int, suspect_last_id: int | None
+    ) -> None:
+        """Store a session's failure count and isolation state; the watermark stays."""
+        with self.transaction() as db:
+            watermark = self._watermark_in(db, session_id)
+            self._put_session(db, SweepSession(session_id, watermark, failures, suspect_last_id))
+
+    def record_budget(
+        self, mode: str, budget: BatchBudget, *, audit: Sequence[AuditEntry], now: float
+    ) -> None:
+        """Store the budget of ``mode`` (after a cut, with its audit row) in one transaction."""
+        with self.transaction() as db:
+            self._put_budget(db, mode, budget)
+            self._put_audit(db, audit, now)
+
+    def audit(self, *, limit: int | None = None) -> list[dict[str, object]]:
+        """Audit rows, oldest first (the newest ``limit`` when given), as plain dicts.
+
+        Keys: ``kind``, ``session_id``, ``message_id``, ``role``, ``created_at`` (the
+        message's time), ``recorded_at`` (ISO 8601, UTC) and ``detail``. Never message text.
+        """
+        sql = (
+            "SELECT kind, session_id, message_id, role, created_at, recorded_at, detail"
+            " FROM sweep_audit ORDER BY seq"
+        )
+        parameters: tuple[object, ...] = ()
+        if limit is not None:
+            sql = (
+                "SELECT kind, session_id, message_id, role, created_at, recorded_at, detail"
+                " FROM (SELECT * FROM sweep_audit ORDER BY seq DESC LIMIT ?) ORDER BY seq"
+            )
+            parameters = (limit,)
+        return [_audit_row(row) for row in self.read(sql, parameters)]
+
+    @staticmethod
+    def _watermark_in(db: sqlite3.Connection, session_id: str) -> int:
+        row = db.execute(
+            "SELECT watermark FROM sweep_session WHERE session_id = ?", (session_id,)
+        ).fetchone()
+        return int(row[0]) if row else 0
+
+    @staticmethod
+    def _put_session(db: sqlite3.Connection, session: SweepSession) -> None:
+        db.execute(
+            "INSERT INTO sweep_session (session_id, watermark, failures, suspect_last_id)"
+            " VALUES (?, ?, ?, ?) ON CONFLICT (session_id) DO UPDATE SET"
+            " watermark = excluded.watermark, failures = excluded.failures,"
+            " suspect_last_id = excluded.suspect_last_id",
+            (session.session_id, session.watermark, session.failures, session.suspect_last_id),
+        )
+
+    @staticmethod
+    def _put_budget(db: sqlite3.Connection, mode: str, budget: BatchBudget) -> None:
+        db.execute(
+            "INSERT OR REPLACE INTO sweep_budget (mode, messages, bytes, cut_reason, good_streak)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (mode, budget.messages, budget.bytes, budget.cut_reason, budget.good_streak),
+        )
+
+    @staticmethod
+    def _put_audit(db: sqlite3.Connection, entries: Sequence[AuditEntry], now: float) -> None:
+        db.executemany(
+            "INSERT INTO sweep_audit"
+            " (kind, session_id, message_id, role, created_at, recorded_at, detail)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [
+                (e.kind, e.session_id, e.message_id, e.role, e.created_at, now, e.detail)
+                for e in entries
+            ],
+        )
+
     # --- schema -------------------------------------------------------------------------------
 
     def _migrate(self) -> None:
@@ -180,6 +387,12 @@ class StateStore:
                 for statement in _statements(MIGRATIONS[step]):
                     db.execute(statement)
                 db.execute(f"PRAGMA user_version = {step + 1}")
+
+
+def _audit_row(row: sqlite3.Row) -> dict[str, object]:
+    record = dict(row)
+    record["recorded_at"] = datetime.fromtimestamp(row["recorded_at"], UTC).isoformat()
+    return record
 
 
 def _statements(script: str) -> list[str]:
