@@ -2,10 +2,10 @@
 
 ``load_config`` records the file whose value won for every key (``Config.sources``), but not
 the ``${VAR}`` that file wrote. To say "from ``${NERVE_MEMORY_BACKEND}`` in settings.yaml", this
-module reads the winning file again, finds the raw string at that key, and names each
-reference in it: a set variable by name, an unset one as the default it fell back to. The
-file has just loaded without error, so reading it again cannot fail in a new way; if it
-changed in between, the raw value is simply not found and the file alone is named.
+module reads the winning file again, at the same bounded cost (CONF-8), finds the raw string
+at that key, and names each reference in it: a set variable by name, an unset one as the
+default it fell back to. If the file changed or broke in between, the raw value is simply not
+found and the file alone is named.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from provisioner.bounded_yaml import load_bounded, read_small_text
 from provisioner.config import (
     LAYER_LOCAL,
     LOOM_KEYS,
@@ -159,7 +160,8 @@ class _Origins:
     def _raw_file(self, path: Path) -> Any:
         if path not in self._raw:
             try:
-                self._raw[path] = yaml.safe_load(path.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError, yaml.YAMLError):
+                text = read_small_text(path)
+                self._raw[path] = load_bounded(text) if text is not None else None
+            except (OSError, UnicodeDecodeError, ValueError, yaml.YAMLError):
                 self._raw[path] = None
         return self._raw[path]
