@@ -3,51 +3,67 @@
 A workspace set up for memU keeps its ``config/cron/system.yaml`` when the instance moves to
 Loom, and memU's maintenance prompt must not then prune memories through Loom's tools. So
 while the backend is ``loom``, a built-in job whose prompt is still byte for byte a memU prompt
-this package has shipped (in any version) runs with the Loom prompt instead. A prompt someone
-edited is not shipped text and runs as written. The same holds for an old install that keeps
-its built-in jobs in ``jobs.yaml`` and has no ``system.yaml``.
+that was shipped (by any version of this package, or by Nerve's own bootstrap) runs with the
+Loom prompt instead. A prompt someone edited is not shipped text and runs as written. The same
+holds for an old install that keeps its built-in jobs in ``jobs.yaml`` and has no
+``system.yaml``.
 
-Every memU job prompt this package ships is recorded, per package version, in
-``templates/shipped-memu-prompts.json`` (beside the templates it records, so a working copy of
-the templates carries its own); ``nerve golden update --backend memu`` adds the current ones
-and never removes an old one, and ``nerve golden check`` fails while a current one is missing.
+The registry, ``templates/shipped-memu-prompts.json`` (beside the templates it records, so a
+working copy of the templates carries its own), maps who shipped a prompt to, per job id, the
+SHA-256 of each prompt's UTF-8 bytes: ``{shipper: {job_id: [hex digest, …]}}``. Digests, not
+texts: Nerve's prompts are not this package's to copy. A shipper is a version of this package
+(``"0.1.0"``) or ``NERVE_BOOTSTRAP``. ``nerve golden update --backend memu`` adds this version's
+digests and never removes one; ``nerve golden check`` fails while a current one is missing.
+
+Nerve's digests were derived from ``nerve/bootstrap.py`` of ClickHouse/nerve, whose
+``CORE_CRONS`` and ``PRODUCTIVITY_CRONS`` hold the prompts and whose ``_write_cron_jobs``
+writes them to ``system.yaml`` with ``yaml.safe_dump``: each prompt literal, read with
+``ast.literal_eval`` from every commit of that file, was dumped and loaded back as that
+function writes it (the loaded string is the one a job runs with), and its UTF-8 bytes hashed.
+Every commit from the one that introduced the jobs to the newest held the same two prompts;
+docs/cron.md gives the steps to repeat it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from provisioner import __version__, assets
+from provisioner import __version__
+from provisioner.template_folder import SHIPPED_PROMPTS_NAME as SHIPPED_PROMPTS_NAME  # re-export
+from provisioner.template_folder import active_folder
 from provisioner.texts import JOB_PROMPTS, job_prompt
 
-SHIPPED_PROMPTS_NAME = "shipped-memu-prompts.json"  # TXT-7: in templates/
+NERVE_BOOTSTRAP = "nerve bootstrap.py"  # TXT-7: the shipper key of Nerve's own prompts
 SYSTEM_JOBS_FILE = "system.yaml"  # TXT-6: built-in jobs, written by nerve init
 USER_JOBS_FILE = "jobs.yaml"  # the user's jobs; on old installs also the built-in ones
+Registry = dict[str, dict[str, list[str]]]
+
+
+def prompt_digest(prompt: str) -> str:
+    """The registry's key for a prompt: SHA-256 of its UTF-8 bytes, lowercase hex."""
+    return hashlib.sha256(prompt.encode("utf-8")).hexdigest()
 
 
 def shipped_prompts_file() -> Path:
     """Where the registry of shipped memU prompts is (beside ``copier.yml``)."""
-    return assets.template_dir() / SHIPPED_PROMPTS_NAME
+    return active_folder().shipped_prompts_file
 
 
-@cache
-def shipped_memu_prompts() -> dict[str, dict[str, list[str]]]:
-    """``{version: {job_id: [prompt, …]}}`` as recorded; empty when the file is missing."""
-    try:
-        return json.loads(shipped_prompts_file().read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return {}
+def shipped_memu_digests() -> Registry:
+    """``{shipper: {job_id: [sha256, …]}}`` as recorded; empty when the file is missing."""
+    return active_folder().shipped_memu_prompts
 
 
 def is_shipped_memu_prompt(job_id: str, prompt: str) -> bool:
-    """True when ``prompt`` is exactly a memU prompt shipped for ``job_id`` in any version."""
-    return any(prompt in jobs.get(job_id, ()) for jobs in shipped_memu_prompts().values())
+    """True when ``prompt`` is exactly a memU prompt shipped for ``job_id`` by anyone."""
+    digest = prompt_digest(prompt)
+    return any(digest in jobs.get(job_id, ()) for jobs in shipped_memu_digests().values())
 
 
 def effective_job_prompt(job_id: str, prompt: str, backend: str) -> str:
@@ -104,27 +120,30 @@ def current_memu_prompts() -> dict[str, str]:
 
 def unrecorded_memu_prompts() -> list[str]:
     """Job ids whose current memU prompt is not recorded for this version yet."""
-    recorded = shipped_memu_prompts().get(__version__, {})
+    recorded = shipped_memu_digests().get(__version__, {})
     return [
         job_id
         for job_id, prompt in current_memu_prompts().items()
-        if prompt not in recorded.get(job_id, ())
+        if prompt_digest(prompt) not in recorded.get(job_id, ())
     ]
 
 
 def record_current_memu_prompts() -> bool:
-    """Add this version's memU prompts to the registry; never removes one. True if written."""
-    registry = {version: dict(jobs) for version, jobs in shipped_memu_prompts().items()}
+    """Add this version's memU prompt digests to the registry; never removes one.
+
+    True if the file was written.
+    """
+    registry = {shipper: dict(jobs) for shipper, jobs in shipped_memu_digests().items()}
     recorded = registry.setdefault(__version__, {})
     changed = False
     for job_id, prompt in current_memu_prompts().items():
-        prompts = list(recorded.get(job_id, []))
-        if prompt not in prompts:
-            prompts.append(prompt)
-            recorded[job_id] = prompts
+        digests = list(recorded.get(job_id, []))
+        if prompt_digest(prompt) not in digests:
+            digests.append(prompt_digest(prompt))
+            recorded[job_id] = digests
             changed = True
     if changed:
-        text = json.dumps(registry, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+        text = json.dumps(registry, indent=2, sort_keys=True) + "\n"
         shipped_prompts_file().write_text(text, encoding="utf-8")
-        shipped_memu_prompts.cache_clear()
+        active_folder().forget_shipped_memu_prompts()
     return changed
