@@ -19,7 +19,12 @@ from provisioner.errors import UserError
 from provisioner.files import file_mode, write_atomically
 from provisioner.golden_diff import structural_summary, unified_diff
 from provisioner.render import Answers, RenderedFile, read_tree, render_workspace
-from provisioner.wording import WordingProblem, lint_text, nameable_by_backend
+from provisioner.wording import (
+    WordingProblem,
+    lint_runtime_texts,
+    lint_text,
+    nameable_by_backend,
+)
 
 TEXTS_DIR = "texts"  # GOLD-1: golden/<backend>/texts/<name>[@<case>].md
 
@@ -98,7 +103,7 @@ def check(golden_dir: Path) -> CheckReport:
         expected = render_expected(Path(scratch))
     report = CheckReport(files_checked=len(expected))
     report.differences = compare(expected, read_goldens(golden_dir, BACKEND_NAMES), golden_dir)
-    report.wording = lint_renders(expected)
+    report.wording = lint_renders(expected) + lint_runtime_texts(BACKEND_NAMES)
     report.differences += [
         Difference("unrecorded", f"templates/{jobs.SHIPPED_PROMPTS_NAME}: {job_id}")
         for job_id in jobs.unrecorded_memu_prompts()
@@ -166,7 +171,7 @@ def update(golden_dir: Path, backends: Iterable[str], *, env: Mapping[str, str])
     chosen = tuple(backends)
     with tempfile.TemporaryDirectory(prefix="nerve-golden-") as scratch:
         expected = render_expected(Path(scratch), chosen)
-    problems = lint_renders(expected)
+    problems = lint_renders(expected) + lint_runtime_texts(chosen)
     if problems:
         raise GoldenRefused(
             f"golden update refused: {len(problems)} wording problem(s), the first: "
