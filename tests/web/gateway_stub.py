@@ -52,6 +52,7 @@ class CatalogApp:
     def __init__(self, payload: dict[str, Any]) -> None:
         self.payload = payload
         self.requests = 0
+        self.base_url = ""  # set by whoever starts the server
         self.app = Starlette(routes=[Route("/catalog", self._catalog)])
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:

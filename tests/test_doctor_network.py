@@ -1,0 +1,137 @@
+"""``nerve doctor`` under Loom against loopback gateways: catalog, deadlines, offline (DOC-1)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import RunNerve
+from tests.runtime.loopback import LoopbackServer, closed_port_url
+from tests.web.gateway_stub import (
+    LOOM_TOOLS,
+    CatalogApp,
+    CountingListener,
+    catalog_payload,
+    loom_server,
+)
+
+# Far above every deadline doctor has (DOC-1 asks for 10 s with the gateway down); only a run
+# that hangs can exceed it.
+GENEROUS_UPPER_BOUND_S = 60.0
+
+
+@pytest.fixture(scope="module")
+def catalog_app() -> Iterator[CatalogApp]:
+    app = CatalogApp(catalog_payload([loom_server()]))
+    server = LoopbackServer(app)
+    app.base_url = server.start()
+    yield app
+    server.stop()
+
+
+@pytest.fixture
+def listener() -> Iterator[CountingListener]:
+    stuck = CountingListener()
+    yield stuck
+    stuck.close()
+
+
+@pytest.fixture
+def doctor(tmp_path: Path, run_nerve: RunNerve):
+    """``doctor(gateway_url, *flags)``: run doctor on a Loom configuration, return the JSON."""
+    config_dir = tmp_path / "cfg"
+    config_dir.mkdir()
+
+    def run(gateway_url: str, *flags: str) -> tuple[subprocess.CompletedProcess, dict[str, Any]]:
+        (config_dir / "config.yaml").write_text(
+            f"memory:\n  backend: loom\nmcp_gateway_url: {gateway_url}\n", encoding="utf-8"
+        )
+        args = ["doctor", "--json", "--config-dir", str(config_dir)]
+        result = run_nerve(*args, "--workspace", str(tmp_path / "ws"), *flags)
+        assert result.returncode in (0, 1), result.stderr
+        return result, {check["id"]: check for check in json.loads(result.stdout)["checks"]}
+
+    return run
+
+
+class TestOffline:
+    def test_offline_makes_no_connection_at_all(self, doctor, listener: CountingListener) -> None:
+        """DOC-1: --offline makes no network call."""
+        _result, checks = doctor(listener.url, "--offline")
+        assert listener.connections == 0
+        assert "loom.catalog" not in checks
+        assert checks["loom.gateway"]["status"] == "OK"
+
+    def test_without_offline_the_same_setup_does_connect(
+        self, doctor, listener: CountingListener
+    ) -> None:
+        """The counter above can see a connection: this run, without --offline, makes one."""
+        _result, checks = doctor(listener.url)
+        assert listener.connections >= 1
+        assert checks["loom.catalog"]["status"] == "ERR"
+
+
+class TestCatalog:
+    def test_a_catalog_listing_loom_is_ok_with_its_generation_and_tools(
+        self, doctor, catalog_app: CatalogApp
+    ) -> None:
+        """DOC-1: whether the catalog lists loom, its generation, and which of Loom's tools."""
+        catalog_app.payload = catalog_payload([loom_server()], generation=42)
+        _result, checks = doctor(catalog_app.base_url)
+        catalog = checks["loom.catalog"]
+        assert catalog["status"] == "OK"
+        assert catalog["message"].startswith("catalog generation 42 lists loom with 7 of Loom's")
+        assert "loom_search" in catalog["message"]
+        assert catalog["source"] == f"{catalog_app.base_url}/catalog"
+
+    def test_tools_of_the_default_list_the_catalog_leaves_out_are_named(
+        self, doctor, catalog_app: CatalogApp
+    ) -> None:
+        tools = [tool for tool in LOOM_TOOLS if tool != "loom_namespace_validate"]
+        catalog_app.payload = catalog_payload([loom_server(tools)])
+        _result, checks = doctor(catalog_app.base_url)
+        assert checks["loom.catalog"]["message"].endswith("; not offered: loom_namespace_validate")
+
+    def test_a_catalog_without_loom_is_an_err_with_the_rollout_advice(
+        self, doctor, catalog_app: CatalogApp
+    ) -> None:
+        """Rollout: switch only once the catalog lists loom."""
+        other = {"id": "github", "path": "/s/github/mcp", "tools": ["search_code"]}
+        catalog_app.payload = catalog_payload([other], generation=3)
+        result, checks = doctor(catalog_app.base_url)
+        assert result.returncode == 1
+        catalog = checks["loom.catalog"]
+        assert catalog["status"] == "ERR"
+        assert catalog["message"].startswith("catalog generation 3 does not list loom")
+        assert "keep memory.backend: memu" in catalog["advice"]
+
+
+class TestGatewayDown:
+    def test_an_unreachable_gateway_is_an_err_and_the_run_ends(self, doctor) -> None:
+        """DOC-1: gateway down → ERR, exit 1, and the run does not hang."""
+        started = time.monotonic()
+        result, checks = doctor(closed_port_url())
+        assert time.monotonic() - started < GENEROUS_UPPER_BOUND_S
+        assert result.returncode == 1
+        catalog = checks["loom.catalog"]
+        assert catalog["status"] == "ERR"
+        assert "was not reached" in catalog["message"]
+        assert catalog["advice"] == "start the gateway, or correct mcp_gateway_url"
+
+    @pytest.mark.slow
+    def test_a_gateway_that_never_answers_is_an_err_after_its_deadline(
+        self, doctor, listener: CountingListener
+    ) -> None:
+        """DOC-1, GW-2: a stuck gateway costs one catalog deadline, then an ERR."""
+        started = time.monotonic()
+        result, checks = doctor(listener.url)
+        assert time.monotonic() - started < GENEROUS_UPPER_BOUND_S
+        assert result.returncode == 1
+        assert listener.connections >= 1
+        assert "did not arrive within" in checks["loom.catalog"]["message"]
