@@ -173,7 +173,7 @@ def planted(tmp_path_factory) -> dict:
     (workspace / "NOTES.md.jinja").write_text("# Notes\n", encoding="utf-8")
     soul = workspace / "SOUL.md.jinja"
     soul.write_bytes(soul.read_bytes().rstrip(b"\n"))
-    replace_once(workspace / "config/cron/system.yaml.jinja", '"30 3 * * *"', '"30 4 * * *"')
+    replace_once(workspace / "config/cron/system.yaml.jinja", '"0 5 * * *"', '"0 6 * * *"')
 
     goldens = root / "golden"
     shutil.copytree(GOLDEN_DIR, goldens)
