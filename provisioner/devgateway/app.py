@@ -1,0 +1,337 @@
+"""The dev gateway as one ASGI app: catalog, Loom's tools, the fault switch, a loopback guard.
+
+Routes:
+
+* ``GET /catalog`` — schema version 1 (contracts/gateway.md), listing ``loom`` with the tools
+  the stand-in serves; ``digest`` is the sha256 of the servers list as canonical JSON;
+* ``POST /s/loom/mcp`` — one ``tools/call`` per POST. The fault plan decides first; if no fault
+  plays, the SDK server answers, as JSON or as an event stream (``answers``: ``json``, ``sse``,
+  or ``mixed`` — chosen per call from the seed);
+* ``GET /_dev/faults`` and ``POST /_dev/faults`` with ``{"faults": SPEC, "seed": N}`` — the
+  rules in force, and switching them while the gateway runs.
+
+Every request must name a loopback host in ``Host`` (and in ``Origin`` when it sends one): a web
+page elsewhere cannot reach the gateway through DNS rebinding. Anything else is answered 403.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import random
+import socket
+import struct
+from collections import deque
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from provisioner.devgateway.contract import ServedTool, served_tools
+from provisioner.devgateway.faults import (
+    DEFAULT_FAULT_CODE,
+    DEFAULT_RETRY_AFTER_S,
+    FaultPlan,
+    FaultRule,
+    FaultSpecError,
+)
+from provisioner.devgateway.loom_server import MCP_PATH, build_loom_server, loom_http_app
+from provisioner.devgateway.store import LoomStandIn
+
+ANSWER_MODES = ("json", "sse", "mixed")
+CATALOG_GENERATION = 1
+HANG_LIMIT_S = 600.0  # a hanging or trickling answer ends on its own after this
+TRICKLE_EVERY_S = 0.5
+REQUEST_MAX_BYTES = 32 * 1024 * 1024  # bodies beyond this are refused 413 whatever the faults
+CALLS_KEPT = 10_000  # how many recent calls ``calls`` remembers
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+GATEWAY_CALL_TIMEOUT_MESSAGE = "MCP server timed out"
+CUT_PREFIX = b'event: message\ndata: {"jsonrpc": "2.0", "id": '  # a stream cut off mid-answer
+
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class SeenCall:
+    """One ``tools/call`` the gateway received: the tool, its arguments, and what answered."""
+
+    tool: str
+    arguments: Any
+    fault: str | None
+    answered_as: str
+
+
+class DevGateway:
+    """The ASGI app. ``store``, ``faults`` and ``calls`` are there for tests to use."""
+
+    def __init__(
+        self,
+        *,
+        store: LoomStandIn | None = None,
+        faults: FaultPlan | None = None,
+        answers: str = "mixed",
+        log: Callable[[str], None] | None = None,
+    ) -> None:
+        if answers not in ANSWER_MODES:
+            raise ValueError(f"answers {answers!r}: expected one of {', '.join(ANSWER_MODES)}")
+        self.store = store or LoomStandIn()
+        self.faults = faults or FaultPlan()
+        self.calls: deque[SeenCall] = deque(maxlen=CALLS_KEPT)
+        self.tools: dict[str, ServedTool] = served_tools()
+        self._answers = answers
+        self._answer_draw = random.Random(f"answers:{self.faults.seed}")
+        self._log = log or (lambda line: None)
+        self._json_server = build_loom_server(self.store, self.tools)
+        self._sse_server = build_loom_server(self.store, self.tools)
+        self._json_app = loom_http_app(self._json_server, json_response=True)
+        self._sse_app = loom_http_app(self._sse_server, json_response=False)
+
+    def catalog(self) -> dict[str, Any]:
+        """The catalog this gateway serves."""
+        servers = [
+            {
+                "id": "loom",
+                "path": MCP_PATH,
+                "tools": sorted(self.tools),
+                "displayName": "Loom (dev stand-in)",
+                "description": "Long-term memory, kept locally by nerve dev gateway",
+            }
+        ]
+        canonical = json.dumps(servers, sort_keys=True, separators=(",", ":")).encode()
+        return {
+            "schemaVersion": 1,
+            "generation": CATALOG_GENERATION,
+            "digest": "sha256:" + hashlib.sha256(canonical).hexdigest(),
+            "servers": servers,
+        }
+
+    async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        if not _is_loopback_request(scope):
+            await _json(send, 403, {"reason": "not_loopback"})
+            return
+        route = (scope["method"], scope["path"])
+        if route == ("GET", "/catalog"):
+            await _json(send, 200, self.catalog())
+        elif scope["path"] == "/_dev/faults":
+            await self._faults_route(scope, receive, send)
+        elif route == ("POST", MCP_PATH):
+            await self._tools_call(scope, receive, send)
+        else:
+            await _json(send, 404, {"reason": "not_found"})
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        async with contextlib.AsyncExitStack() as stack:
+            await stack.enter_async_context(self._json_server.session_manager.run())
+            await stack.enter_async_context(self._sse_server.session_manager.run())
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    break
+        await send({"type": "lifespan.shutdown.complete"})
+
+    async def _faults_route(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
+        if scope["method"] == "POST":
+            try:
+                request = json.loads(await _read_body(receive, 64 * 1024))
+                seed = request.get("seed")
+                if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
+                    raise FaultSpecError("seed must be an integer")
+                self.faults.switch(str(request.get("faults", "")), seed=seed)
+            except (ValueError, AttributeError) as error:
+                await _json(send, 400, {"reason": "bad_fault_spec", "detail": str(error)})
+                return
+            self._log(f"faults now: {self.faults.spec or 'none'}")
+        elif scope["method"] != "GET":
+            await _json(send, 405, {"reason": "method_not_allowed"})
+            return
+        await _json(send, 200, {"faults": self.faults.spec, "seed": self.faults.seed})
+
+    async def _tools_call(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
+        try:
+            body = await _read_body(receive, REQUEST_MAX_BYTES)
+        except ValueError:
+            await _json(send, 413, {"reason": "body_too_large"})
+            return
+        tool, arguments, request_id = _call_of(body)
+        rule = self.faults.choose(tool, body)
+        answered_as = "fault" if rule else self._answer_mode()
+        self.calls.append(SeenCall(tool, arguments, str(rule) if rule else None, answered_as))
+        self._log(f"tools/call {tool or '?'}: {rule or answered_as}")
+        if rule is not None:
+            await _play_fault(rule, request_id, receive, send)
+            return
+        app = self._json_app if answered_as == "json" else self._sse_app
+        await app(scope, _replay(body, receive), send)
+
+    def _answer_mode(self) -> str:
+        if self._answers != "mixed":
+            return self._answers
+        return self._answer_draw.choice(("json", "sse"))
+
+
+def _call_of(body: bytes) -> tuple[str, Any, Any]:
+    """The tool name, arguments and request id of a ``tools/call`` body ("" when unreadable)."""
+    try:
+        request = json.loads(body)
+        params = request.get("params") or {}
+        return str(params.get("name", "")), params.get("arguments"), request.get("id")
+    except (ValueError, AttributeError):
+        return "", None, None
+
+
+# --- faults ---------------------------------------------------------------------------------
+
+
+async def _play_fault(rule: FaultRule, request_id: Any, receive: Receive, send: Send) -> None:
+    """Answer the way ``rule`` says (see ``provisioner.devgateway.faults``)."""
+    errors = {
+        "policy": (-32001, "policy: no credential is set for loom yet", None),
+        "may-pass": (-32002, "upstream loom is unavailable", None),
+        "coded": (-32000, "loom failed the op", {"code": rule.argument or DEFAULT_FAULT_CODE}),
+        "uncoded": (-32000, "internal error", None),
+        "fail-text": (-32000, "internal error", None),
+        "call-limit": (-32000, GATEWAY_CALL_TIMEOUT_MESSAGE, None),
+    }
+    if rule.name in errors:
+        code, message, data = errors[rule.name]
+        error: dict[str, Any] = {"code": code, "message": message}
+        if data is not None:
+            error["data"] = data
+        await _json(send, 200, {"jsonrpc": "2.0", "id": request_id, "error": error})
+    elif rule.name == "too-large":
+        await _json(send, 413, {"reason": "request_too_large"})
+    elif rule.name == "429":
+        retry_after = rule.argument or str(DEFAULT_RETRY_AFTER_S)
+        await _json(send, 429, {"reason": "rate_limited"}, [("retry-after", retry_after)])
+    elif rule.name in ("502", "503", "504"):
+        await _json(send, int(rule.name), {"reason": "upstream_error"})
+    elif rule.name == "hang":
+        await _wait_for_disconnect(receive)
+    elif rule.name == "trickle":
+        await _trickle(receive, send)
+    elif rule.name == "cut":
+        await _start(send, 200, "text/event-stream")
+        await send({"type": "http.response.body", "body": CUT_PREFIX, "more_body": True})
+        _cut_connection(send)
+    else:  # reset
+        _reset_connection(send)
+
+
+async def _wait_for_disconnect(receive: Receive) -> None:
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(HANG_LIMIT_S):
+            while (await receive())["type"] != "http.disconnect":
+                pass
+
+
+async def _trickle(receive: Receive, send: Send) -> None:
+    await _start(send, 200, "text/event-stream")
+    watcher = asyncio.ensure_future(_wait_for_disconnect(receive))
+    try:
+        while not watcher.done():
+            await send({"type": "http.response.body", "body": b": ping\n\n", "more_body": True})
+            await asyncio.wait({watcher}, timeout=TRICKLE_EVERY_S)
+    except OSError:
+        pass
+    finally:
+        watcher.cancel()
+    with contextlib.suppress(Exception):
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+def _transport_of(send: Send) -> Any:
+    """uvicorn's ``send`` is bound to the request cycle, which holds the connection."""
+    transport = getattr(getattr(send, "__self__", None), "transport", None)
+    if transport is None:
+        raise ConnectionAbortedError("the dev gateway dropped the connection")
+    return transport
+
+
+def _cut_connection(send: Send) -> None:
+    """Close the connection in the middle of the answer (a clean FIN, the body unfinished)."""
+    _transport_of(send).close()
+
+
+def _reset_connection(send: Send) -> None:
+    """Reset the connection: linger 0 makes the close an RST instead of a FIN."""
+    transport = _transport_of(send)
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    transport.abort()
+
+
+# --- plumbing -------------------------------------------------------------------------------
+
+
+def _is_loopback_request(scope: dict[str, Any]) -> bool:
+    headers = {
+        name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]
+    }
+    host = urlsplit(f"//{headers.get('host', '')}").hostname
+    if host not in LOOPBACK_HOSTS:
+        return False
+    origin = headers.get("origin")
+    if origin is None:
+        return True
+    parts = urlsplit(origin)
+    return parts.scheme in ("http", "https") and parts.hostname in LOOPBACK_HOSTS
+
+
+async def _read_body(receive: Receive, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise ValueError("request body over the limit")
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that gives ``body`` once, then passes on to the real one."""
+    sent = False
+
+    async def replayed() -> dict[str, Any]:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replayed
+
+
+async def _start(
+    send: Send, status: int, content_type: str, extra: Sequence[tuple[str, str]] = ()
+) -> None:
+    headers = [(b"content-type", content_type.encode())]
+    headers += [(name.encode(), value.encode()) for name, value in extra]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+
+
+async def _json(
+    send: Send, status: int, payload: Any, extra: list[tuple[str, str]] | None = None
+) -> None:
+    body = json.dumps(payload).encode()
+    headers = [("content-length", str(len(body))), *(extra or [])]
+    await _start(send, status, "application/json", headers)
+    await send({"type": "http.response.body", "body": body, "more_body": False})

@@ -1,0 +1,165 @@
+"""Which fault the dev gateway plays on a call: a spec of rules, drawn per call from a seed.
+
+A spec is a comma-separated list of rules ``NAME[:ARG][@TOOL][=PROBABILITY]``. For each call
+the rules are tried in order; a rule applies when its tool (if named) is the one called and its
+condition (``too-large:BYTES``, ``fail-text:TEXT``) holds, and then plays with its probability
+(default 1), drawn from a random generator seeded with ``--seed``: the same seed and the same
+calls give the same faults. The first rule that plays decides the answer; none plays → Loom
+answers. The names cover every row of contracts/gateway.md:
+
+========================  ==============================================================
+``policy``                JSON-RPC -32001: the gateway's policy refused the call
+``may-pass``              JSON-RPC -32002: upstream unavailable, a limit, an open circuit
+``coded[:CODE]``          JSON-RPC -32000 with ``data.code`` (default BACKEND_UNAVAILABLE)
+``uncoded``               JSON-RPC -32000 without a code: Loom's internal error
+``fail-text:TEXT``        ``uncoded``, only for calls whose arguments contain TEXT
+``call-limit``            the gateway's call limit: an error "MCP server timed out"
+``too-large[:BYTES]``     HTTP 413, for every body or only for bodies over BYTES
+``429[:SECONDS]``         HTTP 429 with ``Retry-After`` (default 1)
+``502`` ``503`` ``504``   that HTTP status
+``hang``                  no answer at all until the caller gives up
+``trickle``               an event stream of keep-alive pings that never brings the answer
+``cut``                   an event stream cut off in the middle of the answer
+``reset``                 the connection reset before any answer
+========================  ==============================================================
+
+Examples: ``policy@loom_context_pack`` (the pack refused, the search fallback answered),
+``503=0.2,hang=0.05`` (a flaky gateway), ``too-large:16384`` (a 16 KiB body limit).
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from dataclasses import dataclass
+
+FAULT_NAMES = (
+    "policy",
+    "may-pass",
+    "coded",
+    "uncoded",
+    "fail-text",
+    "call-limit",
+    "too-large",
+    "429",
+    "502",
+    "503",
+    "504",
+    "hang",
+    "trickle",
+    "cut",
+    "reset",
+)
+ARGUMENT_REQUIRED = frozenset({"fail-text"})
+ARGUMENT_ALLOWED = frozenset({"coded", "fail-text", "too-large", "429"})
+DEFAULT_FAULT_CODE = "BACKEND_UNAVAILABLE"
+DEFAULT_RETRY_AFTER_S = 1
+
+
+class FaultSpecError(ValueError):
+    """A fault spec that cannot be read; the message is one line naming the rule."""
+
+
+@dataclass(frozen=True)
+class FaultRule:
+    """One rule of a spec."""
+
+    name: str
+    argument: str | None = None
+    tool: str | None = None
+    probability: float = 1.0
+
+    def applies_to(self, tool: str, body: bytes) -> bool:
+        """Whether this rule may play on a call of ``tool`` with request ``body``."""
+        if self.tool is not None and self.tool != tool:
+            return False
+        if self.name == "too-large" and self.argument is not None:
+            return len(body) > int(self.argument)
+        if self.name == "fail-text":
+            return (self.argument or "").encode() in body
+        return True
+
+    def __str__(self) -> str:
+        text = self.name
+        if self.argument is not None:
+            text += f":{self.argument}"
+        if self.tool is not None:
+            text += f"@{self.tool}"
+        if self.probability != 1.0:
+            text += f"={self.probability:g}"
+        return text
+
+
+def parse_fault_spec(spec: str) -> tuple[FaultRule, ...]:
+    """The rules of ``spec`` (empty for an empty spec); ``FaultSpecError`` on a bad rule."""
+    return tuple(_parse_rule(part.strip()) for part in spec.split(",") if part.strip())
+
+
+def _parse_rule(text: str) -> FaultRule:
+    body, _, probability_text = text.partition("=")
+    body, _, tool = body.partition("@")
+    name, colon, argument = body.partition(":")
+    if name not in FAULT_NAMES:
+        raise FaultSpecError(
+            f"fault rule {text!r}: unknown fault {name!r}; expected one of {', '.join(FAULT_NAMES)}"
+        )
+    if colon and name not in ARGUMENT_ALLOWED:
+        raise FaultSpecError(f"fault rule {text!r}: {name} takes no argument")
+    if not colon and name in ARGUMENT_REQUIRED:
+        raise FaultSpecError(f"fault rule {text!r}: {name} needs an argument ({name}:TEXT)")
+    if name in ("too-large", "429") and colon and not argument.isdigit():
+        raise FaultSpecError(f"fault rule {text!r}: {name} takes a whole number")
+    return FaultRule(
+        name=name,
+        argument=argument if colon else None,
+        tool=tool or None,
+        probability=_probability(text, probability_text),
+    )
+
+
+def _probability(rule: str, text: str) -> float:
+    if not text:
+        return 1.0
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 < value <= 1.0:
+        raise FaultSpecError(f"fault rule {rule!r}: probability must be in (0, 1], got {text!r}")
+    return value
+
+
+class FaultPlan:
+    """The rules in force and the seeded draw; switchable while the gateway runs."""
+
+    def __init__(self, spec: str = "", *, seed: int = 0) -> None:
+        self._lock = threading.Lock()
+        self._rules = parse_fault_spec(spec)
+        self._random = random.Random(seed)
+        self._seed = seed
+
+    @property
+    def spec(self) -> str:
+        """The rules in force, written as a spec."""
+        return ",".join(str(rule) for rule in self._rules)
+
+    @property
+    def seed(self) -> int:
+        return self._seed
+
+    def switch(self, spec: str, *, seed: int | None = None) -> None:
+        """Put ``spec`` in force (``FaultSpecError`` leaves the old one); reseed if asked."""
+        rules = parse_fault_spec(spec)
+        with self._lock:
+            self._rules = rules
+            if seed is not None:
+                self._seed = seed
+                self._random = random.Random(seed)
+
+    def choose(self, tool: str, body: bytes) -> FaultRule | None:
+        """The rule that plays on this call, or None for Loom's own answer."""
+        with self._lock:
+            for rule in self._rules:
+                if rule.applies_to(tool, body) and self._random.random() < rule.probability:
+                    return rule
+        return None

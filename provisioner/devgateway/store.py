@@ -1,0 +1,176 @@
+"""The Loom stand-in's memory: one SQLite database, memories kept per namespace.
+
+It answers the ops the dev gateway serves the way contracts/loom-ops.md describes Loom's
+answers: ``memory.set_from_messages`` stores one memory per message, each with a verdict
+(``duplicate`` when the namespace already holds the same text, else ``clear``);
+``context.pack`` returns stored memories with ``&``, ``<`` and ``>`` written as entities, as
+Loom writes pack text; ``search.query`` returns raw excerpts ranked by shared words, and
+abstains when no memory shares a word with the query; ``namespace.summary`` names the org
+``dev`` and the home namespace ``agent``.
+
+The database is a file under ``--data DIR`` (kept across restarts) or in memory. Calls come
+from the server's event loop and, in tests, from the test's thread, so a lock guards it.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import sqlite3
+import threading
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+DEV_ORG = "dev"  # the org the stand-in resolves for every caller
+HOME_NAMESPACE = "agent"  # the caller's home namespace
+SHARED_NAMESPACES = ("team",)  # namespaces the caller may read but not write
+PACK_MAX_ITEMS = 20  # how many memories a startup pack holds at most
+EXCERPT_MAX_CHARS = 400  # how much of a memory a search result carries
+DATABASE_FILE = "loom-stand-in.sqlite3"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS memories (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    namespace TEXT NOT NULL,
+    memory_key TEXT NOT NULL UNIQUE,
+    text TEXT NOT NULL,
+    written_at TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS memories_by_namespace ON memories (namespace, id);
+"""
+_WORD = re.compile(r"[^\W_]{3,}")
+
+
+class LoomStandIn:
+    """Memories in SQLite per namespace, and the four lifecycle ops plus ``memory.set``."""
+
+    def __init__(self, data_dir: Path | None = None) -> None:
+        path = ":memory:"
+        if data_dir is not None:
+            data_dir.mkdir(parents=True, exist_ok=True)
+            path = str(data_dir / DATABASE_FILE)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self._db.executescript(_SCHEMA)
+        self._queued = 0
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    # --- what tests and the CLI use directly ---------------------------------------------------
+
+    def remember(self, text: str, *, namespace: str = HOME_NAMESPACE) -> dict[str, str]:
+        """Store ``text`` as a memory of ``namespace``; returns its key and verdict."""
+        with self._lock:
+            return self._store(namespace, text)
+
+    def memory_texts(self, namespace: str = HOME_NAMESPACE) -> list[str]:
+        """The stored texts of ``namespace``, oldest first."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT text FROM memories WHERE namespace = ? ORDER BY id", (namespace,)
+            ).fetchall()
+        return [row[0] for row in rows]
+
+    # --- the ops ---------------------------------------------------------------------------------
+
+    def answer(self, op: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """The answer of ``op`` to ``arguments`` (already checked against its params schema)."""
+        handlers = {
+            "context.pack": self._context_pack,
+            "search.query": self._search,
+            "memory.set_from_messages": self._set_from_messages,
+            "namespace.summary": self._summary,
+            "memory.set": self._memory_set,
+        }
+        with self._lock:
+            return handlers[op](arguments)
+
+    def _context_pack(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        namespace = arguments.get("namespace", HOME_NAMESPACE)
+        sections: dict[str, Any] = {}
+        if "memories" in arguments.get("sections", ["memories"]):
+            rows = self._db.execute(
+                "SELECT memory_key, text FROM memories WHERE namespace = ?"
+                " ORDER BY id DESC LIMIT ?",
+                (namespace, PACK_MAX_ITEMS + 1),
+            ).fetchall()
+            items = [
+                {"memory_key": key, "namespace": namespace, "text": html.escape(text, quote=False)}
+                for key, text in rows[:PACK_MAX_ITEMS]
+            ]
+            sections["memories"] = {"items": items, "truncated": len(rows) > PACK_MAX_ITEMS}
+        return {"mode": arguments["mode"], "namespace": namespace, "sections": sections}
+
+    def _search(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        namespace = arguments.get("namespace", HOME_NAMESPACE)
+        wanted = set(_WORD.findall(arguments["query"].lower()))
+        rows = self._db.execute(
+            "SELECT memory_key, text FROM memories WHERE namespace IN (?, ?)",
+            (namespace, *SHARED_NAMESPACES),
+        ).fetchall()
+        scored = []
+        for key, text in rows:
+            shared = wanted & set(_WORD.findall(text.lower()))
+            if shared:
+                scored.append((len(shared) / len(wanted), key, text))
+        scored.sort(key=lambda hit: (-hit[0], hit[1]))
+        results = [
+            {
+                "memory_key": key,
+                "namespace": namespace,
+                "content_excerpt": text[:EXCERPT_MAX_CHARS],
+                "score": round(score, 4),
+            }
+            for score, key, text in scored[: arguments.get("top_k", 10)]
+        ]
+        reason = None if results else "nothing relevant enough"
+        return {"results": results, "abstained": not results, "abstain_reason": reason}
+
+    def _set_from_messages(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        namespace = arguments.get("namespace", HOME_NAMESPACE)
+        messages = arguments["messages"]
+        written = [self._store(namespace, message["content"]) for message in messages]
+        if arguments.get("defer", False):
+            self._queued += 1
+            return {"accepted": len(messages), "queue_id": f"q-{self._queued}"}
+        return {"accepted": len(messages), "written": written}
+
+    def _summary(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        namespace = arguments.get("namespace", HOME_NAMESPACE)
+        (count,) = self._db.execute(
+            "SELECT COUNT(*) FROM memories WHERE namespace = ?", (namespace,)
+        ).fetchone()
+        (last,) = self._db.execute(
+            "SELECT MAX(written_at) FROM memories WHERE namespace = ?", (namespace,)
+        ).fetchone()
+        return {
+            "org": DEV_ORG,
+            "namespace": namespace,
+            "shared_namespaces": list(SHARED_NAMESPACES),
+            "memory_count": count,
+            "last_write_at": last,
+        }
+
+    def _memory_set(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        namespace = arguments.get("namespace", HOME_NAMESPACE)
+        stored = self._store(namespace, arguments["text"])
+        return {**stored, "reason": None, "proposal_id": None}
+
+    def _store(self, namespace: str, text: str) -> dict[str, str]:
+        row = self._db.execute(
+            "SELECT memory_key FROM memories WHERE namespace = ? AND text = ?", (namespace, text)
+        ).fetchone()
+        if row is not None:
+            return {"memory_key": row[0], "verdict": "duplicate"}
+        now = datetime.now(UTC).isoformat(timespec="seconds")
+        cursor = self._db.execute(
+            "INSERT INTO memories (namespace, memory_key, text, written_at) VALUES (?, '', ?, ?)",
+            (namespace, text, now),
+        )
+        key = f"{namespace}-{cursor.lastrowid}"
+        self._db.execute("UPDATE memories SET memory_key = ? WHERE id = ?", (key, cursor.lastrowid))
+        return {"memory_key": key, "verdict": "clear"}

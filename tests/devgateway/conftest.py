@@ -1,0 +1,41 @@
+"""Fixtures of the dev gateway's tests: one gateway per test, on a free loopback port."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from provisioner.devgateway import RunningGateway, serve_in_thread
+
+MCP_HEADERS = {
+    "Content-Type": "application/json",
+    "Accept": "application/json, text/event-stream",
+    "MCP-Protocol-Version": "2025-06-18",
+}
+
+
+@pytest.fixture
+def gateway() -> Iterator[RunningGateway]:
+    with serve_in_thread(seed=3) as running:
+        yield running
+
+
+@pytest.fixture
+def client() -> Iterator[httpx.Client]:
+    with httpx.Client(trust_env=False, timeout=10) as http:
+        yield http
+
+
+def tools_call(
+    http: httpx.Client, base_url: str, tool: str, arguments: dict, *, request_id: int = 1
+) -> httpx.Response:
+    """One raw ``tools/call`` POST, as the gateway client sends it."""
+    body = {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "tools/call",
+        "params": {"name": tool, "arguments": arguments},
+    }
+    return http.post(f"{base_url}/s/loom/mcp", json=body, headers=MCP_HEADERS)

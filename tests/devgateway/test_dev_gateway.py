@@ -1,0 +1,207 @@
+"""The dev gateway on loopback: its catalog, its Loom stand-in, its guard and its CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import httpx
+import pytest
+
+from provisioner.devgateway import FaultSpecError, RunningGateway, parse_fault_spec
+from provisioner.runtime.catalog import parse_catalog
+
+from .conftest import tools_call
+
+MESSAGE = {"role": "user", "content": "x", "created_at": "2026-01-01T00:00:00Z"}
+
+
+def rpc_of(response: httpx.Response) -> dict:
+    """The JSON-RPC message of a JSON body or of the first ``message`` event of a stream."""
+    if response.headers["content-type"].startswith("application/json"):
+        return response.json()
+    for line in response.text.splitlines():
+        if line.startswith("data:"):
+            return json.loads(line[5:])
+    raise AssertionError(f"no message in {response.text!r}")
+
+
+class TestCatalog:
+    def test_the_catalog_passes_the_runtime_s_strict_reader_and_lists_loom(
+        self, gateway: RunningGateway, client: httpx.Client
+    ) -> None:
+        """GW-2: schema version 1, a sha256 digest, loom at /s/loom/mcp with its tools."""
+        payload = client.get(f"{gateway.base_url}/catalog").json()
+        catalog = parse_catalog(payload, gateway.base_url)
+        loom = catalog.require("loom")
+        assert loom.url == f"{gateway.base_url}/s/loom/mcp"
+        assert "loom_context_pack" in loom.tools
+        assert "loom_memory_set_from_messages" in loom.tools
+
+    def test_the_digest_is_the_same_for_the_same_catalog(
+        self, gateway: RunningGateway, client: httpx.Client
+    ) -> None:
+        first = client.get(f"{gateway.base_url}/catalog").json()["digest"]
+        assert client.get(f"{gateway.base_url}/catalog").json()["digest"] == first
+
+
+class TestLoopbackGuard:
+    @pytest.mark.parametrize(
+        "headers",
+        [{"Host": "evil.example"}, {"Origin": "http://evil.example"}, {"Host": "10.0.0.8:80"}],
+    )
+    def test_a_request_naming_another_host_or_origin_is_refused(
+        self, gateway: RunningGateway, client: httpx.Client, headers: dict[str, str]
+    ) -> None:
+        response = client.get(f"{gateway.base_url}/catalog", headers=headers)
+        assert response.status_code == 403
+
+    def test_a_loopback_origin_is_let_through(
+        self, gateway: RunningGateway, client: httpx.Client
+    ) -> None:
+        response = client.get(
+            f"{gateway.base_url}/catalog", headers={"Origin": "http://localhost:3000"}
+        )
+        assert response.status_code == 200
+
+
+class TestLoomStandIn:
+    def test_extraction_stores_one_memory_per_message_with_a_verdict(
+        self, gateway: RunningGateway, client: httpx.Client
+    ) -> None:
+        messages = [
+            {**MESSAGE, "content": "likes green tea"},
+            {**MESSAGE, "role": "assistant", "content": "likes green tea"},
+        ]
+        tool = "loom_memory_set_from_messages"
+        response = tools_call(client, gateway.base_url, tool, {"messages": messages})
+        answer = rpc_of(response)["result"]["structuredContent"]
+        assert answer["accepted"] == 2
+        assert [written["verdict"] for written in answer["written"]] == ["clear", "duplicate"]
+        assert gateway.app.store.memory_texts() == ["likes green tea"]
+
+    def test_pack_text_is_escaped_as_loom_escapes_it(
+        self, gateway: RunningGateway, client: httpx.Client
+    ) -> None:
+        gateway.app.store.remember("a <b> & c")
+        answer = rpc_of(
+            tools_call(
+                client,
+                gateway.base_url,
+                "loom_context_pack",
+                {"mode": "startup", "sections": ["memories"]},
+            )
+        )["result"]["structuredContent"]
+        assert answer["sections"]["memories"]["items"][0]["text"] == "a &lt;b&gt; &amp; c"
+
+    def test_search_answers_raw_text_and_abstains_when_nothing_matches(
+        self, gateway: RunningGateway, client: httpx.Client
+    ) -> None:
+        gateway.app.store.remember("a <b> & tea")
+        found = rpc_of(tools_call(client, gateway.base_url, "loom_search", {"query": "tea"}))
+        assert found["result"]["structuredContent"]["results"][0]["content_excerpt"] == (
+            "a <b> & tea"
+        )
+        missed = rpc_of(tools_call(client, gateway.base_url, "loom_search", {"query": "coffee"}))
+        assert missed["result"]["structuredContent"]["abstained"] is True
+
+    def test_the_summary_names_org_dev_and_namespace_agent(
+        self, gateway: RunningGateway, client: httpx.Client
+    ) -> None:
+        answer = rpc_of(tools_call(client, gateway.base_url, "loom_namespace_summary", {}))
+        summary = answer["result"]["structuredContent"]
+        assert (summary["org"], summary["namespace"]) == ("dev", "agent")
+
+    @pytest.mark.parametrize(
+        ("tool", "arguments"),
+        [
+            ("loom_search", {"query": "tea", "top_k": 1000}),
+            ("loom_search", {"query": "tea", "surprise": 1}),
+            ("loom_context_pack", {"mode": "whenever"}),
+            ("loom_memory_set_from_messages", {"messages": [{**MESSAGE, "role": "robot"}]}),
+        ],
+    )
+    def test_arguments_the_fixture_s_schema_refuses_get_invalid_params(
+        self, gateway: RunningGateway, client: httpx.Client, tool: str, arguments: dict
+    ) -> None:
+        """Every call is validated against the contract fixture's params schema (-32602)."""
+        answer = rpc_of(tools_call(client, gateway.base_url, tool, arguments))
+        assert answer["error"]["code"] == -32602
+
+    def test_answers_come_as_json_and_as_event_streams(self, client: httpx.Client) -> None:
+        from provisioner.devgateway import serve_in_thread
+
+        kinds = set()
+        for answers in ("json", "sse"):
+            with serve_in_thread(answers=answers) as gateway:
+                response = tools_call(client, gateway.base_url, "loom_namespace_summary", {})
+                kinds.add(response.headers["content-type"].split(";")[0])
+                assert rpc_of(response)["result"]["structuredContent"]["org"] == "dev"
+        assert kinds == {"application/json", "text/event-stream"}
+
+
+class TestFaultSpec:
+    def test_a_rule_names_its_fault_argument_tool_and_probability(self) -> None:
+        (rule,) = parse_fault_spec("coded:GRANT_BUSY@loom_search=0.5")
+        assert (rule.name, rule.argument, rule.tool, rule.probability) == (
+            "coded",
+            "GRANT_BUSY",
+            "loom_search",
+            0.5,
+        )
+
+    @pytest.mark.parametrize(
+        "spec", ["bogus", "policy=2", "policy=0", "fail-text", "hang:5", "too-large:lots"]
+    )
+    def test_a_bad_rule_is_refused_with_its_text(self, spec: str) -> None:
+        with pytest.raises(FaultSpecError, match="fault rule"):
+            parse_fault_spec(spec)
+
+    def test_the_same_seed_draws_the_same_faults(self) -> None:
+        from provisioner.devgateway import FaultPlan
+
+        draws = []
+        for _ in range(2):
+            plan = FaultPlan("503=0.5", seed=11)
+            draws.append([plan.choose("loom_search", b"{}") is not None for _ in range(40)])
+        assert draws[0] == draws[1]
+        assert True in draws[0] and False in draws[0]
+
+    def test_faults_switch_at_run_time_through_the_dev_endpoint(
+        self, gateway: RunningGateway, client: httpx.Client
+    ) -> None:
+        switched = client.post(f"{gateway.base_url}/_dev/faults", json={"faults": "policy"})
+        assert switched.json()["faults"] == "policy"
+        answer = rpc_of(tools_call(client, gateway.base_url, "loom_namespace_summary", {}))
+        assert answer["error"]["code"] == -32001
+        refused = client.post(f"{gateway.base_url}/_dev/faults", json={"faults": "nonsense"})
+        assert refused.status_code == 400
+        assert gateway.app.faults.spec == "policy"
+
+
+class TestCommandLine:
+    @pytest.mark.slow
+    def test_port_zero_prints_the_config_line_with_the_port_it_took(self) -> None:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "provisioner", "dev", "gateway", "--port", "0"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert process.stdout is not None
+            line = process.stdout.readline().strip()
+            assert line.startswith("mcp_gateway_url: http://127.0.0.1:")
+            base_url = line.split(": ", 1)[1]
+            with httpx.Client(trust_env=False, timeout=10) as http:
+                assert http.get(f"{base_url}/catalog").status_code == 200
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+
+    def test_a_bad_fault_spec_is_one_line_and_exit_2(self, run_nerve) -> None:
+        from tests.conftest import assert_one_line_error
+
+        result = run_nerve("dev", "gateway", "--port", "0", "--faults", "bogus")
+        assert_one_line_error(result, "--faults", "bogus")
