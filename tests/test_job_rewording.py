@@ -1,13 +1,16 @@
 """Built-in jobs keep working when an instance moves from memU to Loom (TXT-7).
 
-A workspace provisioned for memU keeps its cron files after the switch. Its maintenance job
-must then not run memU's prompt, which deletes and prunes, against Loom's tools; but a prompt
-someone wrote or edited is theirs and runs as written.
+A workspace provisioned for memU, by this package or by Nerve's own bootstrap, keeps its cron
+files after the switch. Its maintenance job must then not run memU's prompt, which deletes and
+prunes, against Loom's tools; but a prompt someone wrote or edited is theirs and runs as
+written.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,11 +20,14 @@ import yaml
 
 from provisioner import __version__, jobs
 from provisioner.jobs import (
+    NERVE_BOOTSTRAP,
     effective_job_prompt,
     is_shipped_memu_prompt,
     load_cron_jobs,
+    prompt_digest,
+    record_current_memu_prompts,
     reword_jobs,
-    shipped_memu_prompts,
+    shipped_memu_digests,
     unrecorded_memu_prompts,
 )
 from provisioner.render import Answers, render_workspace
@@ -55,19 +61,32 @@ def file_jobs(path: Path) -> dict[str, dict]:
 WriteRegistry = Callable[[dict], None]
 
 
+def read_registry(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+
+
 @pytest.fixture
 def registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[WriteRegistry]:
-    """Point the shipped-prompt registry at a file of the test's own making (none at first)."""
+    """Point the shipped-prompt registry at a file of the test's own making (none at first).
+
+    The registry holds digests; ``write`` takes ``{shipper: {job_id: [prompt, …]}}`` and
+    records each prompt's digest, as the real file does.
+    """
     path = tmp_path / "shipped-memu-prompts.json"
 
     def write(content: dict) -> None:
-        path.write_text(json.dumps(content), encoding="utf-8")
-        shipped_memu_prompts.cache_clear()
+        digests = {
+            shipper: {job: [prompt_digest(p) for p in prompts] for job, prompts in by_job.items()}
+            for shipper, by_job in content.items()
+        }
+        path.write_text(json.dumps(digests), encoding="utf-8")
 
     monkeypatch.setattr(jobs, "shipped_prompts_file", lambda: path)
-    shipped_memu_prompts.cache_clear()
+    monkeypatch.setattr(jobs, "shipped_memu_digests", lambda: read_registry(path))
     yield write
-    shipped_memu_prompts.cache_clear()
 
 
 class TestShippedJobRewording:
@@ -97,7 +116,7 @@ class TestShippedJobRewording:
     def test_this_versions_memu_prompts_are_all_in_the_registry(self) -> None:
         """Otherwise an install of this version would never be reworded after a switch."""
         assert unrecorded_memu_prompts() == []
-        assert __version__ in shipped_memu_prompts()
+        assert __version__ in shipped_memu_digests()
 
     def test_reword_jobs_leaves_the_parsed_document_as_it_was(self, memu_cron: Path) -> None:
         """The loader works on a copy, so a caller can still write back what it read."""
@@ -114,7 +133,7 @@ class TestEditedPrompts:
     @pytest.mark.parametrize(
         ("job_id", "old", "new"),
         [
-            ("memory-maintenance", "Finish with a short report", "Finish with a short Report"),
+            ("memory-maintenance", "Update rather than delete.", "Update rather than delete!"),
             ("inbox-processor", "Process the inbox:", "Process the inbox;"),
         ],
     )
@@ -159,7 +178,7 @@ class TestOldInstallWithOnlyJobsYaml:
         raw = (cron_dir / "system.yaml").read_text(encoding="utf-8")
         (cron_dir / "system.yaml").unlink()
         (cron_dir / "jobs.yaml").write_text(
-            raw.replace("yesterday's date", "today's date"), encoding="utf-8"
+            raw.replace("for yesterday's date", "for today's date"), encoding="utf-8"
         )
         loaded = jobs_by_id(load_cron_jobs(cron_dir, "loom"))
         assert "today's date" in loaded["memory-maintenance"]["prompt"]
@@ -221,12 +240,84 @@ class TestShippedPromptRegistry:
 
     def test_a_missing_registry_rewords_nothing(self, registry: WriteRegistry) -> None:
         assert not jobs.shipped_prompts_file().exists()
-        assert shipped_memu_prompts() == {}
+        assert jobs.shipped_memu_digests() == {}
         assert effective_job_prompt("memory-maintenance", self.OLD, "loom") == self.OLD
 
     def test_under_memu_even_a_shipped_prompt_is_left_alone(self, registry: WriteRegistry) -> None:
         registry({"0.0.1": {"memory-maintenance": [self.OLD]}})
         assert effective_job_prompt("memory-maintenance", self.OLD, "memu") == self.OLD
+
+
+# TXT-7: the SHA-256 of the two memU prompts Nerve's bootstrap (nerve/bootstrap.py of
+# ClickHouse/nerve, CORE_CRONS and PRODUCTIVITY_CRONS) writes to system.yaml, as a job reads them
+# back. Every commit of that file to date holds these two; docs/cron.md says how to derive them.
+NERVE_PROMPT_DIGESTS = {
+    "memory-maintenance": "0c5962b1318c069c58ed8bb1d359ea10d934214f1581d8c49ecbcec2e572be35",
+    "inbox-processor": "9b499c3ac89982d60aae9dfbd8fcafb1acbc6ac6810228e918e30f132d072f76",
+}
+HEX_DIGEST = re.compile(r"^[0-9a-f]{64}$")
+
+
+class TestNervesOwnShippedPrompts:
+    """TXT-7 for real installs: Nerve's bootstrap wrote its own memU prompts to system.yaml."""
+
+    def test_the_registry_holds_the_digests_of_nerves_current_prompts(self) -> None:
+        recorded = shipped_memu_digests()[NERVE_BOOTSTRAP]
+        for job_id, digest in NERVE_PROMPT_DIGESTS.items():
+            assert digest in recorded[job_id], job_id
+
+    def test_the_registry_holds_digests_and_never_a_prompt_text(self) -> None:
+        """Prompts this package did not write are recorded by digest only."""
+        for shipper, by_job in shipped_memu_digests().items():
+            for job_id, digests in by_job.items():
+                assert job_id in JOB_PROMPTS, (shipper, job_id)
+                assert digests and all(HEX_DIGEST.match(d) for d in digests), (shipper, job_id)
+
+    def test_a_nerve_install_switched_to_loom_gets_the_loom_maintenance_prompt(
+        self, registry: WriteRegistry, tmp_path: Path
+    ) -> None:
+        """A prompt as Nerve's bootstrap writes it (``yaml.safe_dump``: long lines folded,
+        non-ASCII escaped) is recognised by the digest of the string a job loads back."""
+        stand_in = (
+            "You are running a daily memory job \u2014 work silently.\n\n"
+            + "A line long enough for the dumper to fold it across lines. " * 4
+            + "\n"
+        )
+        registry({NERVE_BOOTSTRAP: {"memory-maintenance": [stand_in]}})
+        cron = tmp_path / "nerve-cron"
+        cron.mkdir()
+        job = {"id": "memory-maintenance", "schedule": "0 5 * * *", "prompt": stand_in}
+        with open(cron / "system.yaml", "w", encoding="utf-8") as handle:
+            handle.write("# System cron jobs, written by the bootstrap.\n\n")
+            yaml.safe_dump({"jobs": [job]}, handle, default_flow_style=False, sort_keys=False)
+        (loaded,) = load_cron_jobs(cron, "loom")
+        assert loaded["prompt"] == job_prompt("memory-maintenance", "loom")
+
+    def test_a_digest_is_the_sha256_of_the_prompts_utf8_bytes(self) -> None:
+        abc = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"  # FIPS 180-2
+        assert prompt_digest("abc") == abc
+        assert prompt_digest("\u00e9") == hashlib.sha256(b"\xc3\xa9").hexdigest()
+
+
+class TestRecordingThisVersionsPrompts:
+    """TXT-7: ``golden update --backend memu`` records digests and never drops one."""
+
+    def test_recording_adds_this_versions_digests_and_keeps_every_other(
+        self, registry: WriteRegistry
+    ) -> None:
+        registry({"0.0.1": {"memory-maintenance": ["an old prompt\n"]}})
+        before = jobs.shipped_memu_digests()
+        assert record_current_memu_prompts() is True
+        after = jobs.shipped_memu_digests()
+        assert after["0.0.1"] == before["0.0.1"]
+        for job_id in JOB_PROMPTS:
+            assert after[__version__][job_id] == [prompt_digest(job_prompt(job_id, "memu"))]
+
+    def test_recording_twice_writes_once(self, registry: WriteRegistry) -> None:
+        registry({})
+        assert record_current_memu_prompts() is True
+        assert record_current_memu_prompts() is False
+        assert unrecorded_memu_prompts() == []
 
 
 class TestCronFilesThatAreNotJobLists:
