@@ -1,0 +1,80 @@
+"""Fixtures of the Memory page tests: the router on a loopback server, and a real browser.
+
+The browser is Debian's Chromium driven by Playwright (Playwright's own browser download is
+not used). Without Chromium the browser tests are skipped, except under CI, where ``.ci/run``
+installs it and a missing browser is a failure.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from starlette.applications import Starlette
+
+from provisioner.config import Config, load_config
+from provisioner.web import memory_router
+from tests.runtime.loopback import LoopbackServer
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+Serve = Callable[..., str]
+
+
+@pytest.fixture
+def serve() -> Iterator[Serve]:
+    """``serve(config, memory=None)`` starts the router on loopback and returns its base URL."""
+    servers: list[LoopbackServer] = []
+
+    def start(config: Config, memory: Any = None) -> str:
+        app = Starlette(routes=memory_router(config, memory).routes)
+        server = LoopbackServer(app)
+        servers.append(server)
+        return server.start()
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+@pytest.fixture
+def configure(tmp_path: Path) -> Callable[..., Config]:
+    """``configure(yaml_text, env={})``: a Config loaded by ``load_config`` from that text."""
+
+    def load(text: str, env: dict[str, str] | None = None) -> Config:
+        config_dir = tmp_path / "cfg"
+        config_dir.mkdir(exist_ok=True)
+        (config_dir / "config.yaml").write_text(text, encoding="utf-8")
+        return load_config(config_dir, None, env or {})
+
+    return load
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    """One headless Chromium for the session."""
+    if not CHROMIUM.exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"{CHROMIUM} is missing; CI installs the chromium package")
+        pytest.skip(f"{CHROMIUM} is not installed")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(
+            executable_path=str(CHROMIUM), args=["--no-sandbox"], headless=True
+        )
+        yield chromium
+        chromium.close()
+
+
+class DiagnosticsSnapshot:
+    """A memory backend that answers fixed diagnostics: what the card must show, as given."""
+
+    def __init__(self, diagnostics: dict[str, Any]) -> None:
+        self._diagnostics = diagnostics
+
+    def diagnostics(self) -> dict[str, Any]:
+        return self._diagnostics
