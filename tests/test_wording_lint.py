@@ -19,7 +19,15 @@ import pytest
 from provisioner.backends import MEMU_TOOLS, UnknownBackend, loom_core_tools
 from provisioner.golden import CheckReport, lint_renders, read_goldens
 from provisioner.summary import golden_report_text
-from provisioner.wording import WordingProblem, lint_text, loom_tools_named, memu_tools_named
+from provisioner.texts import RuntimeText
+from provisioner.wording import (
+    WordingProblem,
+    lint_catalog_worded,
+    lint_runtime_texts,
+    lint_text,
+    loom_tools_named,
+    memu_tools_named,
+)
 from tests.conftest import GOLDEN_DIR, REPO_ROOT, clean_environment
 
 CONTRACT_FIXTURE = REPO_ROOT / "tests" / "fixtures" / "loom_lifecycle_ops.json"
@@ -58,6 +66,8 @@ def violations(tmp_path_factory) -> subprocess.CompletedProcess:
 
     * memU AGENTS.md wording names `loom_search`;
     * Loom TOOLS.md names `mcp__nerve__memorize`;
+    * the Loom Codex note names `loom_memory_get` whatever the catalog (a core tool, so only
+      the catalog lint finds it);
     * Loom MEMORY.md names a bare backticked `memory_recall`;
     * the Loom system-prompt section (with the loom server) names `loom_op`, not in core.
 
@@ -70,8 +80,8 @@ def violations(tmp_path_factory) -> subprocess.CompletedProcess:
     shutil.copytree(REPO_ROOT / "skills", root / "assets" / "skills")
     _append_after(
         partials / "memu/agents-memory.md",
-        "You have two kinds of memory.\n",
-        "Search with `loom_search` first.\n",
+        "You have two kinds of memory.",
+        " Search with `loom_search` first.",
     )
     _append_after(
         partials / "loom/tools-memory.md",
@@ -80,8 +90,13 @@ def violations(tmp_path_factory) -> subprocess.CompletedProcess:
     )
     _append_after(
         partials / "loom/memory-hot.md",
-        "not here.",
+        "so keep it under a page.",
         " Check with `memory_recall` first.",
+    )
+    _append_after(
+        partials / "loom/codex-note.md",
+        "MCP tools on the `nerve` server.\n",
+        "Read a memory with `mcp__loom__loom_memory_get`.\n",
     )
     _append_after(
         partials / "loom/memory-section.md",
@@ -128,7 +143,7 @@ class TestUpdateRefusesPlantedWording:
         shutil.copytree(REPO_ROOT / "skills", assets / "skills")
         _append_after(
             assets / "templates/partials/loom/memory-hot.md",
-            "not here.",
+            "so keep it under a page.",
             " Check with `memory_recall` first.",
         )
         goldens = tmp_path / "golden"
@@ -179,10 +194,26 @@ class TestCheckFailsOnPlantedWording:
     def test_a_loom_text_naming_a_tool_outside_the_core_list_is_reported(self, violations):
         """GOLD-5, BACK-4: every ``loom_*`` named must be in Loom's default list."""
         assert (
-            "loom/texts/memory_section@loom-client.md",
+            "loom/texts/memory_section@core.md",
             "loom_op",
             "not in Loom's default tool list",
         ) in _reported(violations)
+
+    def test_a_loom_text_naming_a_core_tool_its_catalog_lacks_is_reported(self, violations):
+        """GOLD-5, TXT-3: a catalog-worded text names only the tools it was worded for."""
+        reported = _reported(violations)
+        assert (
+            "loom/texts/codex_note@three-tools.md",
+            "loom_memory_get",
+            "not in the catalog this text was worded for: "
+            "loom_context_pack, loom_memory_set, loom_search",
+        ) in reported
+        assert (
+            "loom/texts/codex_note@no-loom-server.md",
+            "loom_memory_get",
+            "not in the catalog this text was worded for: no tools",
+        ) in reported
+        assert not any(text == "loom/texts/codex_note@core.md" for text, _, _ in reported)
 
     def test_only_the_planted_violations_are_reported(self, violations):
         """GOLD-5: the lint names the planted tools and nothing the shipped wording says."""
@@ -191,6 +222,7 @@ class TestCheckFailsOnPlantedWording:
             "memorize",
             "memory_recall",
             "loom_op",
+            "loom_memory_get",
         }
 
 
@@ -280,3 +312,37 @@ class TestLintOfTheShippedWording:
     def test_the_committed_goldens_pass_the_lint(self):
         """GOLD-5: the shipped wording of both backends is clean."""
         assert lint_renders(read_goldens(GOLDEN_DIR, ("memu", "loom"))) == []
+
+    def test_every_shipped_runtime_text_names_only_tools_of_its_catalog(self):
+        """GOLD-5, TXT-3: no case of a catalog-worded text sends the agent after a tool its
+        client was not granted."""
+        assert lint_runtime_texts(("memu", "loom")) == []
+
+
+def _text(body: str, tools: frozenset[str] | None, backend: str = "loom") -> RuntimeText:
+    return RuntimeText(backend, "memory_section", "case", body, tools)
+
+
+class TestLintCatalogWorded:
+    def test_a_tool_outside_the_set_is_a_problem_even_if_core(self):
+        """GOLD-5: a core tool the catalog did not grant must not be named."""
+        text = _text("`mcp__loom__loom_memory_get`", frozenset({"loom_search"}))
+        assert lint_catalog_worded([text]) == [
+            WordingProblem(
+                "loom/texts/memory_section@case.md",
+                "loom",
+                "loom_memory_get",
+                "not in the catalog this text was worded for: loom_search",
+            )
+        ]
+
+    def test_tools_inside_the_set_are_clean(self):
+        text = _text("`mcp__loom__loom_search`", frozenset({"loom_search", "loom_memory_set"}))
+        assert lint_catalog_worded([text]) == []
+
+    def test_a_text_not_worded_from_a_catalog_is_left_to_the_backend_lint(self):
+        assert lint_catalog_worded([_text("`mcp__loom__loom_search`", None)]) == []
+
+    def test_an_empty_set_allows_no_tool(self):
+        problems = lint_catalog_worded([_text("loom_search and loom_memory_set", frozenset())])
+        assert [problem.tool for problem in problems] == ["loom_memory_set", "loom_search"]
