@@ -1,0 +1,97 @@
+"""What the sweep does after an extraction call failed, decided by the outcome's group (GW-5).
+
+Only the groups of ``provisioner.runtime.errors`` are branched on, plus the two classes the
+specification names on their own (an open breaker; Loom's uncoded internal error). The order
+matters: ``GatewayCallTimeout`` is both "not now" and "too big", and its budget cut wins;
+``CircuitOpen`` is "not now" but ends the whole sweep.
+
+=====================================  =========================================================
+outcome                                the sweep
+=====================================  =========================================================
+``CircuitOpen``                        ends the sweep at once (SWEEP-10)
+``CountsForBreaker``: ``NoAnswer``     halves the budget (SWEEP-5) and ends the sweep (SWEEP-10)
+``CountsForBreaker``: unreachable      ends the sweep at once (SWEEP-10)
+``RequestTooBig``                      halves the budget; the window goes again next sweep
+``InternalFault``                      counts against the batch (SWEEP-8)
+``NotNow`` (coded faults, may pass)    stops the window, counts nothing (SWEEP-7)
+catalog, policy, backend unavailable   ends the sweep: every other session would meet the same
+anything else (broken answer, refusal)  stops the window, counts nothing
+=====================================  =========================================================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from provisioner.memory_backend import MemoryBackendUnavailable
+from provisioner.runtime.budget import CUT_TIMEOUT, CUT_TOO_LARGE
+from provisioner.runtime.errors import (
+    BodyTooLarge,
+    CatalogError,
+    CircuitOpen,
+    CountsForBreaker,
+    GatewayError,
+    InternalFault,
+    NoAnswer,
+    NotNow,
+    PolicyRefused,
+    RequestTooBig,
+    ServerFault,
+)
+
+# Why a sweep ended (SweepReport.stopped).
+STOPPED_DONE = "done"  # every session's window was offered
+STOPPED_BUSY = "already_running"  # SWEEP-11: another sweep holds the lock
+STOPPED_BREAKER = "breaker_open"  # SWEEP-10
+STOPPED_NO_ANSWER = "no_answer"  # SWEEP-10
+STOPPED_UNREACHABLE = "unreachable"  # SWEEP-10
+STOPPED_UNAVAILABLE = "unavailable"  # no gateway, no catalog, no ``loom``, policy refusal
+
+
+@dataclass(frozen=True)
+class Reaction:
+    """What one failed call leads to.
+
+    ``ends_sweep`` names why the whole sweep ends (None: only this window stops);
+    ``cut`` is the budget cut reason to apply (None: no cut); ``counts_against_batch`` is
+    True only for Loom's uncoded internal error (SWEEP-8).
+    """
+
+    ends_sweep: str | None = None
+    cut: str | None = None
+    counts_against_batch: bool = False
+
+
+def reaction_to(error: Exception) -> Reaction:
+    """The sweep's reaction to ``error`` raised by an extraction call."""
+    if isinstance(error, CircuitOpen):
+        return Reaction(ends_sweep=STOPPED_BREAKER)
+    if isinstance(error, CountsForBreaker):
+        if isinstance(error, NoAnswer):
+            return Reaction(ends_sweep=STOPPED_NO_ANSWER, cut=CUT_TIMEOUT)
+        return Reaction(ends_sweep=STOPPED_UNREACHABLE)
+    if isinstance(error, RequestTooBig):
+        return Reaction(cut=CUT_TOO_LARGE if isinstance(error, BodyTooLarge) else CUT_TIMEOUT)
+    if isinstance(error, InternalFault):
+        return Reaction(counts_against_batch=True)
+    if isinstance(error, NotNow):
+        return Reaction()
+    if isinstance(error, CatalogError | PolicyRefused | MemoryBackendUnavailable):
+        return Reaction(ends_sweep=STOPPED_UNAVAILABLE)
+    return Reaction()
+
+
+def error_kind(error: Exception) -> str:
+    """A short name of ``error`` for reports and logs: its class, and a fault's code.
+
+    The error's own message is left out on purpose: a gateway may echo request text in it,
+    and nothing of a message's text may reach a report or a log.
+    """
+    kind = type(error).__name__
+    if isinstance(error, ServerFault) and error.code:
+        return f"{kind}({error.code})"
+    return kind
+
+
+SWEEP_ERRORS: tuple[type[Exception], ...] = (GatewayError, MemoryBackendUnavailable)
+"""What an extraction call may raise that the sweep handles; anything else is a bug."""

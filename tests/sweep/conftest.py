@@ -1,0 +1,61 @@
+"""Fixtures of the sweep's tests: real SQLite files for state and transcripts, a fixed clock."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from provisioner.runtime.state import StateStore
+from provisioner.runtime.transcripts import SqliteTranscripts
+
+from .scripted_loom import ScriptedLoom
+
+NOW = 1_790_000_000.0  # a fixed wall time for audit rows
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def state(tmp_path: Path) -> Iterator[StateStore]:
+    with StateStore(tmp_path / "state.sqlite3") as store:
+        yield store
+
+
+@pytest.fixture
+def transcripts(tmp_path: Path) -> Iterator[SqliteTranscripts]:
+    with SqliteTranscripts(tmp_path / "transcripts.sqlite3") as source:
+        yield source
+
+
+@pytest.fixture
+def loom() -> ScriptedLoom:
+    return ScriptedLoom()
+
+
+def fixed_clock() -> float:
+    return NOW
+
+
+def add_session(
+    source: SqliteTranscripts,
+    session_id: str,
+    count: int,
+    *,
+    poison_at: tuple[int, ...] = (),
+    size: int = 40,
+) -> list[int]:
+    """Add ``count`` messages to ``session_id``; positions in ``poison_at`` carry the marker."""
+    ids = []
+    for index in range(count):
+        body = f"message {index} of {session_id} ".ljust(size, "x")
+        if index in poison_at:
+            body = "POISON " + body
+        role = "user" if index % 2 == 0 else "assistant"
+        created_at = f"2026-11-30T10:{index % 60:02d}:00Z"
+        ids.append(source.add_message(session_id, role, body, created_at))
+    return ids
