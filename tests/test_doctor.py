@@ -358,3 +358,33 @@ class TestLoomOffline:
         dashboard = by_id(instance.doctor_json("--offline"))["loom.dashboard"]
         assert dashboard["status"] == "OK"
         assert dashboard["message"].endswith("at https://loom.example/ns/ada")
+
+
+class TestTroubleshootingPage:
+    def test_every_check_id_doctor_can_print_has_a_section(self) -> None:
+        """DOC-2: docs/troubleshooting.md is keyed by what doctor prints."""
+        import ast
+
+        root = Path(__file__).resolve().parent.parent
+        ids: set[str] = set()
+        for module in (root / "provisioner").glob("doctor*.py"):
+            for node in ast.walk(ast.parse(module.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Call) and getattr(node.func, "id", "") in (
+                    "Check",
+                    "_within_deadline",
+                ):
+                    first = node.args[0] if node.args else None
+                    if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                        ids.add(first.value)
+                    elif isinstance(first, ast.JoinedStr):
+                        prefix = first.values[0]
+                        assert isinstance(prefix, ast.Constant)
+                        ids.add(f"{prefix.value}")  # a prefix such as "config.warning."
+        from provisioner.doctor_config import LOOM_ORIGIN_KEYS, ORIGIN_KEYS
+
+        ids |= {f"config.{key}`" for key in ORIGIN_KEYS} | {"config.memory.loom.*`"}
+        assert len(LOOM_ORIGIN_KEYS) == 4 and len(ids) >= 12, ids
+        page = (root / "docs" / "troubleshooting.md").read_text(encoding="utf-8")
+        headings = [line for line in page.splitlines() if line.startswith("### ")]
+        missing = sorted(i for i in ids if not any(f"`{i}" in h for h in headings))
+        assert not missing, f"no section for: {missing}"
