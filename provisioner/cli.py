@@ -2,7 +2,8 @@
 
 Every command reports bad input as one line on stderr and exits with status 2, never with a
 traceback; ``nerve golden check`` exits 1 when the render drifted from the goldens, and
-``nerve diff`` exits 1 when it showed a difference.
+``nerve diff`` exits 1 when it showed a difference. A template that cannot be rendered is one
+line naming its file and line, and exit status 3. ``nerve`` alone prints the usage.
 """
 
 from __future__ import annotations
@@ -13,19 +14,22 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
-from provisioner.backends import BACKEND_NAMES, PROFILES
+from provisioner import __version__
+from provisioner.backends import BACKEND_NAMES, BACKENDS, PROFILES
 from provisioner.cli_common import (
     EXIT_DIFFERENCE,
     EXIT_OK,
+    EXIT_TEMPLATE,
     EXIT_USAGE,
+    PROGRAM,
     UsageError,
     add_workspace_options,
+    path_argument,
     workspace_and_config_dir,
 )
 from provisioner.cli_common import ArgParser as _Parser
-from provisioner.errors import UserError
+from provisioner.errors import TemplateBroken, UserError
 
 # Command groups that live in modules of their own; each has ``register(commands)``, and
 # imports what its handlers need only when they run, so ``nerve --help`` stays fast.
@@ -37,8 +41,11 @@ COMMAND_MODULES = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="nerve", description="Provision Nerve workspaces per memory backend.")
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    parser = _Parser(prog=PROGRAM, description="Provision Nerve workspaces per memory backend.")
+    parser.add_argument(
+        "--version", action="version", version=f"%(prog)s {__version__}", help="show the version"
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     _add_init(commands)
     _add_render(commands)
     _add_diff(commands)
@@ -48,28 +55,61 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+_DATA_HELP = "answer a template question (repeatable), e.g. agent_name=Orbit"
+
+
 def _add_init(commands: argparse._SubParsersAction) -> None:
     init = commands.add_parser("init", help="provision a workspace")
-    init.add_argument("--memory-backend", choices=BACKEND_NAMES, default=None)
-    init.add_argument("--profile", choices=PROFILES, default=None)
+    init.add_argument(
+        "--memory-backend",
+        choices=BACKEND_NAMES,
+        default=None,
+        help="word the files for this backend (default: the configuration's memory.backend, "
+        "else the workspace's recorded wording, else memu)",
+    )
+    init.add_argument(
+        "--profile", choices=PROFILES, default=None, help="workspace profile (default: personal)"
+    )
     add_workspace_options(init)
     modes = init.add_mutually_exclusive_group()
-    modes.add_argument("--terminal", dest="mode", action="store_const", const="terminal")
-    modes.add_argument("--slim", dest="mode", action="store_const", const="slim")
     modes.add_argument(
-        "--non-interactive", dest="mode", action="store_const", const="non-interactive"
+        "--terminal",
+        dest="mode",
+        action="store_const",
+        const="terminal",
+        help="ask every question (default on a terminal)",
     )
-    init.add_argument("--data", action="append", default=[], metavar="KEY=VALUE")
+    modes.add_argument(
+        "--slim",
+        dest="mode",
+        action="store_const",
+        const="slim",
+        help="ask only profile, names and timezone",
+    )
+    modes.add_argument(
+        "--non-interactive",
+        dest="mode",
+        action="store_const",
+        const="non-interactive",
+        help="ask nothing (default when stdin is not a terminal)",
+    )
+    init.add_argument("--data", action="append", default=[], metavar="KEY=VALUE", help=_DATA_HELP)
     init.add_argument("--json", action="store_true", help="print the summary as JSON")
     init.set_defaults(handler=_run_init)
 
 
 def _add_render(commands: argparse._SubParsersAction) -> None:
     render = commands.add_parser("render", help="render a workspace into a folder for preview")
-    render.add_argument("--backend", choices=BACKEND_NAMES, default="memu")
-    render.add_argument("--profile", choices=PROFILES, default="personal")
-    render.add_argument("--out", type=Path, required=True)
-    render.add_argument("--data", action="append", default=[], metavar="KEY=VALUE")
+    render.add_argument(
+        "--backend", choices=BACKEND_NAMES, default="memu", help="wording (default: memu)"
+    )
+    render.add_argument(
+        "--profile", choices=PROFILES, default=None, help="profile (default: personal)"
+    )
+    render.add_argument(
+        "--out", type=path_argument, required=True, help="a new or empty folder to render into"
+    )
+    render.add_argument("--data", action="append", default=[], metavar="KEY=VALUE", help=_DATA_HELP)
     render.set_defaults(handler=_run_render)
 
 
@@ -78,35 +118,62 @@ def _add_diff(commands: argparse._SubParsersAction) -> None:
         "diff", help="show how workspace files differ from what init would write"
     )
     add_workspace_options(diff)
-    diff.add_argument("--memory-backend", choices=BACKEND_NAMES, default=None)
+    diff.add_argument(
+        "--memory-backend",
+        choices=BACKEND_NAMES,
+        default=None,
+        help="compare with this backend's wording (default: the recorded one)",
+    )
     diff.add_argument("paths", nargs="*", help="files relative to the workspace (default: all)")
     diff.set_defaults(handler=_run_diff)
+
+
+_GOLDEN_DIR_HELP = "the golden folder (default: golden/ of this checkout)"
 
 
 def _add_golden(commands: argparse._SubParsersAction) -> None:
     golden = commands.add_parser("golden", help="check or update the frozen renders")
     actions = golden.add_subparsers(dest="golden_command", required=True, parser_class=_Parser)
     check = actions.add_parser("check", help="compare a fresh render with golden/")
-    check.add_argument("--golden-dir", type=Path, default=None)
-    check.add_argument("--json", action="store_true")
+    check.add_argument("--golden-dir", type=path_argument, default=None, help=_GOLDEN_DIR_HELP)
+    check.add_argument("--json", action="store_true", help="print the report as JSON")
     check.set_defaults(handler=_run_golden_check)
     update = actions.add_parser("update", help="rewrite goldens (memU only when named)")
-    update.add_argument("--golden-dir", type=Path, default=None)
-    update.add_argument("--backend", choices=BACKEND_NAMES, action="append", default=None)
+    update.add_argument("--golden-dir", type=path_argument, default=None, help=_GOLDEN_DIR_HELP)
+    update.add_argument(
+        "--backend",
+        choices=BACKEND_NAMES,
+        action="append",
+        default=None,
+        help="update this backend's goldens (repeatable; protected ones only when named)",
+    )
     update.set_defaults(handler=_run_golden_update)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the exit status."""
     try:
-        args = build_parser().parse_args(argv)
-        return args.handler(args)
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if args.command is None:
+            parser.print_help(sys.stderr)
+            return EXIT_USAGE
+        if getattr(args, "handler", None) is None:  # a group such as `nerve golden` alone
+            raise UsageError(f"{args.command}: expected a subcommand; see nerve {args.command} -h")
+        return int(args.handler(args))
     except UserError as error:
-        print(f"nerve: error: {error}", file=sys.stderr)
+        print(f"{PROGRAM}: error: {_one_line(error)}", file=sys.stderr)
         return EXIT_USAGE
+    except TemplateBroken as error:
+        print(f"{PROGRAM}: template error: {_one_line(error)}", file=sys.stderr)
+        return EXIT_TEMPLATE
     except KeyboardInterrupt:
         print("nerve: interrupted", file=sys.stderr)
         return 130
+
+
+def _one_line(error: Exception) -> str:
+    return " ".join(str(error).split("\n"))
 
 
 def _data(pairs: Sequence[str]) -> dict[str, str]:
@@ -159,8 +226,10 @@ def _secret_reader():  # type: ignore[no-untyped-def]
 def _run_render(args: argparse.Namespace) -> int:
     from provisioner.previews import render_preview
 
-    written = render_preview(args.backend, args.profile, args.out, _data(args.data))
-    print(f"rendered {len(written)} files ({args.backend}, {args.profile}) into {args.out}")
+    written, warnings = render_preview(args.backend, args.profile, args.out, _data(args.data))
+    for warning in warnings:
+        print(f"nerve: warning: {warning}", file=sys.stderr)
+    print(f"rendered {len(written)} files ({args.backend}) into {args.out}")
     return EXIT_OK
 
 
@@ -178,9 +247,7 @@ def _run_golden_check(args: argparse.Namespace) -> int:
     from provisioner.summary import golden_report_json, golden_report_text
 
     golden_dir = args.golden_dir or golden.default_golden_dir()
-    if not golden_dir.is_dir():
-        raise UsageError(f"{golden_dir}: no golden folder; expected golden/ of a checkout")
-    report = golden.check(golden_dir)
+    report = golden.check(golden.usable_golden_dir(golden_dir, must_exist=True))
     if args.json:
         print(json.dumps(golden_report_json(report), indent=2))
     else:
@@ -191,11 +258,13 @@ def _run_golden_check(args: argparse.Namespace) -> int:
 def _run_golden_update(args: argparse.Namespace) -> int:
     from provisioner import golden
 
-    backends = args.backend or [name for name in BACKEND_NAMES if name != "memu"]
+    protected = [name for name, entry in BACKENDS.items() if entry.goldens.by_name_only]
+    backends = args.backend or [name for name in BACKEND_NAMES if name not in protected]
     golden_dir = args.golden_dir or golden.default_golden_dir()
     touched = golden.update(golden_dir, backends, env=os.environ)
     for path in touched:
         print(f"updated {path}")
-    skipped = "" if "memu" in backends else " (memU goldens only with --backend memu)"
-    print(f"{len(touched)} golden files updated for {', '.join(backends)}{skipped}")
+    skipped = [name for name in protected if name not in backends]
+    note = "".join(f" ({name} goldens only with --backend {name})" for name in skipped)
+    print(f"{len(touched)} golden files updated for {', '.join(backends)}{note}")
     return EXIT_OK

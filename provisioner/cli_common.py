@@ -17,6 +17,8 @@ from provisioner.errors import UserError
 EXIT_OK = 0
 EXIT_DIFFERENCE = 1
 EXIT_USAGE = 2
+EXIT_TEMPLATE = 3  # GOLD-2: a template that cannot be rendered, told apart from a difference
+PROGRAM = "nerve"
 DEFAULT_WORKSPACE = "~/nerve-workspace"
 DEFAULT_CONFIG_DIR = "~/.nerve"
 
@@ -26,23 +28,35 @@ class UsageError(UserError):
 
 
 class ArgParser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line and goes through ``UsageError``."""
+    """argparse, but a usage error is one line and goes through ``UsageError``.
+
+    The line names the subcommand (``init: argument --profile: …``); the ``nerve: error:``
+    prefix is the CLI's, printed once.
+    """
 
     def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{self.prog}: {message}")
+        command = self.prog.removeprefix(PROGRAM).strip()
+        raise UsageError(f"{command}: {message}" if command else message)
+
+
+def path_argument(text: str) -> Path:
+    """A path flag's value; an empty one is refused (it would silently mean the current folder)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("is empty; expected a folder path")
+    return Path(text)
 
 
 def add_workspace_options(command: argparse.ArgumentParser) -> None:
     """``--workspace`` and ``--config-dir``, with the defaults every command shares."""
     command.add_argument(
         "--workspace",
-        type=Path,
+        type=path_argument,
         default=None,
         help=f"workspace folder (default: $NERVE_WORKSPACE or {DEFAULT_WORKSPACE})",
     )
     command.add_argument(
         "--config-dir",
-        type=Path,
+        type=path_argument,
         default=None,
         help=f"configuration folder (default: $NERVE_CONFIG_DIR or {DEFAULT_CONFIG_DIR})",
     )

@@ -136,6 +136,8 @@ class Config:
     warnings: tuple[str, ...]
     data: Mapping[str, Any] = field(repr=False)
     backend_settings: Any = None
+    # Dotted keys whose winning value used a ${NAME:-default} fallback: nobody chose them.
+    defaulted: frozenset[str] = frozenset()
 
     def source_of(self, key: str) -> Path | None:
         """The file that set ``key``, or the highest file that set something under it."""
@@ -194,6 +196,7 @@ class _Loading:
         self.sources: dict[str, Path] = {}
         self.warnings: list[str] = []
         self.missing = _MissingVariables()
+        self.defaulted: set[str] = set()
 
     def read_layer(self, layer: str, path: Path) -> None:
         """Read one file, expand it, and lay it over the layers read so far."""
@@ -201,7 +204,13 @@ class _Loading:
         if raw is None:
             self.files.append(ConfigFile(path, layer, read=False, skipped=SKIPPED_ABSENT))
             return
+        self.missing.defaulted = set()
         data = _expand_tree(raw, path, "", self.env, self.missing)
+        leaves: dict[str, Path] = {}
+        for key, value in data.items():
+            _record_leaves(leaves, value, path, str(key))
+        self.defaulted.difference_update(leaves)
+        self.defaulted.update(self.missing.defaulted)
         if layer == LAYER_SETTINGS:
             self.lockdown = _lockdown_from_settings(data, path) or self.lockdown
         elif LOCKDOWN_KEY in data:
@@ -282,6 +291,8 @@ class _MissingVariables:
 
     def __init__(self) -> None:
         self._found: dict[tuple[Path, str], list[str]] = {}
+        # Keys of the file being read where a ${NAME:-default} fell back to its default.
+        self.defaulted: set[str] = set()
 
     def add(self, path: Path, key: str, name: str) -> None:
         names = self._found.setdefault((path, key), [])
@@ -351,6 +362,8 @@ def _expand_string(
         name, default = match["name"], match["default"]
         value = env.get(name)
         if default is not None:
+            if not value:
+                missing.defaulted.add(key)
             return value if value else default
         if value is None:
             missing.add(path, key, name)
@@ -439,6 +452,7 @@ def _checked(state: _Loading) -> Config:
         lockdown=state.lockdown,
         files=tuple(state.files),
         sources=dict(state.sources),
+        defaulted=frozenset(state.defaulted),
         warnings=tuple(state.warnings),
         data=state.merged,
         backend_settings=settings,

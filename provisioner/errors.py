@@ -11,3 +11,12 @@ from __future__ import annotations
 
 class UserError(Exception):
     """Input the package cannot work with; ``str()`` is one line for the user."""
+
+
+class TemplateBroken(Exception):
+    """A template that cannot be rendered; ``str()`` names the file and line.
+
+    Not a ``UserError``: the command line's input was fine, the package's (or a template
+    author's) template is not. The CLI prints it as one line and exits with status 3
+    (``EXIT_TEMPLATE``), so CI tells a broken template from a wording change (GOLD-2).
+    """

@@ -4,21 +4,34 @@
 ``golden/<backend>/texts/<name>[@<case>].md`` each runtime text. ``check`` renders everything
 into a scratch folder and reports every difference in one run; it never writes to ``golden/``.
 ``update`` rewrites the goldens of the backends it is asked for and removes their orphans.
+
+Both work on a source checkout only (``golden/`` beside ``templates/`` and a pyproject.toml
+naming this package), or on a folder named with ``--golden-dir``: an installed package has no
+goldens, and a folder that merely has a ``golden/`` is not ours to rewrite. An orphan is
+removed only when its path is a golden's name (``<backend>/<profile>/…`` or
+``<backend>/texts/<name>.md`` of a registered backend), never any other file.
 """
 
 from __future__ import annotations
 
+import re
 import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from provisioner import assets, jobs
-from provisioner.backends import BACKEND_NAMES, PROFILES
+from provisioner import assets
+from provisioner.backends import BACKEND_NAMES, BACKENDS, PROFILES
 from provisioner.errors import UserError
 from provisioner.files import file_mode, write_atomically
 from provisioner.golden_diff import structural_summary, unified_diff
-from provisioner.render import Answers, RenderedFile, read_tree, render_workspace
+from provisioner.render import (
+    Answers,
+    RenderedFile,
+    read_tree,
+    render_workspace,
+    template_broken,
+)
 from provisioner.wording import (
     WordingProblem,
     lint_runtime_texts,
@@ -27,6 +40,9 @@ from provisioner.wording import (
 )
 
 TEXTS_DIR = "texts"  # GOLD-1: golden/<backend>/texts/<name>[@<case>].md
+PACKAGE_NAME = "nerve-provisioner"  # what a checkout's pyproject.toml names
+CI_TRUE_WORDS = frozenset({"1", "true", "yes", "on"})  # GOLD-3: CI=false or CI=0 is not CI
+_TEXT_NAME = re.compile(r"[A-Za-z0-9_]+(?:@[A-Za-z0-9_.-]+)?\.md")
 
 
 class GoldenRefused(UserError, RuntimeError):
@@ -66,11 +82,48 @@ class CheckReport:
 
 
 def default_golden_dir() -> Path:
-    """``./golden`` when the current folder has one, else the source checkout's."""
-    here = Path.cwd() / "golden"
-    if here.is_dir():
-        return here
-    return assets.checkout_root() / "golden"
+    """``golden/`` of the checkout in the current folder, else of the package's checkout.
+
+    Raises ``GoldenRefused`` when neither is a checkout of this package (an installed package
+    has no goldens to check or rewrite).
+    """
+    for root in (Path.cwd(), assets.checkout_root()):
+        if is_checkout(root):
+            return root / "golden"
+    raise GoldenRefused(
+        f"{Path.cwd()}: not a checkout of {PACKAGE_NAME} (golden/ beside templates/ and a "
+        "pyproject.toml naming it); run from a checkout or name the folder with --golden-dir"
+    )
+
+
+def is_checkout(root: Path) -> bool:
+    """``root`` has ``golden/`` and ``templates/`` beside a pyproject.toml naming this package."""
+    if not ((root / "golden").is_dir() and (root / "templates").is_dir()):
+        return False
+    try:
+        text = (root / "pyproject.toml").read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    return re.search(rf'(?m)^name\s*=\s*"{re.escape(PACKAGE_NAME)}"\s*$', text) is not None
+
+
+def usable_golden_dir(golden_dir: Path, *, must_exist: bool) -> Path:
+    """``golden_dir`` when it is a folder (or, for an update, not there yet); else refused."""
+    if golden_dir.is_dir():
+        return golden_dir
+    if golden_dir.exists() or golden_dir.is_symlink() or must_exist:
+        raise GoldenRefused(f"{golden_dir}: not a folder; expected the golden/ folder")
+    return golden_dir
+
+
+def is_golden_name(path: str) -> bool:
+    """Whether ``path`` (below the golden folder) is a name a golden of this package has."""
+    parts = path.split("/")
+    if len(parts) < 3 or parts[0] not in BACKENDS:
+        return False
+    if parts[1] == TEXTS_DIR:
+        return len(parts) == 3 and _TEXT_NAME.fullmatch(parts[2]) is not None
+    return parts[1] in PROFILES
 
 
 def render_expected(
@@ -89,11 +142,16 @@ def render_expected(
             answers = Answers(profile=profile, memory_backend=backend)
             for rendered in render_workspace(answers, scratch / backend / profile):
                 expected[f"{backend}/{profile}/{rendered.path}"] = rendered
-    for text in texts.all_texts():
-        if text.backend in chosen:
-            body = text.body.encode()
-            rendered = RenderedFile(text.file_name, body, executable=False)
-            expected[f"{text.backend}/{TEXTS_DIR}/{text.file_name}"] = rendered
+    import jinja2
+
+    try:
+        for text in texts.all_texts():
+            if text.backend in chosen:
+                body = text.body.encode()
+                rendered = RenderedFile(text.file_name, body, executable=False)
+                expected[f"{text.backend}/{TEXTS_DIR}/{text.file_name}"] = rendered
+    except jinja2.TemplateError as error:
+        raise template_broken(error) from None
     return expected
 
 
@@ -104,10 +162,11 @@ def check(golden_dir: Path) -> CheckReport:
     report = CheckReport(files_checked=len(expected))
     report.differences = compare(expected, read_goldens(golden_dir, BACKEND_NAMES), golden_dir)
     report.wording = lint_renders(expected) + lint_runtime_texts(BACKEND_NAMES)
-    report.differences += [
-        Difference("unrecorded", f"templates/{jobs.SHIPPED_PROMPTS_NAME}: {job_id}")
-        for job_id in jobs.unrecorded_memu_prompts()
-    ]
+    for backend in BACKENDS.values():
+        if backend.goldens.unrecorded is not None:
+            report.differences += [
+                Difference("unrecorded", name) for name in backend.goldens.unrecorded()
+            ]
     return report
 
 
@@ -161,13 +220,14 @@ def lint_renders(expected: Mapping[str, RenderedFile]) -> list[WordingProblem]:
 def update(golden_dir: Path, backends: Iterable[str], *, env: Mapping[str, str]) -> list[str]:
     """Rewrite the goldens of ``backends`` and remove their orphans (GOLD-3).
 
-    Refused (``GoldenRefused``) when ``CI`` is set (CI checks goldens, it never makes them)
+    Refused (``GoldenRefused``) when ``CI`` is true (CI checks goldens, it never makes them)
     and when the render breaks the wording rules (GOLD-5): a golden is never a violation.
     Returns the golden paths that were written or removed. Files are replaced one by one
     through a temporary name, so an interrupted update leaves each file whole.
     """
-    if env.get("CI"):
+    if env.get("CI", "").strip().lower() in CI_TRUE_WORDS:
         raise GoldenRefused("golden update is refused while CI is set; run it locally")
+    golden_dir = usable_golden_dir(golden_dir, must_exist=False)
     chosen = tuple(backends)
     with tempfile.TemporaryDirectory(prefix="nerve-golden-") as scratch:
         expected = render_expected(Path(scratch), chosen)
@@ -179,11 +239,16 @@ def update(golden_dir: Path, backends: Iterable[str], *, env: Mapping[str, str])
         )
     goldens = read_goldens(golden_dir, chosen)
     touched: list[str] = []
-    if "memu" in chosen and jobs.record_current_memu_prompts():
-        touched.append(f"templates/{jobs.SHIPPED_PROMPTS_NAME}")
+    for name in chosen:
+        record = BACKENDS[name].goldens.record
+        written = record() if record is not None else None
+        if written:
+            touched.append(written)
     for difference in compare(expected, goldens, golden_dir):
         target = golden_dir / difference.path
         if difference.kind == "orphan":
+            if not is_golden_name(difference.path) or target.is_symlink():
+                continue  # not a golden's name: someone else's file, left alone
             target.unlink()
             _remove_empty_parents(target.parent, golden_dir)
         else:

@@ -1,10 +1,15 @@
-"""``nerve init``: resolve the answers, render through Copier, place the files (INIT-1…INIT-6).
+"""``nerve init``: resolve the answers, render through Copier, place the files (INIT-1…INIT-7).
 
 Answers come, highest first, from flags (``--profile``), ``--data KEY=VALUE``, ``NERVE_*``
 environment variables, the answers an earlier init recorded in the workspace, and the
 template's defaults; terminal and slim mode then ask, showing that value as the default. The
 memory backend is never asked: ``--memory-backend`` wins, else the backend the existing
-configuration names, else memU (INIT-2). Init never sets ``memory.backend`` itself.
+configuration names, else the wording the workspace recorded, else memU (INIT-2). Init never
+sets ``memory.backend`` itself. ``NERVE_LOCKDOWN`` can turn the lockdown answer on, never off
+(CONF-3).
+
+The run holds the workspace's lock (one init at a time), renders into a scratch folder, and
+places the files through ``provisioner.placement`` (journal, atomic renames, no link followed).
 """
 
 from __future__ import annotations
@@ -16,7 +21,13 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from provisioner.backends import DEFAULT_BACKEND, get_backend
-from provisioner.config import Config, load_config
+from provisioner.config import (
+    LOCKDOWN_ENV,
+    LOCKDOWN_ENV_OFF,
+    LOCKDOWN_ENV_ON,
+    Config,
+    load_config,
+)
 from provisioner.errors import UserError
 from provisioner.placement import Placement, place
 from provisioner.questions import (
@@ -24,12 +35,21 @@ from provisioner.questions import (
     SLIM_QUESTIONS,
     AnswerError,
     Question,
+    echo,
     load_questions,
 )
-from provisioner.render import MANIFEST_PATH, Answers, read_manifest, render_workspace
+from provisioner.render import Answers, render_workspace
+from provisioner.setup_steps import SetupContext
+from provisioner.workspace_fs import WorkspaceRefused, WorkspaceRoot, prepare_workspace
+from provisioner.workspace_lock import WorkspaceLock
+from provisioner.workspace_state import RecordedState, read_state
 
 MODES = ("terminal", "slim", "non-interactive")  # INIT-1
+LOCKDOWN_QUESTION = "lockdown"  # CONF-3: its variable can turn it on, never off
 _DEFAULT_ORIGIN = "the template's default"
+SOURCE_FLAG = "--memory-backend"  # INIT-2: where the wording came from, as the summary says
+SOURCE_RECORDED = "the wording the workspace recorded"
+SOURCE_DEFAULT = "default"
 
 
 class InitError(UserError, ValueError):
@@ -59,6 +79,7 @@ class InitResult:
     placement: Placement
     memory_step: dict[str, Any]
     warnings: tuple[str, ...] = ()
+    locked: bool = False
 
 
 @dataclass
@@ -120,57 +141,99 @@ def _shown(value: Any) -> str:
 
 
 def run_init(request: InitRequest, prompter: Prompter | None) -> InitResult:
-    """Provision ``request.workspace``; raises ``InitError`` or ``ConfigError`` on bad input.
+    """Provision ``request.workspace``; raises a ``UserError`` subclass on bad input.
 
     Nothing is written before every answer is known and the render has succeeded in a scratch
     folder, so bad input or a failed render leaves the workspace as it was.
     """
     if request.mode not in MODES:
         raise InitError(f"mode {request.mode!r} is unknown; expected one of: {', '.join(MODES)}")
-    if request.workspace.exists() and not request.workspace.is_dir():
-        raise InitError(f"{request.workspace}: exists and is not a folder; expected a workspace")
+    new = not request.workspace.exists() and not request.workspace.is_symlink()
+    workspace = prepare_workspace(request.workspace)
+    try:
+        with WorkspaceRoot(workspace) as root, WorkspaceLock(root):
+            return _provision(request, root, prompter)
+    except OSError as error:
+        if isinstance(error, UserError):
+            raise
+        raise WorkspaceRefused(
+            f"{error.filename or workspace}: cannot be written ({error.strerror}); "
+            "expected a writable workspace"
+        ) from None
+    finally:
+        if new:
+            _remove_if_empty(workspace)
+
+
+def _remove_if_empty(workspace: Path) -> None:
+    """Remove a workspace this run created when it failed before writing a file."""
+    for folder in (workspace / ".nerve", workspace):
+        try:
+            folder.rmdir()
+        except OSError:
+            return  # not empty (the run succeeded, or wrote something), or already gone
+
+
+def _provision(request: InitRequest, root: WorkspaceRoot, prompter: Prompter | None) -> InitResult:
     config = load_config(request.config_dir, request.workspace, env=request.env)
-    backend, backend_source = choose_backend(request.backend, config)
-    manifest = read_manifest(request.workspace)
-    recorded = dict(manifest.get("answers", {})) if manifest else {}
-    answers = resolve_answers(request, backend, recorded, prompter)
-    memory_step = memory_setup_step(answers, config, request, prompter)
-    if _is_new(request.workspace):
-        placement = _render_new(answers, request.workspace)
-    else:
-        with tempfile.TemporaryDirectory(prefix="nerve-init-") as scratch:
-            rendered = render_workspace(answers, Path(scratch) / "workspace")
-            placement = place(rendered, request.workspace, manifest)
+    recorded = read_state(root)
+    backend, backend_source = choose_backend(request.backend, config, recorded)
+    warnings = list(config.warnings)
+    answers = resolve_answers(request, backend, recorded.answers, prompter, warnings)
+    locked = config.lockdown or answers.lockdown
+    with tempfile.TemporaryDirectory(prefix="nerve-init-") as scratch:
+        rendered = render_workspace(answers, Path(scratch) / "workspace")
+        memory_step = memory_setup_step(answers, config, request, prompter, locked)
+        placement = place(rendered, root, recorded, answers.record(recorded.answers))
     return InitResult(
-        request.workspace, answers, backend_source, placement, memory_step, config.warnings
+        request.workspace,
+        answers,
+        backend_source,
+        placement,
+        memory_step,
+        tuple(warnings),
+        locked,
     )
 
 
-def _is_new(workspace: Path) -> bool:
-    """A workspace that does not exist yet, or is an empty folder: nothing to protect."""
-    return not workspace.exists() or (workspace.is_dir() and not any(workspace.iterdir()))
+def choose_backend(
+    flag: str | None, config: Config, recorded: RecordedState | None = None
+) -> tuple[str, str]:
+    """The wording's backend and where it came from (INIT-2).
 
-
-def _render_new(answers: Answers, workspace: Path) -> Placement:
-    """Render straight into a new workspace; Copier removes what it made if it fails."""
-    rendered = render_workspace(answers, workspace)
-    return Placement(created=[f.path for f in rendered if f.path != MANIFEST_PATH])
-
-
-def choose_backend(flag: str | None, config: Config) -> tuple[str, str]:
-    """The wording's backend and where it came from (INIT-2)."""
+    The flag, else a backend the configuration names (a ``${VAR:-default}`` that fell back to
+    its default names none), else the wording the workspace recorded, else memU.
+    """
     if flag is not None:
         get_backend(flag)
-        return flag, "--memory-backend"
-    if "memory.backend" in config.sources:
+        return flag, SOURCE_FLAG
+    if "memory.backend" in config.sources and "memory.backend" not in config.defaulted:
         return config.memory_backend, str(config.sources["memory.backend"])
-    return DEFAULT_BACKEND, "default"
+    wording = (recorded.answers if recorded else {}).get(BACKEND_QUESTION)
+    if isinstance(wording, str) and wording:
+        try:
+            return get_backend(wording).name, SOURCE_RECORDED
+        except UserError:
+            raise InitError(
+                f"{BACKEND_QUESTION} recorded in the workspace: {echo(wording)} is not a memory "
+                "backend; expected one of the registry's, or --memory-backend"
+            ) from None
+    return DEFAULT_BACKEND, SOURCE_DEFAULT
 
 
 def resolve_answers(
-    request: InitRequest, backend: str, recorded: Mapping[str, Any], prompter: Prompter | None
+    request: InitRequest,
+    backend: str,
+    recorded: Mapping[str, Any],
+    prompter: Prompter | None,
+    warnings: list[str] | None = None,
 ) -> Answers:
-    """Every template answer, from the sources in the module docstring, checked."""
+    """Every template answer, from the sources in the module docstring, checked.
+
+    A ``--data`` value for a question this profile does not ask is not used; a line in
+    ``warnings`` says so.
+    """
+    warnings = [] if warnings is None else warnings
     questions = [q for q in load_questions() if q.name != BACKEND_QUESTION]
     names = {question.name for question in questions}
     for key in request.data:
@@ -182,8 +245,13 @@ def resolve_answers(
     answers: dict[str, Any] = {BACKEND_QUESTION: backend}
     for question in questions:
         if not question.asked_given(answers):
+            if question.name in request.data:
+                warnings.append(
+                    f"--data {question.name}: not used; the {answers.get('profile')} profile "
+                    "does not ask it"
+                )
             continue
-        value, origin = _given_value(question, request, recorded)
+        value, origin = _given_value(question, request, recorded, warnings)
         if prompter is not None and _asks(request.mode, question):
             value = prompter.ask(question, value, answers)
         elif origin != _DEFAULT_ORIGIN:  # the template's own defaults are Copier's to check
@@ -200,14 +268,17 @@ def _asks(mode: str, question: Question) -> bool:
 
 
 def _given_value(
-    question: Question, request: InitRequest, recorded: Mapping[str, Any]
+    question: Question, request: InitRequest, recorded: Mapping[str, Any], warnings: list[str]
 ) -> tuple[Any, str]:
     """The highest-ranked value given for ``question``, and a name for where it came from."""
     if question.name == "profile" and request.profile is not None:
         return request.profile, "--profile"
+    env_value = request.env.get(question.env_name)
+    if question.name == LOCKDOWN_QUESTION:
+        env_value = _lockdown_from_env(env_value, warnings)
     sources: list[tuple[str | None, str]] = [
         (request.data.get(question.name), f"--data {question.name}"),
-        (request.env.get(question.env_name), question.env_name),
+        (env_value, question.env_name),
     ]
     for raw, origin in sources:
         if raw is not None:
@@ -220,27 +291,43 @@ def _given_value(
     return question.default, _DEFAULT_ORIGIN
 
 
-def memory_setup_step(
-    answers: Answers, config: Config, request: InitRequest, prompter: Prompter | None
-) -> dict[str, Any]:
-    """The setup's memory step (INIT-3), as a summary mapping.
+def _lockdown_from_env(raw: str | None, warnings: list[str]) -> str | None:
+    """``NERVE_LOCKDOWN`` as the lockdown answer: it turns lockdown on, never off (CONF-3).
 
-    Under Loom nothing is asked (Loom needs no OpenAI key); the step reports whether
-    ``mcp_gateway_url`` is set. Under memU, terminal mode offers the optional embeddings key,
-    which is stored in the machine-local config file when one is given.
+    A word that turns it off, or one not understood (with a warning), leaves the answer to
+    the lower sources.
     """
-    if answers.memory_backend == "loom":
-        return {
-            "backend": "loom",
-            "asked": False,
-            "mcp_gateway_url": config.mcp_gateway_url,
-        }
-    step: dict[str, Any] = {"backend": answers.memory_backend, "asked": False}
-    if prompter is not None and request.mode == "terminal":
-        from provisioner.local_config import store_embeddings_key
+    if raw is None:
+        return None
+    word = raw.strip().lower()
+    if word in LOCKDOWN_ENV_ON:
+        return "true"
+    if word not in LOCKDOWN_ENV_OFF:
+        warnings.append(
+            f"{LOCKDOWN_ENV}: {echo(raw)} is not understood and leaves lockdown as it was; "
+            f"expected {LOCKDOWN_ENV}=1 to turn it on"
+        )
+    return None
 
-        step["asked"] = True
-        key = prompter.ask_secret("OpenAI API key for memU embeddings (optional, Enter to skip)")
-        if key:
-            step["embeddings_key_stored_in"] = str(store_embeddings_key(request.config_dir, key))
-    return step
+
+def memory_setup_step(
+    answers: Answers,
+    config: Config,
+    request: InitRequest,
+    prompter: Prompter | None,
+    locked: bool = False,
+) -> dict[str, Any]:
+    """The setup's memory step (INIT-3): the registry entry of the wording's backend runs it.
+
+    Only terminal mode may ask; under lockdown nothing is asked or written outside the
+    workspace.
+    """
+    asks = prompter is not None and request.mode == "terminal"
+    context = SetupContext(
+        backend=answers.memory_backend,
+        config_dir=request.config_dir,
+        mcp_gateway_url=config.mcp_gateway_url,
+        locked=locked,
+        ask_secret=prompter.ask_secret if asks and prompter is not None else None,
+    )
+    return get_backend(answers.memory_backend).setup_step(context)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import yaml
 
+from provisioner.bounded_yaml import YamlLimitError, load_bounded, read_small_text
 from provisioner.errors import UserError
 from provisioner.files import write_atomically
 
@@ -27,12 +28,15 @@ class LocalConfigError(UserError, ValueError):
 def store_embeddings_key(config_dir: Path, key: str) -> Path:
     """Set memU's embeddings key in ``<config_dir>/config.local.yaml``; returns the path."""
     path = Path(config_dir) / LOCAL_CONFIG_NAME
-    document: dict = {}
-    if path.is_file():
-        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
-        if loaded is not None and not isinstance(loaded, dict):
-            raise LocalConfigError(f"{path}: top level is not a mapping; the key was not stored")
-        document = loaded or {}
+    try:
+        text = read_small_text(path)
+        loaded = load_bounded(text) if text is not None else None
+    except (YamlLimitError, yaml.YAMLError, UnicodeDecodeError) as error:
+        problem = " ".join(str(error).split())
+        raise LocalConfigError(f"{path}: {problem}; the key was not stored") from None
+    if loaded is not None and not isinstance(loaded, dict):
+        raise LocalConfigError(f"{path}: top level is not a mapping; the key was not stored")
+    document: dict = loaded or {}
     node = document
     for part in EMBEDDINGS_KEY_PATH[:-1]:
         child = node.get(part)

@@ -1,30 +1,38 @@
-"""Place a fresh render into a workspace without ever overwriting an edit (INIT-5).
+"""Place a fresh render into a workspace without ever overwriting an edit (INIT-5, INIT-7).
 
-Each rendered file is compared with what is on disk and with the hash the previous render
-recorded in ``.nerve/provisioned.json``:
+Each rendered file is compared with what is on disk and with the digests the workspace
+recorded (``provisioner.workspace_state``: the manifest, and the journal of a run that was
+interrupted):
 
 * not on disk: **created**;
 * on disk with the same bytes and exec bit: **unchanged**;
-* on disk, different, but still exactly what this package shipped last time: **re-worded**;
-* on disk, different, and not what was shipped (edited by someone, or written by another
-  tool): **kept** as it is, and listed with the command that shows the difference.
+* on disk, different, but exactly what init wrote (or was about to write): **re-worded**;
+* on disk, different, and not init's (edited by someone, or written by another tool): **kept**
+  as it is, and listed with the command that shows the difference.
 
 A file the previous render shipped that this one does not (``USER.md`` after a switch to the
-worker profile) is never removed; it is listed as no longer rendered.
+worker profile) is never removed; it is listed as no longer rendered, and while it is still
+init's own its digest stays in the manifest, so a switch back re-words it instead of keeping it.
 
-Files are replaced one at a time through a temporary name and the manifest is written last, so
-an interrupted run leaves every file whole and a second run finishes the job.
+Every path is checked before anything is written (a link or a non-file on the way refuses the
+whole run). Then the journal names every file about to be written, each file is replaced
+through a temporary name, the manifest is replaced, and the journal removed: an interruption at
+any point leaves whole files, and the next run finishes the job.
 """
 
 from __future__ import annotations
 
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from provisioner.files import file_mode, write_atomically
-from provisioner.render import MANIFEST_PATH, RenderedFile, read_file
+from provisioner.files import file_mode
+from provisioner.render import MANIFEST_PATH, RenderedFile, manifest_bytes
+from provisioner.workspace_fs import WorkspaceRefused, WorkspaceRoot
+from provisioner.workspace_state import RecordedState, clear_journal, write_journal
+
+MANIFEST_MODE = 0o644
 
 
 @dataclass
@@ -38,47 +46,72 @@ class Placement:
     no_longer_rendered: list[str] = field(default_factory=list)
 
 
+@dataclass
+class _Plan:
+    """The writes a placement will make, decided before the first one."""
+
+    placement: Placement = field(default_factory=Placement)
+    writes: list[tuple[RenderedFile, int]] = field(default_factory=list)
+    carried: dict[str, str] = field(default_factory=dict)
+
+
 def place(
-    rendered: list[RenderedFile], workspace: Path, previous_manifest: Mapping[str, Any] | None
+    rendered: list[RenderedFile],
+    root: WorkspaceRoot,
+    recorded: RecordedState,
+    answers_record: Mapping[str, Any],
 ) -> Placement:
-    """Write ``rendered`` into ``workspace`` following the rules of the module docstring."""
-    shipped: Mapping[str, str] = (previous_manifest or {}).get("files", {})
-    placement = Placement()
-    manifest: RenderedFile | None = None
-    for new in rendered:
-        if new.path == MANIFEST_PATH:
-            manifest = new
-            continue
-        target = workspace / new.path
-        current = _read_current(target)
+    """Write ``rendered`` into the workspace following the rules of the module docstring.
+
+    Raises ``WorkspaceRefused`` before writing anything when a path is a link or not a file.
+    """
+    files = [new for new in rendered if new.path != MANIFEST_PATH]
+    plan = _plan(files, root, recorded)
+    write_journal(root, answers_record, {new.path: new.digest for new, _mode in plan.writes})
+    for new, mode in plan.writes:
+        root.write(new.path, new.content, mode)
+    owned = {new.path: new.digest for new in files} | plan.carried
+    root.write(MANIFEST_PATH, manifest_bytes(answers_record, owned), MANIFEST_MODE)
+    clear_journal(root)
+    return plan.placement
+
+
+def _plan(files: list[RenderedFile], root: WorkspaceRoot, recorded: RecordedState) -> _Plan:
+    plan = _Plan()
+    for new in files:
+        current = root.read(new.path)
         if current is None:
-            _write(target, new)
-            placement.created.append(new.path)
-        elif current.content == new.content and current.executable == new.executable:
-            placement.unchanged.append(new.path)
-        elif shipped.get(new.path) == current.digest:
-            _write(target, new)
-            placement.reworded.append(new.path)
+            plan.writes.append((new, file_mode(new.executable)))
+            plan.placement.created.append(new.path)
+            continue
+        content, mode = current
+        executable = bool(mode & stat.S_IXUSR)
+        if content == new.content and executable == new.executable:
+            plan.placement.unchanged.append(new.path)
+        elif recorded.is_inits(new.path, RenderedFile(new.path, content, executable).digest):
+            kept_bits = (mode & 0o666) | (0o111 if new.executable else 0)
+            plan.writes.append((new, kept_bits))
+            plan.placement.reworded.append(new.path)
         else:
-            placement.kept.append(new.path)
-    if manifest is not None:
-        _write(workspace / manifest.path, manifest)
-    rendered_paths = {new.path for new in rendered}
-    placement.no_longer_rendered = sorted(
-        path for path in shipped if path not in rendered_paths and (workspace / path).is_file()
-    )
-    return placement
+            plan.placement.kept.append(new.path)
+    _plan_left_files(plan, {new.path for new in files}, root, recorded)
+    return plan
 
 
-def _read_current(target: Path) -> RenderedFile | None:
-    if not target.is_file():
-        return None
-    return read_file(target, target.as_posix())
-
-
-def _write(target: Path, new: RenderedFile) -> None:
-    """Write ``new`` over ``target``; an existing file keeps its read/write bits."""
-    mode = file_mode(new.executable)
-    if target.exists():
-        mode = (target.stat().st_mode & 0o666) | (0o111 if new.executable else 0)
-    write_atomically(target, new.content, mode)
+def _plan_left_files(
+    plan: _Plan, rendered_paths: set[str], root: WorkspaceRoot, recorded: RecordedState
+) -> None:
+    """List files init wrote earlier that this render has not; carry those still init's."""
+    for path in sorted(recorded.shipped):
+        if path in rendered_paths or path == MANIFEST_PATH:
+            continue
+        try:
+            current = root.read(path)
+        except (WorkspaceRefused, ValueError):
+            continue  # a link or odd entry there now: not init's, and left alone
+        if current is None:
+            continue
+        plan.placement.no_longer_rendered.append(path)
+        digest = RenderedFile(path, current[0], False).digest
+        if recorded.is_inits(path, digest):
+            plan.carried[path] = digest

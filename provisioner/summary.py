@@ -10,7 +10,11 @@ if TYPE_CHECKING:
     from provisioner.golden import CheckReport
     from provisioner.init import InitResult
 
+from provisioner.backends import get_backend
+
 LOCAL_CONFIG = "config.local.yaml"
+# CONF-3: a locked instance's settings.yaml takes these from the environment.
+LOCKED_VARIABLES = ("NERVE_MEMORY_BACKEND", "NERVE_MCP_BASE_URL", "LOOM_DASHBOARD_URL")
 
 
 def kept_diff_command(result: InitResult, path: str) -> str:
@@ -19,25 +23,24 @@ def kept_diff_command(result: InitResult, path: str) -> str:
 
 
 def _backend_note(result: InitResult, config_dir: Path) -> str:
-    """INIT-2: init words the files; the platform sets ``memory.backend``."""
-    return (
+    """INIT-2: init words the files; the platform sets ``memory.backend``.
+
+    Under lockdown no machine-local file is read (CONF-3), so the note names the environment
+    variables the locked settings read instead.
+    """
+    worded = (
         f"Init worded the files for {result.answers.memory_backend} "
-        f"(from {result.backend_source}); it does not set memory.backend, which the platform "
-        f"sets in {config_dir / LOCAL_CONFIG}."
+        f"(from {result.backend_source}); it does not set memory.backend, "
     )
+    if result.locked:
+        names = ", ".join(LOCKED_VARIABLES)
+        return worded + f"which this locked instance reads from the environment ({names})."
+    return worded + f"which the platform sets in {config_dir / LOCAL_CONFIG}."
 
 
 def _memory_line(step: dict[str, Any]) -> str:
-    """INIT-3: under Loom, whether the gateway is configured; under memU, the key offer."""
-    if step["backend"] == "loom":
-        if step["mcp_gateway_url"]:
-            return f"Memory: Loom through the MCP gateway at {step['mcp_gateway_url']}."
-        return "Memory: Loom through the MCP gateway; mcp_gateway_url is not set yet."
-    if "embeddings_key_stored_in" in step:
-        return f"Memory: memU; embeddings key stored in {step['embeddings_key_stored_in']}."
-    if step["asked"]:
-        return "Memory: memU; no embeddings key given (optional)."
-    return "Memory: memU."
+    """INIT-3: the line the wording's backend gives for its memory step."""
+    return get_backend(step["backend"]).summary_line(step)
 
 
 def init_summary_text(result: InitResult, config_dir: Path) -> str:
@@ -78,6 +81,7 @@ def init_summary_json(result: InitResult, config_dir: Path) -> dict[str, Any]:
         "no_longer_rendered": placement.no_longer_rendered,
         "memory": result.memory_step,
         "warnings": list(result.warnings),
+        "locked": result.locked,
         "note": _backend_note(result, config_dir),
     }
 
