@@ -15,10 +15,11 @@ Isolation of a batch Loom keeps failing (SWEEP-8), as this module does it:
    through, the found message is recorded as skipped (audit row: role and time, never text),
    in the same transaction that moves the watermark past it and the batch. At the end of the
    window it is skipped only if a batch went through since the isolation began in this sweep.
-4. When the next batch fails too, its own failure is isolated at once (a second bad message
-   right behind the first); if a second message is found that way and the batch after both
-   fails again, Loom is failing every batch: the isolation is dropped and nothing is skipped.
-   The same holds at the end of a window with no batch through since the isolation began.
+4. When the next batch fails too, its own failure is isolated at once (another bad message
+   close behind the first), so halves of it can go through and prove Loom works. Once three
+   messages were found with no batch through since, and the batch after them fails again,
+   Loom is failing every batch: the isolation is dropped and nothing is skipped. The same
+   holds at the end of a window with no batch through since the isolation began.
 5. After a skip the isolation is over: the failure count starts again from zero.
 
 Found messages are not stored: the state keeps the suspect range (``suspect_last_id``), which
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
     from provisioner.runtime.sweep import SweepRun
 
 FAILURES_TO_ISOLATE = 3  # SWEEP-8: three sweeps in a row
-MAX_FOUND_AT_ONCE = 2  # our choice (SWEEP-8): found messages awaiting proof before giving up
+MAX_FOUND_AT_ONCE = 3  # our choice (SWEEP-8): found messages awaiting proof before giving up
 CONTEXT_KEEP = 64  # our choice: recent taken messages kept for context (a cap, not a share)
 
 _STOP = "stop"  # the window stops; the sweep goes on with the next session

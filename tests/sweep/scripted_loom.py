@@ -57,7 +57,7 @@ class ScriptedLoom:
         contents = tuple(message.content for message in messages)
         fault = self._next_fault()
         if fault is not None and fault is not LOST_ANSWER:
-            assert isinstance(fault, Exception)
+            assert isinstance(fault, BaseException)
             self.calls.append(
                 Call(session_id, ids, context_ids, defer, type(fault).__name__, contents)
             )
@@ -65,8 +65,8 @@ class ScriptedLoom:
         if any(self.poison_marker in m.content for m in [*messages, *context]):
             self.calls.append(Call(session_id, ids, context_ids, defer, "poison", contents))
             raise InternalFault("internal error")
-        accepted = len(messages) if self.accept_limit is None else self.accept_limit
-        accepted = min(accepted, len(messages))
+        accepted = len(messages) if self.accept_limit is None or defer else self.accept_limit
+        accepted = min(accepted, len(messages))  # a queued batch is taken whole
         for message_id in ids[:accepted]:
             self.taken[message_id] = self.taken.get(message_id, 0) + 1
         outcome = "lost" if fault is LOST_ANSWER else "taken"
