@@ -4,7 +4,8 @@
 is strict: a catalog that breaks one rule is not applied, and the last good catalog stays in
 use, so a gateway that serves a bad catalog for a while does not take memory away from
 sessions that already had it. Reads are throttled to one per 30 s — also while none could be
-read, so an unreachable or failing gateway is not asked again by every session start.
+read, so an unreachable or failing gateway is not asked again by every session start — and
+run one at a time: callers arriving during a read wait for it instead of finding no catalog.
 """
 
 from __future__ import annotations
@@ -22,9 +23,13 @@ import httpx
 
 from provisioner.memory_backend import NERVE_SERVER
 from provisioner.runtime.errors import CatalogError, ServerNotListed
+from provisioner.runtime.lifecycle import ClientState, Lifecycle
 from provisioner.runtime.wire import (
     BodyOverLimit,
+    NotJson,
     check_gateway_url,
+    decode_json,
+    describe,
     media_type,
     new_http_client,
     read_capped,
@@ -165,7 +170,8 @@ def _parse_tools(index: int, value: Any) -> tuple[str, ...]:
 def decode_catalog_json(body: bytes) -> Any:
     """Decode a catalog body as strict JSON: UTF-8, no NaN or Infinity, no duplicate keys.
 
-    Raises ``CatalogError`` (reason ``not_json``) otherwise.
+    Raises ``CatalogError`` (reason ``not_json``) otherwise, also for JSON nested deeper than
+    the decoder can follow.
     """
     try:
         return json.loads(
@@ -173,8 +179,9 @@ def decode_catalog_json(body: bytes) -> Any:
             object_pairs_hook=_object_without_duplicates,
             parse_constant=_reject_constant,
         )
-    except (UnicodeDecodeError, ValueError) as error:
-        raise CatalogError(f"the catalog is not strict JSON: {error}", reason="not_json") from None
+    except (UnicodeDecodeError, ValueError, RecursionError) as error:
+        message = f"the catalog is not strict JSON: {describe(error)}"
+        raise CatalogError(message, reason="not_json") from error
 
 
 def _object_without_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -200,10 +207,16 @@ def _invalid(message: str) -> CatalogError:
 class GatewayCatalog:
     """Reads ``<base_url>/catalog`` at most every 30 s and keeps the last good catalog.
 
-    ``current()`` is cheap to call on every use: between reads it answers from memory. A read
-    that fails (not reached, no answer in 5 s, a status other than 200, over 8 MiB, not strict
-    JSON, a rule broken) is recorded in ``last_error`` and the last good catalog is returned;
-    nothing raises. ``transport`` and ``clock`` are test seams. Close with ``aclose()``.
+    An async context manager (``async with GatewayCatalog(url) as catalog``); it may also be
+    used without ``async with`` and closed with ``aclose()``. ``current()`` is cheap to call on
+    every use: between reads it answers from memory. A read that fails (not reached, no answer
+    in 5 s, a status other than 200, over 8 MiB, not strict JSON, a rule broken) is recorded
+    in ``last_error`` and the last good catalog is returned; nothing raises.
+
+    One read at a time: callers that arrive while a read is under way wait for that read
+    (single flight), each for at most its own deadline. The read has its own 5 s budget and
+    goes on when a waiting caller gives up, so a caller with little time left cannot spend the
+    only read of the next 30 s. ``transport`` and ``clock`` are test seams.
     """
 
     def __init__(
@@ -216,10 +229,18 @@ class GatewayCatalog:
         self._base_url = check_gateway_url(base_url, "mcp_gateway_url")
         self._clock = clock or time.monotonic
         self._client = new_http_client(transport)
-        self._lock = asyncio.Lock()
+        self._lifecycle = Lifecycle("the catalog reader")
+        self._reading: asyncio.Task[None] | None = None
         self._latest: Catalog | None = None
         self._last_error: CatalogError | None = None
         self._last_attempt: float | None = None
+
+    async def __aenter__(self) -> GatewayCatalog:
+        self._lifecycle.enter()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
     @property
     def base_url(self) -> str:
@@ -227,31 +248,57 @@ class GatewayCatalog:
         return self._base_url
 
     @property
+    def state(self) -> ClientState:
+        """Unopened, opened or closed."""
+        return self._lifecycle.state
+
+    @property
     def latest(self) -> Catalog | None:
         """The last good catalog, or None while none could be read."""
         return self._latest
+
+    @property
+    def generation(self) -> int | None:
+        """The last good catalog's generation, or None while none could be read."""
+        return self._latest.generation if self._latest else None
+
+    @property
+    def servers(self) -> tuple[str, ...]:
+        """The ids of the servers the last good catalog lists (empty while none was read)."""
+        return tuple(server.id for server in self._latest.servers) if self._latest else ()
 
     @property
     def last_error(self) -> CatalogError | None:
         """Why the most recent read failed, or None when it succeeded (or none was made)."""
         return self._last_error
 
+    @property
+    def reading(self) -> bool:
+        """Whether a read is under way now."""
+        return self._reading is not None
+
     async def current(self, *, deadline_s: float = CATALOG_DEADLINE_S) -> Catalog | None:
         """The catalog to use now, read first when 30 s have passed since the last attempt.
 
-        ``deadline_s`` can shorten the 5 s read for a caller with less time left; it never
-        lengthens it. Returns None while no catalog could ever be read.
+        Waits for a read under way (starting one when it is due) for at most ``deadline_s``
+        seconds; the read itself goes on when this caller stops waiting. Returns None while
+        no catalog could ever be read. Raises ``RuntimeError`` once the reader is closed.
         """
-        if not self._read_is_due():
-            return self._latest
-        async with self._lock:
-            if self._read_is_due():
-                self._last_attempt = self._clock()
-                await self._read_and_keep(min(deadline_s, CATALOG_DEADLINE_S))
+        self._lifecycle.use()
+        if self._reading is None and self._read_is_due():
+            self._last_attempt = self._clock()
+            self._reading = asyncio.create_task(self._read_and_keep())
+        if self._reading is not None and deadline_s > 0:
+            await asyncio.wait({self._reading}, timeout=deadline_s)
         return self._latest
 
     async def aclose(self) -> None:
-        """Close the HTTP client; the kept catalog stays readable."""
+        """Stop a read under way and close the HTTP client; the kept catalog stays readable."""
+        if not self._lifecycle.close():
+            return
+        if self._reading is not None:
+            self._reading.cancel()
+            await asyncio.wait({self._reading})
         await self._client.aclose()
 
     def _read_is_due(self) -> bool:
@@ -259,12 +306,14 @@ class GatewayCatalog:
             return True
         return self._clock() - self._last_attempt >= CATALOG_MIN_INTERVAL_S
 
-    async def _read_and_keep(self, deadline_s: float) -> None:
+    async def _read_and_keep(self) -> None:
         try:
-            catalog = await self._read(deadline_s)
+            catalog = await self._read(CATALOG_DEADLINE_S)
         except CatalogError as error:
             self._last_error = error
             return
+        finally:
+            self._reading = None
         self._latest = catalog
         self._last_error = None
 
@@ -279,17 +328,16 @@ class GatewayCatalog:
                     timeout=request_timeout(deadline_s),
                 ) as response:
                     body = await self._read_body(response)
-        except TimeoutError:
-            raise _read_timeout(deadline_s) from None
+        except TimeoutError as error:
+            raise _read_timeout(deadline_s) from error
         except (httpx.ConnectError, httpx.ConnectTimeout) as error:
-            raise CatalogError(
-                f"the gateway was not reached: {error}", reason="unreachable"
-            ) from None
-        except httpx.TimeoutException:
-            raise _read_timeout(deadline_s) from None
-        except httpx.TransportError as error:
-            message = f"the catalog answer broke off: {type(error).__name__}"
-            raise CatalogError(message, reason="broken") from None
+            message = f"the gateway was not reached: {describe(error)}"
+            raise CatalogError(message, reason="unreachable") from error
+        except httpx.TimeoutException as error:
+            raise _read_timeout(deadline_s) from error
+        except httpx.HTTPError as error:
+            message = f"the catalog answer broke off or could not be read: {describe(error)}"
+            raise CatalogError(message, reason="broken") from error
         return parse_catalog(decode_catalog_json(body), self._base_url)
 
     async def _read_body(self, response: httpx.Response) -> bytes:
@@ -299,9 +347,9 @@ class GatewayCatalog:
             raise CatalogError("the catalog is not served as application/json", reason="not_json")
         try:
             return await read_capped(response, CATALOG_MAX_BYTES)
-        except BodyOverLimit:
+        except BodyOverLimit as error:
             message = f"the catalog is larger than {CATALOG_MAX_BYTES} bytes"
-            raise CatalogError(message, reason="too_large") from None
+            raise CatalogError(message, reason="too_large") from error
 
 
 def _read_timeout(deadline_s: float) -> CatalogError:
@@ -317,8 +365,8 @@ async def _status_error(response: httpx.Response) -> CatalogError:
     status = response.status_code
     gateway_reason, request_id = None, None
     try:
-        envelope = json.loads(await read_capped(response, ERROR_ENVELOPE_MAX_BYTES))
-    except (BodyOverLimit, ValueError, UnicodeDecodeError, httpx.TransportError):
+        envelope = decode_json(await read_capped(response, ERROR_ENVELOPE_MAX_BYTES))
+    except (BodyOverLimit, NotJson, httpx.HTTPError):
         envelope = None
     if isinstance(envelope, dict):
         gateway_reason = _shaped(envelope.get("reason"), _ENVELOPE_REASON, _ENVELOPE_REASON_MAX)

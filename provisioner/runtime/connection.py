@@ -7,6 +7,10 @@ catalog names the same URL for its server: refusals and failures keep it. Only w
 catalog names another URL is a new one built; the old one is closed as soon as no call is
 using it, and ``aclose()`` closes every client at shutdown.
 
+The client in use is looked up and replaced without any wait in between, so calls arriving
+together after the URL changed share one new client; a call that was waiting for the catalog
+when the connection closed ends in ``ClientClosed`` and builds nothing.
+
 The connection asks the catalog before each call (the catalog throttles its own reads to one
 per 30 s, so this is usually answered from memory). One breaker (GW-7) spans the clients it
 replaces, and it is consulted before the catalog, so an open breaker fails a call without any
@@ -25,7 +29,8 @@ import httpx
 from provisioner.memory_backend import LOOM_SERVER
 from provisioner.runtime.breaker import Breaker
 from provisioner.runtime.catalog import Catalog
-from provisioner.runtime.errors import CatalogError, NoAnswer
+from provisioner.runtime.deadline import Deadline
+from provisioner.runtime.errors import CatalogError, ClientClosed, NoAnswer
 from provisioner.runtime.gateway import (
     READ,
     CallPolicy,
@@ -34,6 +39,7 @@ from provisioner.runtime.gateway import (
     Sleep,
     ToolResult,
 )
+from provisioner.runtime.lifecycle import ClientState, Lifecycle
 
 
 class CatalogSource(Protocol):
@@ -48,10 +54,12 @@ class CatalogSource(Protocol):
 class LoomConnection:
     """Calls the tools of one catalog server (``loom`` by default) through one kept client.
 
-    The catalog belongs to the caller, who closes it; the connection closes only the
-    ``McpGatewayServer`` objects it built. ``clock`` and ``sleep`` are passed to each of them;
-    ``transport_factory`` (a test seam) builds each one's transport, since a client closes
-    its transport when it is closed and a replaced client must not take the next one down.
+    An async context manager; it may also be used without ``async with`` and closed with
+    ``aclose()``. The catalog belongs to the caller, who closes it; the connection closes only
+    the ``McpGatewayServer`` objects it built. ``clock`` and ``sleep`` are passed to each of
+    them; ``transport_factory`` (a test seam) builds each one's transport, since a client
+    closes its transport when it is closed and a replaced client must not take the next one
+    down.
     """
 
     def __init__(
@@ -72,12 +80,29 @@ class LoomConnection:
         self._server: McpGatewayServer | None = None
         self._calls_in_flight: dict[McpGatewayServer, int] = {}
         self._retired: list[McpGatewayServer] = []
-        self._closed = False
+        self._lifecycle = Lifecycle("the Loom connection")
+
+    async def __aenter__(self) -> LoomConnection:
+        self._lifecycle.enter()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
     @property
     def server_id(self) -> str:
         """The catalog server this connection calls."""
         return self._server_id
+
+    @property
+    def catalog(self) -> CatalogSource:
+        """The catalog this connection asks before each call (diagnostics read it)."""
+        return self._catalog
+
+    @property
+    def state(self) -> ClientState:
+        """Unopened, opened or closed."""
+        return self._lifecycle.state
 
     @property
     def server(self) -> McpGatewayServer | None:
@@ -106,42 +131,52 @@ class LoomConnection:
 
         Before the call: an open breaker raises ``CircuitOpen``; no catalog raises the read's
         ``CatalogError``; a catalog without the server raises ``ServerNotListed``. The catalog
-        read counts against ``deadline_s``, which must be positive (``ValueError``).
+        read counts against ``deadline_s``, which must be positive (``ValueError``); a deadline
+        that passes while the catalog is read raises ``NoAnswer``. Raises ``RuntimeError`` once
+        closed, and ``ClientClosed`` when the connection closes while the call is under way.
         """
-        if self._closed:
-            raise RuntimeError("the connection is closed")
-        if not deadline_s > 0:
-            raise ValueError(f"deadline_s must be positive, got {deadline_s!r}")
+        self._lifecycle.use()
+        deadline = Deadline.starting_now(deadline_s, self._clock)
         self._breaker.raise_if_open()
-        deadline_at = self._clock() + deadline_s
-        server = await self._server_for_call(deadline_s)
-        remaining = deadline_at - self._clock()
-        if remaining <= 0:
-            raise NoAnswer("the catalog read used up the deadline", deadline_s=deadline_s)
+        server = await self._server_for_call(deadline)
         self._calls_in_flight[server] = self._calls_in_flight.get(server, 0) + 1
         try:
-            return await server.call_tool(name, arguments, deadline_s=remaining, policy=policy)
+            await self._close_idle_retired()
+            return await server.call_tool_within(name, arguments, deadline=deadline, policy=policy)
         finally:
             await self._call_ended(server)
 
     async def aclose(self) -> None:
         """Close every client, current and retired; later calls raise ``RuntimeError``."""
-        self._closed = True
+        if not self._lifecycle.close():
+            return
         servers = [*self._retired, *([self._server] if self._server else [])]
         self._retired.clear()
         self._server = None
         await asyncio.gather(*(server.aclose() for server in servers))
 
-    async def _server_for_call(self, deadline_s: float) -> McpGatewayServer:
-        """The client for the URL the catalog names now; replaces the old one if it changed."""
-        catalog = await self._catalog.current(deadline_s=deadline_s)
+    async def _server_for_call(self, deadline: Deadline) -> McpGatewayServer:
+        """The client for the URL the catalog names now, once the catalog has been asked."""
+        catalog = await self._catalog.current(deadline_s=deadline.left_s())
+        if self._lifecycle.closed:
+            raise ClientClosed("the connection was closed while the call waited for the catalog")
         if catalog is None:
+            if deadline.passed():
+                raise _catalog_too_slow(deadline)
             raise self._no_catalog_error()
         url = catalog.require(self._server_id).url
-        if self._server is not None and self._server.url == url:
-            return self._server
-        if self._server is not None:
-            await self._retire(self._server)
+        if deadline.passed():
+            raise _catalog_too_slow(deadline)
+        return self._server_for(url)
+
+    def _server_for(self, url: str) -> McpGatewayServer:
+        """The kept client when ``url`` is its URL; else a new one, and the old one retired.
+
+        Synchronous on purpose: no other call can run between the check and the replacement.
+        """
+        current = self._server
+        if current is not None and current.url == url:
+            return current
         self._server = McpGatewayServer(
             url,
             transport=self._transport_factory() if self._transport_factory else None,
@@ -149,6 +184,8 @@ class LoomConnection:
             sleep=self._sleep,
             breaker=self._breaker,
         )
+        if current is not None:
+            self._retired.append(current)
         return self._server
 
     def _no_catalog_error(self) -> CatalogError:
@@ -162,11 +199,12 @@ class LoomConnection:
             request_id=last.request_id,
         )
 
-    async def _retire(self, server: McpGatewayServer) -> None:
-        if self._calls_in_flight.get(server, 0) == 0:
-            await server.aclose()
-        else:
-            self._retired.append(server)
+    async def _close_idle_retired(self) -> None:
+        """Close the retired clients no call is using any more."""
+        idle = [server for server in self._retired if not self._calls_in_flight.get(server)]
+        for server in idle:
+            self._retired.remove(server)
+        await asyncio.gather(*(server.aclose() for server in idle))
 
     async def _call_ended(self, server: McpGatewayServer) -> None:
         left = self._calls_in_flight[server] - 1
@@ -177,3 +215,10 @@ class LoomConnection:
         if server in self._retired:
             self._retired.remove(server)
             await server.aclose()
+
+
+def _catalog_too_slow(deadline: Deadline) -> NoAnswer:
+    return NoAnswer(
+        f"the catalog read used up the call's deadline of {deadline.given_s:.3g} s",
+        deadline_s=deadline.given_s,
+    )

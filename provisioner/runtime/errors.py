@@ -13,8 +13,10 @@ never on a list of classes. The tree, with when each happens and what the caller
     │   │                      (``BACKEND_UNAVAILABLE``, ``GRANT_BUSY``, ``OVERLOADED``, …).
     │   ├── GatewayCallTimeout HTTP 504, or "MCP server timed out": the gateway gave up on the
     │   │                      upstream call, which may still finish. Also [RequestTooBig].
-    │   └── CircuitOpen        this client's own breaker is open (GW-7): nothing was sent. Try
-    │                          again after ``retry_in_s``.
+    │   ├── CircuitOpen        this client's own breaker is open (GW-7): nothing was sent. Try
+    │   │                      again after ``retry_in_s``.
+    │   └── ClientClosed       the client was closed (shutdown) while the call was under way;
+    │                          whether the op ran upstream is unknown.
     ├── [RequestTooBig]        the request was more than the gateway takes: send less next time.
     │   ├── BodyTooLarge       HTTP 413: the request body is too large for the gateway.
     │   └── GatewayCallTimeout (the same class as above: the call took longer than its limit)
@@ -42,7 +44,12 @@ never on a list of classes. The tree, with when each happens and what the caller
                                memory cannot be used in this session.
 
 Messages are bounded and stripped of control characters, so any of them may go into a log line
-or into diagnostics; response bodies never do.
+or into diagnostics; response bodies never do. Where a lower-level exception caused an outcome
+(an httpx error, a decoding error), it is the outcome's ``__cause__``.
+
+Nothing else escapes a call: whatever the gateway sends, a call raises one of these (a caller's
+own mistakes — a non-positive deadline, arguments JSON cannot carry, a call on a closed client —
+raise ``ValueError``, ``TypeError`` or ``RuntimeError`` before anything is sent).
 """
 
 from __future__ import annotations
@@ -167,6 +174,10 @@ class CircuitOpen(NotNow):
         self.retry_in_s = retry_in_s
 
 
+class ClientClosed(NotNow):
+    """The client was closed while this call was under way; nothing more is sent for it."""
+
+
 class CatalogError(GatewayError):
     """The catalog could not be read or was rejected; the last good one stays (GW-2).
 
@@ -209,6 +220,7 @@ OUTCOME_ERRORS: tuple[type[GatewayError], ...] = (
     BrokenAnswer,
     ToolRefused,
     CircuitOpen,
+    ClientClosed,
     CatalogError,
     ServerNotListed,
 )

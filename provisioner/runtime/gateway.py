@@ -31,25 +31,33 @@ import httpx
 
 from provisioner.runtime.breaker import Breaker
 from provisioner.runtime.catalog import Catalog, CatalogServer, GatewayCatalog, parse_catalog
+from provisioner.runtime.deadline import Deadline
 from provisioner.runtime.errors import (
     BrokenAnswer,
+    ClientClosed,
+    CountsForBreaker,
     GatewayError,
     GatewayUnreachable,
     MayPass,
     NoAnswer,
 )
+from provisioner.runtime.lifecycle import ClientState, Lifecycle
 from provisioner.runtime.outcomes import (
     ToolResult,
-    error_for_rpc_error,
     error_for_status,
+    error_of_response,
     is_rpc_error,
     outcome_of_message,
 )
 from provisioner.runtime.retry_after import parse_retry_after
 from provisioner.runtime.sse import EventStreamDecoder
 from provisioner.runtime.wire import (
+    CONNECT_TIMEOUT_S,
     BodyOverLimit,
+    NotJson,
     check_gateway_url,
+    decode_json,
+    describe,
     media_type,
     new_http_client,
     read_capped,
@@ -62,6 +70,7 @@ __all__ = [
     "CallPolicy",
     "Catalog",
     "CatalogServer",
+    "Deadline",
     "GatewayCatalog",
     "McpGatewayServer",
     "ToolResult",
@@ -105,12 +114,14 @@ EXTRACTION = CallPolicy("extraction", retry_may_pass=False)  # GW-6: never waits
 class McpGatewayServer:
     """A client for one catalog server's URL, such as ``<base>/s/loom/mcp``.
 
-    It owns one HTTP client (and its connection pool) until ``aclose()``; keep the object for
-    as long as the URL stays the same — refusals and failures do not spoil it (GW-8).
-    ``transport`` replaces httpx's network transport (a test seam); ``clock`` (monotonic
-    seconds) and ``sleep`` (an async sleep) are injected so that deadlines, ``Retry-After``
-    and the breaker can be tested without waiting. ``breaker`` lets an owner keep one breaker
-    across the clients it replaces; by default each server has its own.
+    An async context manager (``async with McpGatewayServer(url) as server``) that owns one
+    HTTP client and its connection pool until it closes; it may also be used without ``async
+    with`` and closed with ``aclose()``. Keep it for as long as the URL stays the same —
+    refusals and failures do not spoil it (GW-8). ``transport`` replaces httpx's network
+    transport (a test seam); ``clock`` (monotonic seconds) and ``sleep`` (an async sleep) are
+    injected so that deadlines, ``Retry-After`` and the breaker can be tested without waiting.
+    ``breaker`` lets an owner keep one breaker across the clients it replaces; by default each
+    server has its own.
 
     Raises ``ValueError`` for a URL that is not a plain absolute http(s) URL.
     """
@@ -130,7 +141,14 @@ class McpGatewayServer:
         self._breaker = breaker or Breaker(clock=self._clock)
         self._client = new_http_client(transport)
         self._ids = itertools.count(1)
-        self._closed = False
+        self._lifecycle = Lifecycle(f"the client for {self._url}")
+
+    async def __aenter__(self) -> McpGatewayServer:
+        self._lifecycle.enter()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
     @property
     def url(self) -> str:
@@ -143,9 +161,14 @@ class McpGatewayServer:
         return self._breaker
 
     @property
+    def state(self) -> ClientState:
+        """Unopened, opened or closed; a closed server refuses calls."""
+        return self._lifecycle.state
+
+    @property
     def closed(self) -> bool:
-        """True once ``aclose()`` has run; a closed server refuses calls."""
-        return self._closed
+        """True once ``aclose()`` has run."""
+        return self._lifecycle.closed
 
     async def call_tool(
         self,
@@ -163,64 +186,81 @@ class McpGatewayServer:
         Raises one ``GatewayError`` subclass on any failure (GW-5), ``ValueError`` for a
         non-positive deadline and ``RuntimeError`` once closed.
         """
-        if self._closed:
-            raise RuntimeError(f"the client for {self._url} is closed")
-        if not deadline_s > 0:
-            raise ValueError(f"deadline_s must be positive, got {deadline_s!r}")
-        deadline_at = self._clock() + deadline_s
+        deadline = Deadline.starting_now(deadline_s, self._clock)
+        return await self.call_tool_within(name, arguments, deadline=deadline, policy=policy)
+
+    async def call_tool_within(
+        self,
+        name: str,
+        arguments: Mapping[str, Any],
+        *,
+        deadline: Deadline,
+        policy: CallPolicy = READ,
+    ) -> ToolResult:
+        """``call_tool`` on a deadline that began earlier (an owner read the catalog first)."""
+        self._lifecycle.use()
         try:
-            return await self._attempt(name, arguments, deadline_at)
+            return await self._attempt(name, arguments, deadline)
         except MayPass as first:
             if not policy.retry_may_pass:
                 raise
-            await self._wait_before_retry(first, deadline_at)
-        return await self._attempt(name, arguments, deadline_at)
+            await self._wait_before_retry(first, deadline)
+        return await self._attempt(name, arguments, deadline)
 
     async def aclose(self) -> None:
-        """Close the HTTP client and its sockets; safe to call more than once."""
-        self._closed = True
-        await self._client.aclose()
+        """Close the HTTP client and its sockets; calls still under way end in ``ClientClosed``.
 
-    async def _wait_before_retry(self, first: MayPass, deadline_at: float) -> None:
+        Safe to call more than once.
+        """
+        if self._lifecycle.close():
+            await self._client.aclose()
+
+    async def _wait_before_retry(self, first: MayPass, deadline: Deadline) -> None:
         """Sleep out ``first``'s ``Retry-After``, or re-raise it when it is too long to wait."""
         wait_s = first.retry_after_s or 0.0
-        if wait_s > RETRY_AFTER_MAX_WAIT_S or wait_s >= deadline_at - self._clock():
+        if wait_s > RETRY_AFTER_MAX_WAIT_S or wait_s >= deadline.left_s():
             raise first
         if wait_s > 0:
             await self._sleep(wait_s)
 
     async def _attempt(
-        self, name: str, arguments: Mapping[str, Any], deadline_at: float
+        self, name: str, arguments: Mapping[str, Any], deadline: Deadline
     ) -> ToolResult:
-        """One POST, guarded by the breaker (GW-7).
+        """One POST, guarded by the breaker (GW-7), which this attempt alone settles.
 
         A deadline already passed raises ``NoAnswer`` before the breaker is asked: nothing is
-        sent, so there is nothing for the breaker to count.
+        sent, so there is nothing for the breaker to count. So does a server closed meanwhile.
         """
-        if deadline_at - self._clock() <= 0:
+        if self._lifecycle.closed:
+            raise ClientClosed(f"the client for {self._url} was closed before the call was sent")
+        if deadline.passed():
             raise NoAnswer("the deadline passed before the call was sent", deadline_s=0.0)
-        self._breaker.before_call()
+        attempt = self._breaker.before_call()
         try:
-            result = await self._post(name, arguments, deadline_at)
-        except (GatewayUnreachable, NoAnswer):
-            self._breaker.record_failure()
+            result = await self._post(name, arguments, deadline)
+        except CountsForBreaker:
+            attempt.failed()
+            raise
+        except ClientClosed:
+            attempt.abandoned()
             raise
         except GatewayError:
-            self._breaker.record_answer()
+            attempt.answered()
             raise
         except BaseException:
-            self._breaker.release()
+            attempt.abandoned()
             raise
-        self._breaker.record_answer()
+        attempt.answered()
         return result
 
     async def _post(
-        self, name: str, arguments: Mapping[str, Any], deadline_at: float
+        self, name: str, arguments: Mapping[str, Any], deadline: Deadline
     ) -> ToolResult:
         """Send the request and read its answer, mapping transport failures to outcomes."""
         request_id = next(self._ids)
         body = _tools_call_body(request_id, name, arguments)
-        remaining = max(deadline_at - self._clock(), 0.001)
+        remaining = max(deadline.left_s(), 0.001)
+        progress = ConnectProgress()
         try:
             async with asyncio.timeout(remaining) as budget:
                 async with self._client.stream(
@@ -229,17 +269,36 @@ class McpGatewayServer:
                     content=body,
                     headers=REQUEST_HEADERS,
                     timeout=request_timeout(remaining),
+                    extensions={"trace": progress.trace},
                 ) as response:
                     return await _read_answer(response, request_id, budget)
-        except TimeoutError:
-            raise _no_answer(remaining) from None
-        except (httpx.ConnectError, httpx.ConnectTimeout) as error:
-            raise GatewayUnreachable(f"the gateway was not reached: {error}") from None
-        except httpx.TimeoutException:
-            raise _no_answer(remaining) from None
-        except httpx.TransportError as error:
-            message = f"the connection broke before a complete answer ({type(error).__name__})"
-            raise BrokenAnswer(message) from None
+        except GatewayError:
+            raise
+        except TimeoutError as error:
+            if progress.connecting:
+                raise _not_connected(remaining) from error
+            raise _no_answer(deadline, remaining) from error
+        except Exception as error:
+            raise self._outcome_of_failure(error, deadline, remaining) from error
+
+    def _outcome_of_failure(
+        self, error: Exception, deadline: Deadline, remaining: float
+    ) -> GatewayError:
+        """The one mapping point from httpx's (and a closed client's) exceptions to outcomes.
+
+        Anything else is a bug in this client and is raised as it is.
+        """
+        if self._lifecycle.closed and isinstance(error, httpx.HTTPError | RuntimeError):
+            return ClientClosed(f"the client for {self._url} was closed during the call")
+        if isinstance(error, httpx.ConnectTimeout):
+            return _not_connected(min(CONNECT_TIMEOUT_S, remaining))
+        if isinstance(error, httpx.ConnectError):
+            return GatewayUnreachable(f"the gateway was not reached: {describe(error)}")
+        if isinstance(error, httpx.TimeoutException):
+            return _no_answer(deadline, remaining)
+        if isinstance(error, httpx.HTTPError):
+            return BrokenAnswer(f"the answer broke off or could not be read: {describe(error)}")
+        raise error
 
 
 def _tools_call_body(request_id: int, name: str, arguments: Mapping[str, Any]) -> bytes:
@@ -258,8 +317,46 @@ def _tools_call_body(request_id: int, name: str, arguments: Mapping[str, Any]) -
     return text.encode("utf-8")
 
 
-def _no_answer(deadline_s: float) -> NoAnswer:
-    return NoAnswer(f"no complete answer within {deadline_s:.3g} s", deadline_s=deadline_s)
+def _no_answer(deadline: Deadline, attempt_s: float) -> NoAnswer:
+    """``NoAnswer`` naming the caller's deadline, and the time the last try had if it was less."""
+    text = f"no complete answer within the call's deadline of {deadline.given_s:.3g} s"
+    if attempt_s < deadline.given_s * 0.99:
+        text += f" (its last try had {attempt_s:.3g} s left)"
+    return NoAnswer(text, deadline_s=deadline.given_s)
+
+
+def _not_connected(within_s: float) -> GatewayUnreachable:
+    return GatewayUnreachable(f"the gateway accepted no connection within {within_s:.3g} s")
+
+
+class ConnectProgress:
+    """Follows httpcore's trace events to know whether a timeout struck while connecting.
+
+    A deadline that passes before the connection is made means the gateway was not reached
+    (nothing went upstream), not that it failed to answer.
+    """
+
+    __slots__ = ("connecting",)
+
+    def __init__(self) -> None:
+        self.connecting = False
+
+    async def trace(self, event: str, info: Mapping[str, Any]) -> None:
+        if event in _CONNECT_STARTED:
+            self.connecting = True
+        elif event in _CONNECT_ENDED:
+            self.connecting = False
+
+
+_CONNECT_STARTED = frozenset({"connection.connect_tcp.started", "connection.start_tls.started"})
+_CONNECT_ENDED = frozenset(
+    {
+        "connection.connect_tcp.complete",
+        "connection.connect_tcp.failed",
+        "connection.start_tls.complete",
+        "connection.start_tls.failed",
+    }
+)
 
 
 async def _read_answer(
@@ -276,7 +373,7 @@ async def _read_answer(
     if status_error is not None:
         raise status_error
     if response.status_code != 200:
-        raise await _other_status_error(response, retry_after_s)
+        raise await _other_status_error(response, request_id, retry_after_s)
     kind = media_type(response)
     if kind == "application/json":
         message = await _json_body(response)
@@ -288,25 +385,25 @@ async def _read_answer(
 
 
 async def _other_status_error(
-    response: httpx.Response, retry_after_s: float | None
+    response: httpx.Response, request_id: int, retry_after_s: float | None
 ) -> GatewayError:
     """A JSON-RPC error carried by a status the table does not name, else ``BrokenAnswer``."""
     try:
-        message = json.loads(await read_capped(response, ERROR_BODY_MAX_BYTES))
-    except (BodyOverLimit, ValueError, UnicodeDecodeError):
+        message = decode_json(await read_capped(response, ERROR_BODY_MAX_BYTES))
+    except (BodyOverLimit, NotJson):
         message = None
     if is_rpc_error(message):
-        return error_for_rpc_error(message["error"], retry_after_s=retry_after_s)
+        return error_of_response(message, request_id, retry_after_s=retry_after_s)
     return BrokenAnswer(f"unexpected HTTP status {response.status_code}")
 
 
 async def _json_body(response: httpx.Response) -> Any:
     try:
-        return json.loads(await read_capped(response, ANSWER_MAX_BYTES))
-    except BodyOverLimit:
-        raise BrokenAnswer(f"the answer is larger than {ANSWER_MAX_BYTES} bytes") from None
-    except (ValueError, UnicodeDecodeError):
-        raise BrokenAnswer("the answer is not valid JSON") from None
+        return decode_json(await read_capped(response, ANSWER_MAX_BYTES))
+    except BodyOverLimit as error:
+        raise BrokenAnswer(f"the answer is larger than {ANSWER_MAX_BYTES} bytes") from error
+    except NotJson as error:
+        raise BrokenAnswer("the answer is not valid JSON") from error
 
 
 async def _message_from_stream(response: httpx.Response, budget: asyncio.Timeout) -> Any:
@@ -329,7 +426,7 @@ async def _message_from_stream(response: httpx.Response, budget: asyncio.Timeout
                 return found
         found = _response_in(decoder.close())
     except ValueError as error:
-        raise BrokenAnswer(f"the event stream is broken: {error}") from None
+        raise BrokenAnswer(f"the event stream is broken: {error}") from error
     finally:
         await chunks.aclose()
     if found is None:
@@ -364,9 +461,9 @@ def _response_in(events: list[Any]) -> Any:
         if event.event != "message":
             continue
         try:
-            message = json.loads(event.data)
-        except ValueError:
-            raise ValueError("an event's data is not JSON") from None
+            message = decode_json(event.data)
+        except NotJson as error:
+            raise ValueError("an event's data is not JSON") from error
         if isinstance(message, dict) and "method" in message:
             continue
         if message is None:

@@ -12,11 +12,15 @@ in ``provisioner.runtime.errors``). The order of the checks is the contract's ta
    (``code`` from ``error.data.code``) or ``InternalFault`` (no code); -32601, -32602 and
    any other code → ``BrokenAnswer``.
 3. A result: ``isError: true`` → ``ToolRefused``; otherwise a ``ToolResult``.
+
+The answer is held to the letter of JSON-RPC and MCP, since a gateway may answer anything: its
+``id`` is the integer sent (not ``1.0``, not ``true``; an error may carry ``null`` when the
+request could not be read), it has ``result`` or ``error`` but not both, and a result has a
+``content`` list of objects. Anything else is a ``BrokenAnswer``.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +35,7 @@ from provisioner.runtime.errors import (
     PolicyRefused,
     ToolRefused,
 )
+from provisioner.runtime.wire import NotJson, decode_json
 
 POLICY_REFUSED_CODE = -32001  # GW-5 (contracts/gateway.md)
 MAY_PASS_CODE = -32002  # GW-5
@@ -79,12 +84,32 @@ def outcome_of_message(
     if not isinstance(message, dict) or message.get("jsonrpc") != JSONRPC_VERSION:
         raise BrokenAnswer("the answer is not a JSON-RPC 2.0 message")
     if "error" in message:
-        if message.get("id") not in (request_id, None):
-            raise BrokenAnswer("the error answers another request id")
-        raise error_for_rpc_error(message["error"], retry_after_s=retry_after_s)
-    if message.get("id") != request_id or isinstance(message.get("id"), bool):
+        raise error_of_response(message, request_id, retry_after_s=retry_after_s)
+    if not _is_id(message.get("id"), request_id):
         raise BrokenAnswer("the answer is for another request id")
-    return tool_result(message.get("result"))
+    if "result" not in message:
+        raise BrokenAnswer("the answer has neither a result nor an error")
+    return tool_result(message["result"])
+
+
+def error_of_response(
+    message: dict[str, Any], request_id: int, *, retry_after_s: float | None = None
+) -> GatewayError:
+    """The outcome of a JSON-RPC error response to ``request_id`` (any HTTP status).
+
+    An error for another request, or one that also carries a ``result``, is a ``BrokenAnswer``.
+    """
+    if "result" in message:
+        return BrokenAnswer("the answer carries both a result and an error")
+    request = message.get("id")
+    if request is not None and not _is_id(request, request_id):
+        return BrokenAnswer("the error answers another request id")
+    return error_for_rpc_error(message["error"], retry_after_s=retry_after_s)
+
+
+def _is_id(value: Any, request_id: int) -> bool:
+    """Exactly the integer ``request_id``: JSON's ``1.0`` and ``true`` are other values."""
+    return type(value) is int and value == request_id
 
 
 def is_rpc_error(message: Any) -> bool:
@@ -133,11 +158,13 @@ def tool_result(result: Any) -> ToolResult:
     """A ``ToolResult`` from a ``tools/call`` result; ``ToolRefused`` when ``isError`` is true."""
     if not isinstance(result, dict):
         raise BrokenAnswer("the result is not an object")
-    content = result.get("content", [])
+    content = result.get("content")
     is_error = result.get("isError", False)
     structured = result.get("structuredContent")
     if not isinstance(content, list) or not isinstance(is_error, bool):
-        raise BrokenAnswer("the result's content is not a list or isError is not a boolean")
+        raise BrokenAnswer("the result has no content list, or isError is not a boolean")
+    if not all(isinstance(block, dict) for block in content):
+        raise BrokenAnswer("the result's content holds a block that is not an object")
     if structured is not None and not isinstance(structured, dict):
         raise BrokenAnswer("the result's structuredContent is not an object")
     texts = [block["text"] for block in content if _is_text_block(block)]
@@ -160,6 +187,6 @@ def _json_or_none(text: str) -> Any:
     if not text:
         return None
     try:
-        return json.loads(text)
-    except ValueError:
+        return decode_json(text)
+    except NotJson:
         return None

@@ -3,8 +3,8 @@
 The gateway may answer a ``tools/call`` with an event stream instead of one JSON body: zero or
 more notifications, keep-alive comments (``: ping``), then the JSON-RPC response as a
 ``message`` event. Bytes arrive in arbitrary chunks, so this decoder keeps whatever is
-unfinished between ``feed`` calls — a UTF-8 sequence, a line, a CR whose LF may come next —
-and hands out each event once its blank line has arrived.
+unfinished between ``feed`` calls — a UTF-8 sequence, a line, whether the last chunk ended in
+a CR whose LF may come next — and hands out each event once its blank line has arrived.
 
 It follows the HTML living standard's parsing rules: lines end in CR, LF or CRLF; a line
 starting with ``:`` is a comment; ``data`` lines of one event join with LF; an event with no
@@ -15,6 +15,7 @@ is not UTF-8 raises ``ValueError``.
 from __future__ import annotations
 
 import codecs
+import re
 from dataclasses import dataclass
 
 DEFAULT_EVENT_TYPE = "message"
@@ -30,12 +31,18 @@ class ServerSentEvent:
 
 
 class EventStreamDecoder:
-    """Turns chunks of an event stream into ``ServerSentEvent`` objects, in order."""
+    """Turns chunks of an event stream into ``ServerSentEvent`` objects, in order.
+
+    The work is linear in the bytes fed: only each new chunk is searched for line breaks, and
+    an unfinished line is kept as a list of pieces, joined once when its line break arrives.
+    A CR ends its line at once; an LF right after it (perhaps in the next chunk) is skipped.
+    """
 
     def __init__(self) -> None:
         self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="strict")
-        self._pending = ""
+        self._pieces: list[str] = []
         self._at_start = True
+        self._after_cr = False
         self._event_type = ""
         self._data: list[str] = []
         self._last_id: str | None = None
@@ -49,34 +56,34 @@ class EventStreamDecoder:
         if self._at_start and text:
             text = text.removeprefix("\ufeff")
             self._at_start = False
-        self._pending += text
-        return self._drain_lines()
+        return self._take_text(text)
 
     def close(self) -> list[ServerSentEvent]:
-        """The stream ended: the events a final CR completes; an unfinished event is dropped."""
+        """The stream ended: an unfinished line and event are dropped."""
         try:
-            self._pending += self._utf8.decode(b"", final=True)
+            self._utf8.decode(b"", final=True)
         except UnicodeDecodeError as error:
             raise ValueError(f"event stream ends inside a UTF-8 sequence: {error.reason}") from None
-        if self._pending.endswith("\r"):
-            self._pending += "\n"
-        events = self._drain_lines()
-        self._pending, self._data, self._event_type = "", [], ""
-        return events
+        self._pieces, self._data, self._event_type = [], [], ""
+        return []
 
-    def _drain_lines(self) -> list[ServerSentEvent]:
+    def _take_text(self, text: str) -> list[ServerSentEvent]:
         events: list[ServerSentEvent] = []
         start = 0
-        buffer = self._pending
-        while True:
-            end, after = _next_line_break(buffer, start)
-            if end < 0:
-                break
-            event = self._take_line(buffer[start:end])
+        if self._after_cr and text.startswith("\n"):
+            start = 1
+        for match in _LINE_BREAK.finditer(text, start):
+            self._pieces.append(text[start : match.start()])
+            line = "".join(self._pieces)
+            self._pieces = []
+            event = self._take_line(line)
             if event is not None:
                 events.append(event)
-            start = after
-        self._pending = buffer[start:]
+            start = match.end()
+        if start < len(text):
+            self._pieces.append(text[start:])
+        if text:
+            self._after_cr = text.endswith("\r")
         return events
 
     def _take_line(self, line: str) -> ServerSentEvent | None:
@@ -104,17 +111,4 @@ class EventStreamDecoder:
         )
 
 
-def _next_line_break(buffer: str, start: int) -> tuple[int, int]:
-    """Where the next line ends and the one after starts, or ``(-1, -1)`` if it is unfinished.
-
-    A CR at the very end of the buffer is unfinished: an LF in the next chunk may belong to it.
-    """
-    cr = buffer.find("\r", start)
-    lf = buffer.find("\n", start)
-    if lf >= 0 and (cr < 0 or lf < cr):
-        return lf, lf + 1
-    if cr < 0 or cr == len(buffer) - 1:
-        return -1, -1
-    if buffer[cr + 1] == "\n":
-        return cr, cr + 2
-    return cr, cr + 1
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")

@@ -4,12 +4,20 @@ Both talk only to the gateway, which knows the agent from its connection: reques
 credential, read no proxy or ``.netrc`` settings from the environment (``trust_env=False``),
 and follow no redirect (a redirect would send the request somewhere the configuration did not
 name). Bodies are read with a byte cap, so a runaway answer cannot fill memory.
+
+Every response's close runs to its end, even when the call around it is cancelled: httpcore
+frees a pooled connection only in that close, and a cancellation landing inside it would leave
+the connection marked busy forever, until the pool is full and every call fails.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 import ssl
+from collections.abc import AsyncIterator
 from functools import cache
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
@@ -19,6 +27,22 @@ CONNECT_TIMEOUT_S = 2.0  # GW-2 (contracts/gateway.md): connect within 2 s
 
 class BodyOverLimit(Exception):
     """An answer's body went past the reader's byte cap."""
+
+
+class NotJson(ValueError):
+    """A body that is not JSON, or JSON nested too deep for the decoder."""
+
+
+def decode_json(text: bytes | str) -> Any:
+    """``json.loads`` that fails only with ``NotJson``, whatever the bytes.
+
+    Python's decoder recurses once per nesting level, so a hostile body of many thousand
+    brackets raises ``RecursionError``; that is a broken answer like any other, not a crash.
+    """
+    try:
+        return json.loads(text)
+    except (ValueError, UnicodeDecodeError, RecursionError) as error:
+        raise NotJson(str(error)) from error
 
 
 def check_gateway_url(url: str, what: str) -> str:
@@ -41,15 +65,72 @@ def new_http_client(transport: httpx.AsyncBaseTransport | None) -> httpx.AsyncCl
     """An ``httpx.AsyncClient`` that ignores the environment and follows no redirect.
 
     ``transport`` is the test seam (an in-process app, a stand-in resolver); None uses httpx's
-    own connection pool. Timeouts are given per request, from the caller's deadline.
+    own connection pool. Timeouts are given per request, from the caller's deadline. Either
+    way the transport is wrapped so that every response's close completes (``ClosingTransport``).
     """
+    inner = transport or httpx.AsyncHTTPTransport(verify=_tls_context(), trust_env=False)
     return httpx.AsyncClient(
-        transport=transport,
-        verify=_tls_context(),
+        transport=ClosingTransport(inner),
         trust_env=False,
         follow_redirects=False,
         timeout=httpx.Timeout(None),
     )
+
+
+class ClosingTransport(httpx.AsyncBaseTransport):
+    """Wraps a transport so that no cancellation can stop a response's close half-way.
+
+    httpcore returns a connection to its pool (or drops it) only at the end of the response's
+    close. When the deadline or a caller's cancellation fires while that close is waiting on a
+    lock, the close stops there and the connection stays busy for good. Here the close runs in
+    a task of its own; a cancellation that arrives meanwhile is passed on once it has finished.
+    """
+
+    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+        self._inner = inner
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self._inner.handle_async_request(request)
+        stream = response.stream
+        assert isinstance(stream, httpx.AsyncByteStream)
+        response.stream = _ClosedToTheEnd(stream)
+        return response
+
+    async def aclose(self) -> None:
+        await finish_despite_cancellation(self._inner.aclose())
+
+
+class _ClosedToTheEnd(httpx.AsyncByteStream):
+    def __init__(self, inner: httpx.AsyncByteStream) -> None:
+        self._inner = inner
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self._inner:
+            yield chunk
+
+    async def aclose(self) -> None:
+        await finish_despite_cancellation(self._inner.aclose())
+
+
+async def finish_despite_cancellation(closing: Any) -> None:
+    """Await the coroutine ``closing`` to its end; a cancellation meanwhile is re-raised after.
+
+    For clean-up that must not be cut short: the work runs in its own task, which a
+    cancellation of the caller does not reach.
+    """
+    task = asyncio.ensure_future(closing)
+    task.add_done_callback(_mark_retrieved)
+    try:
+        await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await asyncio.wait({task})
+        raise
+
+
+def _mark_retrieved(task: asyncio.Future[Any]) -> None:
+    """A close that failed after its caller was cancelled: the cancellation is what counts."""
+    if not task.cancelled():
+        task.exception()
 
 
 @cache
@@ -59,6 +140,12 @@ def _tls_context() -> ssl.SSLContext:
     Every client shares it, so replacing a client (GW-8) stays cheap.
     """
     return httpx.create_ssl_context()
+
+
+def describe(error: BaseException) -> str:
+    """An exception as a short text: its class name, and its message when it has one."""
+    text = str(error).strip()
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
 def request_timeout(remaining_s: float) -> httpx.Timeout:

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from .fault_gateway import FaultGateway
-from .loopback import LoopbackServer, closed_port_url
+from .loopback import LoopbackServer, SilentListener, closed_port_url
 from .sdk_peer import PeerApp
 
 
@@ -70,6 +70,23 @@ def sdk_peer(request: pytest.FixtureRequest) -> tuple[str, PeerApp]:
 def refused_url() -> str:
     """A loopback base URL where connections are refused."""
     return closed_port_url()
+
+
+@pytest.fixture
+def silent_url() -> Iterator[str]:
+    """A loopback base URL that accepts connections and never answers."""
+    listener = SilentListener()
+    yield listener.base_url
+    listener.close()
+
+
+@pytest.fixture
+def unaccepting_url() -> Iterator[str]:
+    """A loopback base URL where connecting hangs: the listener's backlog is full."""
+    listener = SilentListener()
+    listener.fill_backlog()
+    yield listener.base_url
+    listener.close()
 
 
 class FakeClock:

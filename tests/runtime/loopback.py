@@ -63,3 +63,37 @@ def closed_port_url() -> str:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     return f"http://127.0.0.1:{port}"
+
+
+class SilentListener:
+    """A loopback port that takes connections into its backlog and never reads or answers.
+
+    ``fill_backlog()`` then fills that backlog, so further connections are never accepted and
+    connecting hangs, as against a gateway host that drops packets.
+    """
+
+    FILL_CONNECT_TIMEOUT_S = 0.2
+
+    def __init__(self) -> None:
+        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._socket.bind(("127.0.0.1", 0))
+        self._socket.listen(0)
+        self._fillers: list[socket.socket] = []
+        self.base_url = f"http://127.0.0.1:{self._socket.getsockname()[1]}"
+
+    def fill_backlog(self) -> None:
+        """Connect until a connection is no longer accepted (the kernel drops the SYN)."""
+        for _ in range(16):
+            filler = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            filler.settimeout(self.FILL_CONNECT_TIMEOUT_S)
+            self._fillers.append(filler)
+            try:
+                filler.connect(self._socket.getsockname())
+            except OSError:
+                return
+        raise RuntimeError("the listener's backlog did not fill")
+
+    def close(self) -> None:
+        for filler in self._fillers:
+            filler.close()
+        self._socket.close()
