@@ -22,8 +22,6 @@ from typing import Any, TextIO
 
 from provisioner.backends import DEFAULT_BACKEND, get_backend
 from provisioner.config import (
-    LOCKDOWN_ENV,
-    LOCKDOWN_ENV_OFF,
     LOCKDOWN_ENV_ON,
     Config,
     load_config,
@@ -275,7 +273,7 @@ def _given_value(
         return request.profile, "--profile"
     env_value = request.env.get(question.env_name)
     if question.name == LOCKDOWN_QUESTION:
-        env_value = _lockdown_from_env(env_value, warnings)
+        env_value = _lockdown_from_env(env_value)
     sources: list[tuple[str | None, str]] = [
         (request.data.get(question.name), f"--data {question.name}"),
         (env_value, question.env_name),
@@ -291,22 +289,14 @@ def _given_value(
     return question.default, _DEFAULT_ORIGIN
 
 
-def _lockdown_from_env(raw: str | None, warnings: list[str]) -> str | None:
+def _lockdown_from_env(raw: str | None) -> str | None:
     """``NERVE_LOCKDOWN`` as the lockdown answer: it turns lockdown on, never off (CONF-3).
 
-    A word that turns it off, or one not understood (with a warning), leaves the answer to
-    the lower sources.
+    Any other word leaves the answer to the lower sources; the configuration loader has
+    already warned about a word it does not understand.
     """
-    if raw is None:
-        return None
-    word = raw.strip().lower()
-    if word in LOCKDOWN_ENV_ON:
+    if raw is not None and raw.strip().lower() in LOCKDOWN_ENV_ON:
         return "true"
-    if word not in LOCKDOWN_ENV_OFF:
-        warnings.append(
-            f"{LOCKDOWN_ENV}: {echo(raw)} is not understood and leaves lockdown as it was; "
-            f"expected {LOCKDOWN_ENV}=1 to turn it on"
-        )
     return None
 
 

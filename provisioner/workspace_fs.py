@@ -167,10 +167,11 @@ class WorkspaceRoot:
                 return None
             except OSError as error:
                 raise self._file_refusal(parent, name, relative, error) from None
+            mode = os.fstat(fd).st_mode
+            if not stat.S_ISREG(mode):
+                os.close(fd)
+                raise refusal(self.path, relative, f"is {_kind(mode)}; expected a file")
             with os.fdopen(fd, "rb") as handle:
-                mode = os.fstat(fd).st_mode
-                if not stat.S_ISREG(mode):
-                    raise refusal(self.path, relative, f"is {_kind(mode)}; expected a file")
                 return handle.read(), mode
 
     def _file_refusal(self, parent: int, name: str, relative: str, error: OSError) -> Exception:
