@@ -9,7 +9,6 @@ failure is an ERR carrying the one-line reason the runtime gave, never an except
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 from collections.abc import Awaitable, Callable
 
 from provisioner.backends import loom_core_tools
@@ -18,6 +17,7 @@ from provisioner.doctor import ERR, OK, Check, joined
 from provisioner.memory_backend import LOOM_SERVER, MemoryBackendUnavailable
 from provisioner.runtime.catalog import GatewayCatalog
 from provisioner.runtime.errors import CatalogError, GatewayError
+from provisioner.runtime.loom import LoomMemory
 
 NETWORK_CHECK_DEADLINE_S = 8.0  # DOC-1: each network check; the whole run ends within 10 s
 
@@ -36,10 +36,12 @@ async def network_checks(config: Config) -> list[Check]:
     if config.memory_backend != "loom" or not config.mcp_gateway_url:
         return []
     url = config.mcp_gateway_url
-    checks = [_within_deadline("loom.catalog", lambda: catalog_check(url))]
-    if importlib.util.find_spec("provisioner.runtime.loom") is not None:  # pending LoomMemory
-        checks.append(_within_deadline("loom.namespace", lambda: namespace_check(config)))
-    return list(await asyncio.gather(*checks))
+    return list(
+        await asyncio.gather(
+            _within_deadline("loom.catalog", lambda: catalog_check(url)),
+            _within_deadline("loom.namespace", lambda: namespace_check(config)),
+        )
+    )
 
 
 async def _within_deadline(check_id: str, run: Callable[[], Awaitable[Check]]) -> Check:
@@ -96,8 +98,6 @@ async def catalog_check(url: str) -> Check:
 
 async def namespace_check(config: Config) -> Check:
     """The org and namespace Loom resolved, and where each came from (LOOM-3)."""
-    from provisioner.runtime.loom import LoomMemory
-
     try:
         async with LoomMemory.from_config(config) as memory:
             identity = await memory.health()
