@@ -44,13 +44,19 @@ def listener() -> Iterator[CountingListener]:
 
 @pytest.fixture
 def doctor(tmp_path: Path, run_nerve: RunNerve):
-    """``doctor(gateway_url, *flags)``: run doctor on a Loom configuration, return the JSON."""
+    """``doctor(url, *flags, memory=YAML)``: doctor on a Loom configuration; its JSON checks.
+
+    ``memory`` is more YAML under ``memory:``, indented by two spaces.
+    """
     config_dir = tmp_path / "cfg"
     config_dir.mkdir()
 
-    def run(gateway_url: str, *flags: str) -> tuple[subprocess.CompletedProcess, dict[str, Any]]:
+    def run(
+        gateway_url: str, *flags: str, memory: str = ""
+    ) -> tuple[subprocess.CompletedProcess, dict[str, Any]]:
         (config_dir / "config.yaml").write_text(
-            f"memory:\n  backend: loom\nmcp_gateway_url: {gateway_url}\n", encoding="utf-8"
+            f"memory:\n  backend: loom\n{memory}mcp_gateway_url: {gateway_url}\n",
+            encoding="utf-8",
         )
         args = ["doctor", "--json", "--config-dir", str(config_dir)]
         result = run_nerve(*args, "--workspace", str(tmp_path / "ws"), *flags)
@@ -135,3 +141,51 @@ class TestGatewayDown:
         assert result.returncode == 1
         assert listener.connections >= 1
         assert "did not arrive within" in checks["loom.catalog"]["message"]
+
+
+@pytest.fixture(scope="module")
+def dev_gateway() -> Iterator[Any]:
+    """The dev gateway (catalog and Loom stand-in) for the module; faults reset per test."""
+    from provisioner.devgateway import serve_in_thread
+
+    with serve_in_thread(seed=3) as gateway:
+        yield gateway
+
+
+@pytest.fixture
+def gateway(dev_gateway: Any) -> Iterator[Any]:
+    dev_gateway.app.faults.switch("")
+    yield dev_gateway
+    dev_gateway.app.faults.switch("")
+
+
+class TestNamespace:
+    def test_the_org_and_namespace_loom_resolved_are_shown_with_their_source(
+        self, doctor, gateway: Any
+    ) -> None:
+        """DOC-1, LOOM-3: the health probe names what Loom resolved."""
+        _result, checks = doctor(gateway.base_url)
+        namespace = checks["loom.namespace"]
+        assert namespace["status"] == "OK", namespace
+        assert namespace["message"].startswith(
+            "org dev (resolved by Loom), namespace agent (resolved by Loom)"
+        )
+        assert checks["loom.catalog"]["status"] == "OK"
+        calls = [call.tool for call in gateway.app.calls]
+        assert "loom_namespace_summary" in calls
+
+    def test_a_namespace_set_in_memory_loom_says_so(self, doctor, gateway: Any) -> None:
+        """LOOM-3: memory.loom.namespace overrides what Loom resolved, and doctor says so."""
+        _result, checks = doctor(gateway.base_url, memory="  loom:\n    namespace: ada\n")
+        assert "namespace ada (set in memory.loom)" in checks["loom.namespace"]["message"]
+
+    def test_a_policy_refusal_of_the_probe_is_an_err_with_its_reason(
+        self, doctor, gateway: Any
+    ) -> None:
+        gateway.app.faults.switch("policy@loom_namespace_summary")
+        result, checks = doctor(gateway.base_url)
+        assert result.returncode == 1
+        namespace = checks["loom.namespace"]
+        assert namespace["status"] == "ERR"
+        assert namespace["message"].startswith("Loom's health probe failed: ")
+        assert checks["loom.catalog"]["status"] == "OK", "the other check is unaffected"
