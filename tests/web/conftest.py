@@ -7,8 +7,10 @@ installs it and a missing browser is a failure.
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +33,38 @@ def serve() -> Iterator[Serve]:
 
     def start(config: Config, memory: Any = None) -> str:
         app = Starlette(routes=memory_router(config, memory).routes)
+        server = LoopbackServer(app)
+        servers.append(server)
+        return server.start()
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+@pytest.fixture
+def serve_live() -> Iterator[Serve]:
+    """``serve_live(config)``: the router with a real ``LoomMemory``, as Nerve would mount it.
+
+    The backend is opened in the app's lifespan, probed once (a failed probe is recorded in
+    its diagnostics, as in Nerve), and closed when the server stops.
+    """
+    from provisioner.runtime.errors import GatewayError
+    from provisioner.runtime.loom import LoomMemory
+
+    servers: list[LoopbackServer] = []
+
+    def start(config: Config) -> str:
+        memory = LoomMemory.from_config(config)
+
+        @asynccontextmanager
+        async def lifespan(app: Starlette) -> AsyncIterator[None]:
+            async with memory:
+                with contextlib.suppress(GatewayError):
+                    await memory.health()
+                yield
+
+        app = Starlette(routes=memory_router(config, memory).routes, lifespan=lifespan)
         server = LoopbackServer(app)
         servers.append(server)
         return server.start()

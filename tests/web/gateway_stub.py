@@ -105,3 +105,33 @@ class CountingListener:
             with self._lock:
                 self._count += 1
             self._held.append(connection)  # held open, never answered
+
+
+class RefusingGatewayApp:
+    """A gateway whose catalog lists loom and whose every tool call is a policy refusal.
+
+    The refusal's message is whatever the test sets: the gateway contract calls it safe to
+    show, so it travels through the runtime into diagnostics — which is how a hostile text
+    reaches the Memory page.
+    """
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+        self.base_url = ""
+        self.app = Starlette(
+            routes=[
+                Route("/catalog", self._catalog),
+                Route("/s/loom/mcp", self._call, methods=["POST"]),
+            ]
+        )
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await self.app(scope, receive, send)
+
+    async def _catalog(self, request: Request) -> Response:
+        return JSONResponse(catalog_payload([loom_server()]))
+
+    async def _call(self, request: Request) -> Response:
+        body = await request.json()
+        error = {"code": -32001, "message": self.message}
+        return JSONResponse({"jsonrpc": "2.0", "id": body.get("id"), "error": error})

@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 
+from tests.runtime.loopback import LoopbackServer
 from tests.web.conftest import DiagnosticsSnapshot, Serve
+from tests.web.gateway_stub import RefusingGatewayApp
 from tests.web.test_memory_routes import loom_config
 
 HOSTILE_MESSAGES = [
@@ -150,3 +152,50 @@ class TestHostileText:
         assert "<b id=injected>ada</b>" in card
         assert page.locator("#injected").count() == 0
         assert page.locator("a").count() == 0
+
+
+@pytest.fixture(scope="module")
+def dev_gateway() -> Iterator[Any]:
+    from provisioner.devgateway import serve_in_thread
+
+    with serve_in_thread(seed=5) as gateway:
+        yield gateway
+
+
+class TestWithTheRealBackend:
+    """The page over a real ``LoomMemory``, opened and probed as Nerve would (LOOM-4)."""
+
+    def test_the_card_shows_what_the_health_probe_learned(
+        self, page: Any, serve_live: Serve, configure, dev_gateway: Any
+    ) -> None:
+        config = configure(
+            "memory:\n  backend: loom\n  loom:\n    org: acme\n"
+            f"mcp_gateway_url: {dev_gateway.base_url}\n"
+        )
+        page.goto(f"{serve_live(config)}/memory")
+        card = page.inner_text("#diagnostics")
+        assert dev_gateway.base_url in card
+        assert "acme" in card and "agent" in card, card
+        assert "lists loom\tyes" in card or "lists loom\nyes" in card, card
+
+    @pytest.mark.parametrize("message", HOSTILE_MESSAGES)
+    def test_a_hostile_refusal_from_the_gateway_shows_as_text_and_runs_nothing(
+        self, page: Any, serve_live: Serve, configure, message: str
+    ) -> None:
+        """The gateway's refusal message reaches the card through the runtime, as text."""
+        gateway = RefusingGatewayApp(message)
+        server = LoopbackServer(gateway)
+        try:
+            url = server.start()
+            config = configure(f"memory:\n  backend: loom\nmcp_gateway_url: {url}\n")
+            page.goto(f"{serve_live(config)}/memory")
+            card = page.inner_text("#diagnostics")
+            assert message in card, card
+            assert "PolicyRefused" in card and "health" in card
+            assert page.title() == "Memory · Nerve", "no script ran"
+            assert page.dialogs == []
+            assert (
+                page.locator("#diagnostics img, #diagnostics script, #diagnostics a").count() == 0
+            )
+        finally:
+            server.stop()
