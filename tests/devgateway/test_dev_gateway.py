@@ -205,3 +205,22 @@ class TestCommandLine:
 
         result = run_nerve("dev", "gateway", "--port", "0", "--faults", "bogus")
         assert_one_line_error(result, "--faults", "bogus")
+
+    def test_without_the_dev_extra_one_line_says_how_to_install_it(self) -> None:
+        """The runtime never needs the SDK; the dev gateway says how to get it."""
+        code = (
+            "import sys\n"
+            "class Block:\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name.split('.')[0] in ('mcp', 'mcp_types'):\n"
+            "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
+            "sys.meta_path.insert(0, Block())\n"
+            "from provisioner.cli import main\n"
+            "sys.exit(main(['dev', 'gateway', '--port', '0']))\n"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 2
+        (line,) = done.stderr.strip().splitlines()
+        assert "pip install 'nerve-provisioner[dev]'" in line
