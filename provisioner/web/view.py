@@ -23,18 +23,19 @@ VALUE_MAX_CHARS = 500  # our choice: a last-error message is one line of a few h
 TIME_KEYS = ("at", "when", "time", "closes_at", "opened_at", "last_success_at")
 EPOCH_MIN = 1_000_000_000  # a number this large under a time key is Unix time (2001 on)
 
-# Labels for the keys a person looks for first; any other key is shown by its own name.
+# Labels for the keys of LoomMemory's diagnostics; any other key is shown by its own name.
 LABELS = {
-    "gateway_url": "Gateway",
-    "catalog": "Catalog",
-    "generation": "generation",
+    "gateway_url": "gateway",
     "lists_loom": "lists loom",
-    "namespace": "Namespace",
-    "namespace_source": "namespace from",
-    "org": "Org",
+    "loom_tools": "Loom's tools",
+    "read_error": "last read failed",
     "org_source": "org from",
-    "breaker": "Breaker",
-    "last_error": "Last error",
+    "namespace_source": "namespace from",
+    "open_for_s": "open for (s)",
+    "retry_in_s": "closes in (s)",
+    "consecutive_failures": "failures in a row",
+    "kind": "outcome",
+    "at": "when",
 }
 
 
@@ -101,6 +102,8 @@ def card_rows(diagnostics: Mapping[str, Any]) -> list[Row]:
 def _add_rows(rows: list[Row], mapping: Mapping[str, Any], depth: int) -> None:
     for key, value in mapping.items():
         label = LABELS.get(str(key), str(key).replace("_", " "))
+        if depth == 0:
+            label = label[:1].upper() + label[1:]
         if isinstance(value, Mapping) and value and depth + 1 < CARD_MAX_DEPTH:
             rows.append(Row(label, "", depth))
             _add_rows(rows, value, depth + 1)

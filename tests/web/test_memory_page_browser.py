@@ -73,7 +73,7 @@ class TestWhatAPersonSees:
             "http://127.0.0.1:8787",
             "generation",
             "7",
-            "Namespace",
+            "namespace",
             "ada",
             "namespace from",
             "config",
