@@ -100,6 +100,16 @@ class BatchBudget:
         )
         return replace(grown, cut_reason=None) if grown.at_default else grown
 
+    def as_dict(self) -> dict[str, object]:
+        """The budget for diagnostics (LOOM-4): limits, defaults and why it was cut."""
+        return {
+            "messages": self.messages,
+            "bytes": self.bytes,
+            "default_messages": self.default_messages,
+            "default_bytes": self.default_bytes,
+            "cut_reason": self.cut_reason,
+        }
+
     def describe(self) -> str:
         """``"100 messages / 128 KiB"``, with the cut reason when there is one."""
         text = f"{self.messages} messages / {self.bytes // KIB} KiB"

@@ -23,7 +23,7 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from provisioner.runtime.batching import Batch, wire_size
 from provisioner.runtime.budget import (
@@ -60,6 +60,13 @@ class Extractor(Protocol):
         session_id: str,
         defer: bool = False,
     ) -> Extracted: ...
+
+
+@runtime_checkable
+class BudgetListener(Protocol):
+    """A backend that shows the batch budget in its diagnostics (``LoomMemory``, LOOM-4)."""
+
+    def note_batch_budget(self, budget: Any) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -187,7 +194,10 @@ class Sweeper:
             else:
                 run = SweepRun(self._memory, self._source, self._state, self._mode, self._clock)
                 await run.sweep(report, progress)
-        report.note_budget(self.budget())
+        budget = self.budget()
+        report.note_budget(budget)
+        if isinstance(self._memory, BudgetListener):
+            self._memory.note_batch_budget(budget.as_dict())
         return report
 
 

@@ -20,6 +20,7 @@ batch), since a single uncoded failure is, by design, indistinguishable from a p
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import random
 from dataclasses import dataclass, field
@@ -82,9 +83,7 @@ class World:
         """Messages for ``session``; poison never third in a row and never last."""
         run = 0
         for index in range(count):
-            poisoned = (
-                index < count - 1 and run < 2 and self.rng.random() < poison_rate
-            )
+            poisoned = index < count - 1 and run < 2 and self.rng.random() < poison_rate
             run = run + 1 if poisoned else 0
             content = f"{'POISON ' if poisoned else ''}{session} {index} " + "x" * self.rng.choice(
                 (10, 200, 3000)
@@ -104,8 +103,9 @@ class Checker:
         self.world, self.loom, self.state, self.seed = world, loom, state, seed
         self.watermarks: dict[str, int] = {}
 
-    def skipped(self) -> set[int]:
-        return {int(row["message_id"]) for row in self.state.audit() if row["kind"] == "skipped"}  # type: ignore[call-overload]
+    def skipped(self) -> set[object]:
+        rows = self.state.audit()
+        return {row["message_id"] for row in rows if row["kind"] == "skipped"}
 
     def after_sweep(self) -> None:
         skipped = self.skipped()
@@ -155,16 +155,15 @@ async def run_schedule(seed: int) -> None:
     for _ in range(rng.randint(1, 4)):
         world.add(rng.choice(sessions), rng.randint(1, 120), rng.choice((0.0, 0.01, 0.05)))
     loom = ScriptedLoom()
-    sweeper = Sweeper(loom, transcripts, state, clock=fixed_clock, mode=rng.choice((WAITING,) * 4 + (QUEUED,)))
+    mode = rng.choice((WAITING, WAITING, WAITING, QUEUED))
+    sweeper = Sweeper(loom, transcripts, state, clock=fixed_clock, mode=mode)
     checker = Checker(world, loom, state, seed)
     for _ in range(rng.randint(3, 25)):
         fault_plan(rng, loom)
         if rng.random() < 0.2:
             world.add(rng.choice(sessions), rng.randint(1, 30), 0.05)
-        try:
+        with contextlib.suppress(Interrupted):
             await sweeper.run_once()
-        except Interrupted:
-            pass
         checker.after_sweep()
     loom.fail_every_batch = loom.fault_for_call = loom.accept_limit = None
     for _ in range(CLEAN_SWEEPS_MAX):
