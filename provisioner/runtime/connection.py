@@ -161,9 +161,10 @@ class LoomConnection:
         if self._lifecycle.closed:
             raise ClientClosed("the connection was closed while the call waited for the catalog")
         if catalog is None:
-            if deadline.passed():
-                raise _catalog_too_slow(deadline)
-            raise self._no_catalog_error()
+            last = self._catalog.last_error
+            if last is None:
+                raise _catalog_too_slow(deadline)  # the first read is still under way
+            raise _no_catalog_error(last)
         url = catalog.require(self._server_id).url
         if deadline.passed():
             raise _catalog_too_slow(deadline)
@@ -188,17 +189,6 @@ class LoomConnection:
             self._retired.append(current)
         return self._server
 
-    def _no_catalog_error(self) -> CatalogError:
-        last = self._catalog.last_error
-        if last is None:
-            return CatalogError("no catalog has been read yet", reason="not_read")
-        return CatalogError(
-            f"no catalog could be read: {last.message}",
-            reason=last.reason,
-            gateway_reason=last.gateway_reason,
-            request_id=last.request_id,
-        )
-
     async def _close_idle_retired(self) -> None:
         """Close the retired clients no call is using any more."""
         idle = [server for server in self._retired if not self._calls_in_flight.get(server)]
@@ -217,8 +207,19 @@ class LoomConnection:
             await server.aclose()
 
 
+def _no_catalog_error(last: CatalogError) -> CatalogError:
+    """Why no catalog can be used: the last read's failure, with the gateway's own values."""
+    return CatalogError(
+        f"no catalog could be read: {last.message}",
+        reason=last.reason,
+        gateway_reason=last.gateway_reason,
+        request_id=last.request_id,
+    )
+
+
 def _catalog_too_slow(deadline: Deadline) -> NoAnswer:
+    """The call's time ran out while the catalog was read; the read goes on without it."""
     return NoAnswer(
-        f"the catalog read used up the call's deadline of {deadline.given_s:.3g} s",
+        f"no catalog arrived within the call's deadline of {deadline.given_s:.3g} s",
         deadline_s=deadline.given_s,
     )

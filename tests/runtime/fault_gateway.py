@@ -23,6 +23,9 @@ from email.utils import formatdate
 from typing import Any
 
 CATALOG_MAX_BYTES = 8 * 1024 * 1024
+DEEP_NESTING = 100_000  # brackets: far deeper than Python's JSON decoder can follow
+SLOW_CATALOG_S = 0.3
+STREAM_TAIL_S = 0.05  # how long an event stream stays open after its answer
 HANG_LIMIT_S = 2.0  # a hanging answer gives up on its own after this, whatever the client does
 TRICKLE_EVERY_S = 0.02
 REQUEST_ID = "0b5a1f3e-9c1d-4f6e-8a2b-7d3c4e5f6a7b"
@@ -181,6 +184,19 @@ async def catalog_as_text(ex: Exchange) -> None:
 async def catalog_duplicate_keys(ex: Exchange) -> None:
     body = json.dumps(catalog_payload()).encode()
     await ex.answer(200, body[:-1] + b', "generation": 8}')
+
+
+async def catalog_slow(ex: Exchange) -> None:
+    await asyncio.sleep(SLOW_CATALOG_S)
+    await catalog_ok(ex)
+
+
+async def catalog_deep(ex: Exchange) -> None:
+    await ex.answer(200, b"[" * DEEP_NESTING)
+
+
+async def catalog_503_deep_envelope(ex: Exchange) -> None:
+    await ex.answer(503, b'{"reason":' + b"[" * (DEEP_NESTING // 2))  # under the 64 KiB cap
 
 
 async def redirect(ex: Exchange) -> None:
@@ -364,14 +380,77 @@ async def sse_result_then_pings(ex: Exchange) -> None:
     await trickle_on(ex)
 
 
+async def sse_result_then_slow_end(ex: Exchange) -> None:
+    """The answer as an event; the body ends ``STREAM_TAIL_S`` later."""
+    event = "event: message\ndata: " + json.dumps(_result(ex, {"query": _arguments(ex)}))
+    await ex.start(200, [("content-type", "text/event-stream")])
+    await ex.chunk((event + "\n\n").encode())
+    await asyncio.sleep(STREAM_TAIL_S)
+    await ex.chunk(b"", more=False)
+
+
+async def deep_json(ex: Exchange) -> None:
+    await ex.answer(200, b"[" * DEEP_NESTING + b"]" * DEEP_NESTING)
+
+
+async def deep_event(ex: Exchange) -> None:
+    await ex.start(200, [("content-type", "text/event-stream")])
+    await ex.chunk(b"data: " + b"[" * DEEP_NESTING + b"\n\n", more=False)
+
+
+async def deep_error_body(ex: Exchange) -> None:
+    # under the client's 64 KiB cap for a non-200 body, still far too deep to decode
+    await ex.answer(403, b'{"jsonrpc": "2.0", "error": ' + b"[" * (DEEP_NESTING // 2))
+
+
+async def deep_text_block(ex: Exchange) -> None:
+    message = _result(ex, None)
+    message["result"]["content"] = [{"type": "text", "text": "[" * DEEP_NESTING}]
+    await ex.rpc(message)
+
+
+def retry_after_digits(status: int, digits: int) -> Handler:
+    async def handler(ex: Exchange) -> None:
+        message = _result(ex, {"ok": True})
+        if status == 200:
+            await ex.rpc(message, extra=[("retry-after", "9" * digits)])
+        else:
+            await ex.answer(status, b"busy", "text/plain", [("retry-after", "9" * digits)])
+
+    return handler
+
+
+def loose(change: Callable[[dict[str, Any]], None], status: int = 200) -> Handler:
+    """A result answer that ``change`` loosens (its id, its shape) before it is sent."""
+
+    async def handler(ex: Exchange) -> None:
+        message = _result(ex, {"ok": True})
+        change(message)
+        await ex.answer(status, json.dumps(message).encode())
+
+    return handler
+
+
+def _error_with_id_true(message: dict[str, Any]) -> None:
+    message.pop("result")
+    message["id"] = True
+    message["error"] = {"code": -32001, "message": "refused, for request true"}
+
+
+def _error_for_another_id(message: dict[str, Any]) -> None:
+    message.pop("result")
+    message["id"] += 1000
+    message["error"] = {"code": -32001, "message": "refused, but for another call"}
+
+
 async def slow_result(ex: Exchange) -> None:
     await asyncio.sleep(0.3)
     await result(ex)
 
 
-def once_then_result(first: Handler) -> Handler:
+def once_then_result(first: Handler, then: Handler | None = None) -> Handler:
     async def handler(ex: Exchange) -> None:
-        await (first if ex.seen_before == 0 else result)(ex)
+        await (first if ex.seen_before == 0 else (then or result))(ex)
 
     return handler
 
@@ -411,6 +490,9 @@ SCENARIOS: dict[str, Scenario] = {
     "catalog-duplicate-keys": Scenario(catalog=catalog_duplicate_keys),
     "catalog-redirect": Scenario(catalog=redirect),
     "catalog-hang": Scenario(catalog=hang),
+    "catalog-slow": Scenario(catalog=catalog_slow),
+    "catalog-deep": Scenario(catalog=catalog_deep),
+    "catalog-deep-envelope": Scenario(catalog=catalog_503_deep_envelope),
     "outage": Scenario(catalog=outage, call=outage),
     "outage-after-catalog": Scenario(catalog=catalog_once_then_503, call=hang),
     # tools/call answers
@@ -445,6 +527,26 @@ SCENARIOS: dict[str, Scenario] = {
     "sse-crlf": Scenario(call=sse_result("\r\n")),
     "sse-then-pings": Scenario(call=sse_result_then_pings),
     "slow": Scenario(call=slow_result),
+    "sse-slow-end": Scenario(call=sse_result_then_slow_end),
+    # hostile answers
+    "deep-json": Scenario(call=deep_json),
+    "deep-event": Scenario(call=deep_event),
+    "deep-error-body": Scenario(call=deep_error_body),
+    "deep-text-block": Scenario(call=deep_text_block),
+    "ra-400-digits": Scenario(call=retry_after_digits(200, 400)),
+    "ra-5000-digits": Scenario(call=retry_after_digits(200, 5000)),
+    "ra-5000-digits-429": Scenario(call=retry_after_digits(429, 5000)),
+    "id-float": Scenario(call=loose(lambda m: m.update(id=float(m["id"])))),
+    "id-true": Scenario(call=loose(lambda m: m.update(id=True))),
+    "error-id-true": Scenario(call=loose(_error_with_id_true)),
+    "error-for-another-id": Scenario(call=loose(_error_for_another_id, status=403)),
+    "result-and-error": Scenario(
+        call=loose(lambda m: m.update(error={"code": -32001, "message": "no"}))
+    ),
+    "no-content": Scenario(call=loose(lambda m: m["result"].pop("content"))),
+    "content-not-objects": Scenario(
+        call=loose(lambda m: m["result"].update(content=["text", 1, None]))
+    ),
     # a read that meets a condition that may pass, then the answer
     "429-once-ra1": Scenario(call=once_then_result(http_status(429, "1"))),
     "429-once-ra2": Scenario(call=once_then_result(http_status(429, "2"))),
@@ -452,6 +554,7 @@ SCENARIOS: dict[str, Scenario] = {
     "503-once-date": Scenario(call=once_then_result(unavailable_with_date)),
     "may-pass-once": Scenario(call=once_then_result(may_pass)),
     "429-always-ra1": Scenario(call=http_status(429, "1")),
+    "429-once-then-hang": Scenario(call=once_then_result(http_status(429, "1"), hang)),
 }
 
 

@@ -56,6 +56,18 @@ class TestCatalogReads:
         catalog, error = await read_once(scenario_base(scenario))
         assert catalog is None and error.reason == reason
 
+    @pytest.mark.parametrize(
+        ("scenario", "reason"),
+        [("catalog-deep", "not_json"), ("catalog-deep-envelope", "http_503")],
+    )
+    async def test_json_nested_too_deep_to_decode_is_a_failed_read(
+        self, scenario_base, scenario, reason
+    ) -> None:
+        """Defect: 100k nested brackets raised RecursionError out of a reader that never raises."""
+        catalog, error = await read_once(scenario_base(scenario))
+        assert catalog is None and error.reason == reason
+        assert error.gateway_reason is None
+
     async def test_a_redirect_is_not_followed(self, scenario_base, fault_gateway) -> None:
         base = scenario_base("catalog-redirect")
         before = len(fault_gateway.hits)

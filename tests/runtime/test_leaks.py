@@ -8,12 +8,10 @@ many open file descriptors as before (±2).
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections import Counter
 from itertools import cycle
 
-import httpx
 import pytest
 
 from provisioner.runtime import (
@@ -29,53 +27,14 @@ from provisioner.runtime import (
 from provisioner.runtime.breaker import BREAKER_MAX_OPEN_S
 
 from .fault_gateway import catalog_payload
+from .tracking import TrackedTransport, settled_fds
 
 pytestmark = pytest.mark.anyio
 
 CALLS = 500
 FD_SLACK = 2
-SETTLE_S = 3.0
 DEADLINE_S = 2.0
 HANG_DEADLINE_S = 0.02  # the calls the client gives up on
-
-
-def open_fds() -> int:
-    return len(os.listdir("/proc/self/fd"))
-
-
-async def settled_fds() -> int:
-    """The fd count once it has stopped changing for a moment.
-
-    The servers run in this process (in other threads), so their side of each connection
-    closes a little after the client's; the count is read once both sides are done.
-    """
-    loop = asyncio.get_running_loop()
-    give_up = loop.time() + SETTLE_S
-    last, steady = open_fds(), 0
-    while steady < 5 and loop.time() < give_up:
-        await asyncio.sleep(0.02)
-        now = open_fds()
-        steady = steady + 1 if now == last else 0
-        last = now
-    return last
-
-
-TLS = httpx.create_ssl_context()  # built once: a context per transport costs tens of ms
-
-
-class TrackedTransport(httpx.AsyncBaseTransport):
-    """httpx's own network transport, remembering whether its client closed it."""
-
-    def __init__(self) -> None:
-        self._inner = httpx.AsyncHTTPTransport(verify=TLS)
-        self.closed = False
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        return await self._inner.handle_async_request(request)
-
-    async def aclose(self) -> None:
-        self.closed = True
-        await self._inner.aclose()
 
 
 def close_the_breaker(breaker: Breaker, clock) -> None:

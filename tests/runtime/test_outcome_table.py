@@ -25,6 +25,7 @@ from provisioner.runtime import (
     ToolResult,
 )
 from provisioner.runtime.gateway import EXTRACTION
+from provisioner.runtime.retry_after import RETRY_AFTER_CAP_S
 
 pytestmark = pytest.mark.anyio
 
@@ -135,3 +136,58 @@ class TestOutcomeDetails:
     async def test_a_result_without_structured_content_parses_its_text(self, scenario_base) -> None:
         outcome = await outcome_of(scenario_base("text-only") + "/s/loom/mcp")
         assert outcome.data == {"from": "text"}
+
+
+LOOSE_ANSWERS = [
+    ("id 1.0 for id 1", "id-float"),
+    ("id true for id 1", "id-true"),
+    ("an error with id true for id 1", "error-id-true"),
+    ("a JSON-RPC error for another id, in a non-200 body", "error-for-another-id"),
+    ("both a result and an error", "result-and-error"),
+    ("a result without a content list", "no-content"),
+    ("content blocks that are not objects", "content-not-objects"),
+]
+
+
+class TestLooseAnswers:
+    """Defect: answers that bent JSON-RPC or MCP were taken as results or refusals (GW-5)."""
+
+    @pytest.mark.parametrize(("row", "scenario"), LOOSE_ANSWERS, ids=[r[0] for r in LOOSE_ANSWERS])
+    async def test_an_answer_that_bends_the_protocol_is_broken(
+        self, scenario_base, row, scenario
+    ) -> None:
+        outcome = await outcome_of(scenario_base(scenario) + "/s/loom/mcp")
+        assert type(outcome) is BrokenAnswer, f"{row}: got {outcome!r}"
+
+
+DEEP_ANSWERS = [
+    ("100k nested brackets as the JSON body", "deep-json", BrokenAnswer),
+    ("100k nested brackets as an event's data", "deep-event", BrokenAnswer),
+    ("50k nested brackets in a non-200 body", "deep-error-body", BrokenAnswer),
+    ("100k nested brackets as the first text block", "deep-text-block", ToolResult),
+    ("a Retry-After of 400 digits on a 200 answer", "ra-400-digits", ToolResult),
+    ("a Retry-After of 5,000 digits on a 200 answer", "ra-5000-digits", ToolResult),
+    ("a Retry-After of 5,000 digits on a 429", "ra-5000-digits-429", MayPass),
+]
+
+
+class TestNothingOutsideTheTree:
+    """Defect: deep nesting and huge Retry-After values raised RecursionError, OverflowError
+    or ValueError out of a call (GW-5)."""
+
+    @pytest.mark.parametrize(
+        ("row", "scenario", "expected"), DEEP_ANSWERS, ids=[r[0] for r in DEEP_ANSWERS]
+    )
+    async def test_a_hostile_answer_ends_in_an_outcome(
+        self, scenario_base, row, scenario, expected
+    ) -> None:
+        outcome = await outcome_of(scenario_base(scenario) + "/s/loom/mcp")
+        assert type(outcome) is expected, f"{row}: got {outcome!r}"
+
+    async def test_a_text_block_too_deep_to_parse_is_kept_as_text(self, scenario_base) -> None:
+        outcome = await outcome_of(scenario_base("deep-text-block") + "/s/loom/mcp")
+        assert outcome.data is None and outcome.text.startswith("[[[")
+
+    async def test_a_huge_retry_after_is_read_as_a_day(self, scenario_base) -> None:
+        outcome = await outcome_of(scenario_base("ra-5000-digits-429") + "/s/loom/mcp")
+        assert outcome.retry_after_s == RETRY_AFTER_CAP_S

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import time
 
 import pytest
 from hypothesis import given
@@ -79,3 +80,31 @@ class TestEventStreamDecoder:
     def test_a_stream_ending_inside_a_utf8_sequence_is_refused(self) -> None:
         with pytest.raises(ValueError, match="UTF-8"):
             _decode(["data: é".encode()[:-1]])
+
+
+LONG_LINE_BYTES = 8 * 1024 * 1024
+SMALL_CHUNK_BYTES = 256
+CPU_UPPER_BOUND_S = 5.0  # far above the linear decoder's cost; the quadratic one took ~30 s
+
+
+class TestDecodingCost:
+    """Defect: a pending line was copied again on every chunk, quadratic in its length."""
+
+    def test_an_8_mib_line_in_256_byte_chunks_decodes_in_linear_time(self) -> None:
+        body = b"data: " + b"x" * LONG_LINE_BYTES + b"\n\n"
+        decoder = EventStreamDecoder()
+        started = time.process_time()
+        events = []
+        for offset in range(0, len(body), SMALL_CHUNK_BYTES):
+            events += decoder.feed(body[offset : offset + SMALL_CHUNK_BYTES])
+        spent = time.process_time() - started
+        assert [len(event.data) for event in events] == [LONG_LINE_BYTES]
+        assert spent < CPU_UPPER_BOUND_S
+
+    def test_a_cr_then_an_lf_in_the_next_chunk_is_one_line_break(self) -> None:
+        assert _decode([b"data: a\r", b"\ndata: b\r", b"\n\r\n"]) == [
+            ServerSentEvent("message", "a\nb")
+        ]
+
+    def test_a_cr_inside_a_chunk_does_not_swallow_an_lf_in_the_next(self) -> None:
+        assert _decode([b"data: a\rdata: b", b"\n\n"]) == [ServerSentEvent("message", "a\nb")]
