@@ -189,3 +189,50 @@ class TestNamespace:
         assert namespace["status"] == "ERR"
         assert namespace["message"].startswith("Loom's health probe failed: ")
         assert checks["loom.catalog"]["status"] == "OK", "the other check is unaffected"
+
+
+class TestSweepState:
+    def test_without_a_sweep_doctor_says_so_and_creates_nothing(
+        self, doctor, tmp_path: Path
+    ) -> None:
+        _result, checks = doctor("http://127.0.0.1:9", "--offline")
+        assert checks["loom.sweep"]["message"].startswith("no sweep has run yet")
+        assert not (tmp_path / "cfg" / "memory").exists()
+
+    def test_after_a_real_sweep_doctor_reads_its_state_without_changing_it(
+        self, doctor, gateway: Any, run_nerve: RunNerve, tmp_path: Path
+    ) -> None:
+        """The state of `nerve memory sweep`, read-only: sessions, skips, the batch budget."""
+        messages = tmp_path / "messages.jsonl"
+        lines = [
+            {
+                "session_id": "s1",
+                "role": "user",
+                "content": f"fact {n}",
+                "created_at": "2026-01-01T00:00:00Z",
+            }
+            for n in range(3)
+        ]
+        messages.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+        _result, _checks = doctor(gateway.base_url, "--offline")  # writes the configuration
+        config = ["--config-dir", str(tmp_path / "cfg"), "--workspace", str(tmp_path / "ws")]
+        imported = run_nerve("memory", "import", str(messages), *config)
+        assert imported.returncode == 0, imported.stderr
+        swept = run_nerve("memory", "sweep", "--once", *config)
+        assert swept.returncode == 0, swept.stderr
+        state = tmp_path / "cfg" / "memory" / "state.sqlite3"
+        before = state.read_bytes()
+        _result, checks = doctor(gateway.base_url, "--offline")
+        sweep = checks["loom.sweep"]
+        assert sweep["status"] == "OK"
+        assert sweep["message"].startswith("1 sessions swept, 0 messages skipped"), sweep
+        assert sweep["source"] == str(state)
+        assert state.read_bytes() == before
+
+    def test_a_state_file_that_is_not_a_database_is_a_warn(self, doctor, tmp_path: Path) -> None:
+        state = tmp_path / "cfg" / "memory" / "state.sqlite3"
+        state.parent.mkdir(parents=True)
+        state.write_bytes(b"not a database at all, just text" * 40)
+        _result, checks = doctor("http://127.0.0.1:9", "--offline")
+        assert checks["loom.sweep"]["status"] == "WARN"
+        assert "cannot be read" in checks["loom.sweep"]["message"]

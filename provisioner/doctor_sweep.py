@@ -1,0 +1,63 @@
+"""Doctor's look at the extraction sweep's state file, under Loom, without changing it.
+
+The sweep keeps its state in a SQLite file (``nerve memory sweep``'s ``<config-dir>/memory/
+state.sqlite3``): per session the watermark and the failures of the batch at it, the batch
+budget and why it was cut, and an audit of skipped messages. Doctor reads it read-only — it
+never creates, migrates or locks it, and waits at most a moment for a sweep that is writing —
+and says whether the sweep is healthy: a budget cut short, a batch being isolated, messages
+skipped. The breaker and the last error live in the running process, not in this file; the
+Diagnostics card and ``nerve memory status`` show those.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from provisioner.commands.memory_sweep import default_paths
+from provisioner.doctor import OK, WARN, Check
+from provisioner.runtime.state import AUDIT_SKIPPED
+
+READ_TIMEOUT_S = 0.2  # our choice: a sweep holds its write lock for one short transaction
+
+
+def sweep_state_check(config_dir: Path) -> Check:
+    """The sweep's state, if a sweep has run; a file that cannot be read is a WARN."""
+    _transcripts, path = default_paths(config_dir)
+    if not path.is_file():
+        return Check("loom.sweep", OK, f"no sweep has run yet (no {path})")
+    try:
+        summary = _read(path)
+    except sqlite3.Error as error:
+        return Check(
+            "loom.sweep",
+            WARN,
+            f"the sweep's state {path} cannot be read: {error}",
+            advice="run nerve memory sweep --once to see the error it meets",
+            source=str(path),
+        )
+    return Check("loom.sweep", OK, summary, source=str(path))
+
+
+def _read(path: Path) -> str:
+    uri = f"{path.resolve().as_uri()}?mode=ro"
+    database = sqlite3.connect(uri, uri=True, timeout=READ_TIMEOUT_S)
+    try:
+        sessions, isolating = database.execute(
+            "SELECT COUNT(*), COUNT(suspect_last_id) FROM sweep_session"
+        ).fetchone()
+        skipped = database.execute(
+            "SELECT COUNT(*) FROM sweep_audit WHERE kind = ?", (AUDIT_SKIPPED,)
+        ).fetchone()[0]
+        budgets = database.execute(
+            "SELECT mode, messages, bytes, cut_reason FROM sweep_budget ORDER BY mode"
+        ).fetchall()
+    finally:
+        database.close()
+    parts = [f"{sessions} sessions swept", f"{skipped} messages skipped"]
+    if isolating:
+        parts.append(f"{isolating} isolating a batch Loom keeps failing")
+    for mode, messages, size, cut in budgets:
+        budget = f"{mode} budget {messages} messages / {size // 1024} KiB"
+        parts.append(f"{budget} (cut: {cut})" if cut else budget)
+    return ", ".join(parts)
