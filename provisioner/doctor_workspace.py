@@ -24,6 +24,7 @@ from pathlib import Path, PurePosixPath
 from provisioner.backends import BACKEND_NAMES
 from provisioner.config import Config
 from provisioner.doctor import ERR, OK, WARN, Check, joined
+from provisioner.errors import UserError
 from provisioner.render import MANIFEST_PATH, read_manifest
 
 SHIPPED_FILE_MAX_BYTES = 4 * 1024 * 1024  # our choice: no shipped file comes near this
@@ -169,7 +170,10 @@ def _manifest(workspace: Path) -> dict | None:
         return None
     if not stat.S_ISREG(info.st_mode) or info.st_size > MANIFEST_MAX_BYTES:
         return None
-    return read_manifest(workspace)
+    try:
+        return read_manifest(workspace)
+    except UserError:  # a link on the way to it: never followed, so no manifest
+        return None
 
 
 def _names(paths: list[str]) -> str:

@@ -286,6 +286,18 @@ class TestWorkspace:
         files = by_id(instance.doctor_json("--offline"))["workspace.files"]
         assert "3 edited (../outside.txt, link/outside.txt, pipe)" in files["message"]
 
+    def test_a_manifest_folder_that_is_a_link_out_of_the_workspace_is_not_followed(
+        self, instance: Instance, tmp_path: Path
+    ) -> None:
+        """INIT-7: `.nerve` replaced by a link elsewhere counts as no manifest, not an error."""
+        elsewhere = tmp_path / "elsewhere"
+        shutil.move(instance.workspace / ".nerve", elsewhere)
+        (instance.workspace / ".nerve").symlink_to(elsewhere)
+        result = instance.doctor("--offline")
+        assert result.returncode == 0, result.stderr
+        manifest = by_id(instance.doctor_json("--offline"))["workspace.manifest"]
+        assert manifest["status"] == "WARN"
+
     def test_a_workspace_without_a_manifest_warns(self, instance: Instance) -> None:
         (instance.workspace / ".nerve/provisioned.json").unlink()
         manifest = by_id(instance.doctor_json("--offline"))["workspace.manifest"]
