@@ -349,14 +349,8 @@ class ConnectProgress:
 
 
 _CONNECT_STARTED = frozenset({"connection.connect_tcp.started", "connection.start_tls.started"})
-_CONNECT_ENDED = frozenset(
-    {
-        "connection.connect_tcp.complete",
-        "connection.connect_tcp.failed",
-        "connection.start_tls.complete",
-        "connection.start_tls.failed",
-    }
-)
+# A connect that failed (or was cut off by the deadline) leaves ``connecting`` set.
+_CONNECT_ENDED = frozenset({"connection.connect_tcp.complete", "connection.start_tls.complete"})
 
 
 async def _read_answer(

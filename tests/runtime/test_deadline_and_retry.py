@@ -6,10 +6,17 @@ import time
 
 import pytest
 
-from provisioner.runtime import MayPass, McpGatewayServer, NoAnswer, ToolResult
+from provisioner.runtime import (
+    GatewayUnreachable,
+    MayPass,
+    McpGatewayServer,
+    NoAnswer,
+    ToolResult,
+)
 from provisioner.runtime.gateway import EXTRACTION, READ, RETRY_AFTER_MAX_WAIT_S, CallPolicy
+from provisioner.runtime.wire import CONNECT_TIMEOUT_S
 
-from .fault_gateway import TRICKLE_EVERY_S, key_of
+from .fault_gateway import HANG_LIMIT_S, TRICKLE_EVERY_S, key_of
 
 pytestmark = pytest.mark.anyio
 
@@ -28,29 +35,35 @@ async def call(url: str, *, deadline_s: float = 5.0, policy: CallPolicy = READ, 
 
 
 class TestOverallDeadline:
+    """GW-4. Wall-clock time is asserted only as an upper bound far above the deadline: the
+    fault gateway's pings and hangs last HANG_LIMIT_S, so a call that outlived its deadline
+    would end later than that, and in another outcome."""
+
     async def test_keep_alive_pings_do_not_stretch_the_deadline(self, scenario_base) -> None:
-        """GW-4: pings arrive far more often than the deadline, yet the call ends on time."""
+        """Pings arrive far more often than the deadline, yet the call ends in NoAnswer."""
         deadline_s = 0.3
         assert deadline_s > TRICKLE_EVERY_S * 5
         started = time.monotonic()
-        with pytest.raises(NoAnswer):
+        with pytest.raises(NoAnswer) as caught:
             await call(scenario_base("trickle") + "/s/loom/mcp", deadline_s=deadline_s)
-        assert time.monotonic() - started < deadline_s + 0.25
+        assert time.monotonic() - started < HANG_LIMIT_S
+        assert caught.value.deadline_s == deadline_s
 
     async def test_a_gateway_that_never_answers_costs_the_deadline(self, scenario_base) -> None:
         started = time.monotonic()
         with pytest.raises(NoAnswer) as caught:
             await call(scenario_base("hang") + "/s/loom/mcp", deadline_s=0.2)
-        assert time.monotonic() - started < 0.45
-        assert caught.value.deadline_s == pytest.approx(0.2, abs=0.01)
+        assert time.monotonic() - started < HANG_LIMIT_S
+        assert caught.value.deadline_s == 0.2
 
     async def test_a_stream_that_stays_open_after_its_answer_does_not_hold_the_call(
         self, scenario_base
     ) -> None:
+        """The stream pings on for HANG_LIMIT_S after the answer; the call returns before."""
         started = time.monotonic()
-        result = await call(scenario_base("sse-then-pings") + "/s/loom/mcp", deadline_s=1.0)
+        result = await call(scenario_base("sse-then-pings") + "/s/loom/mcp", deadline_s=30)
         assert result.data == {"ok": True}
-        assert time.monotonic() - started < 0.5
+        assert time.monotonic() - started < HANG_LIMIT_S
 
     async def test_arguments_json_cannot_carry_are_refused_before_sending(
         self, scenario_base, fault_gateway
@@ -136,3 +149,37 @@ class TestReadRetry:
             await call(base + "/s/loom/mcp", policy=EXTRACTION, clock=clock, sleep=sleep)
         assert caught.value.retry_after_s == 1.0
         assert sleep.waits == [] and fault_gateway.count(key_of(base), "call") == 1
+
+
+class TestWhatTheMessagesSay:
+    """Defect: a connect timeout was NoAnswer under short deadlines and an unreachable gateway
+    with an empty reason otherwise; after a retry NoAnswer named the time left (GW-5)."""
+
+    async def test_a_connect_timeout_within_a_short_deadline_is_unreachable(
+        self, unaccepting_url
+    ) -> None:
+        server = McpGatewayServer(unaccepting_url + "/s/loom/mcp")
+        with pytest.raises(GatewayUnreachable) as caught:
+            await server.call_tool("loom_search", {}, deadline_s=0.3)
+        await server.aclose()
+        assert "no connection within 0.3 s" in caught.value.message
+        assert server.breaker.state == "open", "an unreached gateway counts for the breaker"
+
+    async def test_a_connect_timeout_says_how_long_it_waited(self, unaccepting_url) -> None:
+        """The deadline leaves room for more: the 2 s connect limit of the contract ends it."""
+        server = McpGatewayServer(unaccepting_url + "/s/loom/mcp")
+        with pytest.raises(GatewayUnreachable) as caught:
+            await server.call_tool("loom_search", {}, deadline_s=CONNECT_TIMEOUT_S * 3)
+        await server.aclose()
+        assert caught.value.message.endswith(f"no connection within {CONNECT_TIMEOUT_S:g} s")
+
+    async def test_after_a_retry_no_answer_names_the_callers_deadline(
+        self, scenario_base, clock, sleep
+    ) -> None:
+        """The first try meets Retry-After: 1 and waits it out; the retry gets no answer."""
+        base = scenario_base("429-once-then-hang")
+        with pytest.raises(NoAnswer) as caught:
+            await call(base + "/s/loom/mcp", deadline_s=1.3, clock=clock, sleep=sleep)
+        assert sleep.waits == [1.0]
+        assert caught.value.deadline_s == 1.3
+        assert "deadline of 1.3 s" in caught.value.message

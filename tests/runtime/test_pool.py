@@ -1,0 +1,79 @@
+"""No pooled connection is left busy, however a call ends (GW-8).
+
+httpcore frees a pooled connection only at the end of the response's close. On a busy event
+loop the close of a stream that ended just as the client stopped reading its tail takes long
+enough for the tail's timeout, or the call's deadline, to strike inside it. The transport here
+is httpx's own on real loopback sockets; it only makes every close take a while, so that the
+timeout strikes inside the close every time instead of once in a few hundred calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+
+from provisioner.runtime import McpGatewayServer, NoAnswer
+from provisioner.runtime.breaker import BREAKER_MAX_OPEN_S
+from provisioner.runtime.gateway import STREAM_TAIL_WAIT_S
+
+from .tracking import TrackedTransport
+
+pytestmark = pytest.mark.anyio
+
+SLOW_CLOSE_S = 4 * STREAM_TAIL_WAIT_S
+CALLS = 5
+
+
+class SlowClose(httpx.AsyncByteStream):
+    def __init__(self, inner: httpx.AsyncByteStream) -> None:
+        self._inner = inner
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self._inner:
+            yield chunk
+
+    async def aclose(self) -> None:
+        await asyncio.sleep(SLOW_CLOSE_S)  # the loop is busy elsewhere
+        await self._inner.aclose()
+
+
+class SlowClosingTransport(TrackedTransport):
+    """httpx's network transport, each response's close first waiting ``SLOW_CLOSE_S``."""
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await super().handle_async_request(request)
+        assert isinstance(response.stream, httpx.AsyncByteStream)
+        response.stream = SlowClose(response.stream)
+        return response
+
+
+class TestConnectionsAreFreed:
+    """Defect: a cancellation inside a response's close left its connection busy for good."""
+
+    async def test_a_tail_timeout_inside_the_close_still_frees_the_connection(
+        self, scenario_base
+    ) -> None:
+        transport = SlowClosingTransport()
+        url = scenario_base("sse-lf") + "/s/loom/mcp"
+        async with McpGatewayServer(url, transport=transport) as server:
+            for _ in range(CALLS):
+                result = await server.call_tool("loom_search", {"query": "q"}, deadline_s=5)
+                assert result.data["ok"] is True
+                assert transport.busy_connections == 0
+            assert transport.connections <= 1, "the connection is reused or dropped, not kept"
+
+    async def test_a_deadline_inside_the_close_still_frees_the_connection(
+        self, scenario_base, clock
+    ) -> None:
+        transport = SlowClosingTransport()
+        url = scenario_base("result") + "/s/loom/mcp"
+        async with McpGatewayServer(url, transport=transport, clock=clock) as server:
+            for _ in range(CALLS):
+                with pytest.raises(NoAnswer):
+                    await server.call_tool("loom_search", {}, deadline_s=SLOW_CLOSE_S / 2)
+                assert transport.busy_connections == 0
+                clock.advance(BREAKER_MAX_OPEN_S)  # let the breaker try again
+                server.breaker.before_call().answered()
