@@ -229,6 +229,12 @@ class TestSweepState:
         assert sweep["source"] == str(state)
         assert state.read_bytes() == before
 
+    def test_doctor_counts_the_audit_kind_the_sweep_writes_for_a_skip(self) -> None:
+        from provisioner import doctor_sweep
+        from provisioner.runtime import state
+
+        assert doctor_sweep.AUDIT_SKIPPED == state.AUDIT_SKIPPED
+
     def test_a_state_file_that_is_not_a_database_is_a_warn(self, doctor, tmp_path: Path) -> None:
         state = tmp_path / "cfg" / "memory" / "state.sqlite3"
         state.parent.mkdir(parents=True)
