@@ -20,7 +20,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from provisioner import assets
 from provisioner.backends import BACKEND_NAMES, BACKENDS, PROFILES
 from provisioner.errors import UserError
 from provisioner.files import file_mode, write_atomically
@@ -82,16 +81,17 @@ class CheckReport:
 
 
 def default_golden_dir() -> Path:
-    """``golden/`` of the checkout in the current folder, else of the package's checkout.
+    """``golden/`` of the checkout the current folder is in (it or a folder above it).
 
-    Raises ``GoldenRefused`` when neither is a checkout of this package (an installed package
-    has no goldens to check or rewrite).
+    Raises ``GoldenRefused`` when it is in none: an installed package has no goldens, and a
+    folder that merely has a ``golden/`` is someone else's.
     """
-    for root in (Path.cwd(), assets.checkout_root()):
+    here = Path.cwd()
+    for root in (here, *here.parents):
         if is_checkout(root):
             return root / "golden"
     raise GoldenRefused(
-        f"{Path.cwd()}: not a checkout of {PACKAGE_NAME} (golden/ beside templates/ and a "
+        f"{here}: not a checkout of {PACKAGE_NAME} (golden/ beside templates/ and a "
         "pyproject.toml naming it); run from a checkout or name the folder with --golden-dir"
     )
 

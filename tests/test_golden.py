@@ -577,3 +577,83 @@ class TestGoldensAreByteExact:
             check=True,
         )
         assert result.stdout == "golden/memu/personal/AGENTS.md: text: unset\n"
+
+
+class TestGoldenCommandsNeedACheckout:
+    def test_update_in_a_folder_with_its_own_golden_folder_touches_nothing(self, tmp_path):
+        """Defect 9: a user's golden/ is not ours; update refuses and deletes no file."""
+        project = tmp_path / "project"
+        (project / "golden" / "loom" / "personal").mkdir(parents=True)
+        precious = project / "golden" / "loom" / "personal" / "notes.txt"
+        precious.write_text("mine\n")
+        before = snapshot(project)
+        result = nerve(tmp_path / "home", "golden", "update", cwd=project)
+        assert_one_line_error(result, "not a checkout", "--golden-dir")
+        assert snapshot(project) == before
+
+    def test_check_outside_a_checkout_is_refused(self, tmp_path):
+        result = nerve(tmp_path / "home", "golden", "check", cwd=tmp_path)
+        assert_one_line_error(result, "not a checkout")
+
+    def test_a_subfolder_of_the_checkout_finds_its_goldens(self, tmp_path):
+        result = nerve(
+            tmp_path / "home", "golden", "update", cwd=REPO_ROOT / "docs", env={"CI": "1"}
+        )
+        assert_one_line_error(result, "CI")  # found the checkout, then refused under CI
+
+    def test_update_never_deletes_a_file_that_is_not_a_golden_name(self, tmp_path, golden_copy):
+        """Defect 9: with --golden-dir, an unknown file below it is left alone."""
+        stray = golden_copy / "loom" / "README.txt"
+        stray.write_text("about these goldens\n")
+        result = nerve(
+            tmp_path / "home", "golden", "update", "--golden-dir", str(golden_copy), cwd=tmp_path
+        )
+        assert result.returncode == 0, result.stderr
+        assert stray.read_text() == "about these goldens\n"
+
+    def test_golden_dir_naming_a_file_is_one_line(self, tmp_path):
+        """Defect 10: `golden update --golden-dir FILE`."""
+        target = tmp_path / "a-file"
+        target.write_text("")
+        for action in ("update", "check"):
+            result = nerve(tmp_path / "home", "golden", action, "--golden-dir", str(target))
+            assert_one_line_error(result, "a-file", "not a folder")
+
+    @pytest.mark.parametrize("value", ["false", "0", "", "no"])
+    def test_a_ci_variable_that_is_not_true_does_not_refuse_update(
+        self, tmp_path, golden_copy, value
+    ):
+        """Defect 11: only a true CI value refuses an update."""
+        result = nerve(
+            tmp_path / "home",
+            "golden",
+            "update",
+            "--backend",
+            "loom",
+            "--golden-dir",
+            str(golden_copy),
+            env={"CI": value},
+        )
+        assert result.returncode == 0, result.stderr
+
+
+class TestBrokenTemplatesExitThree:
+    @pytest.mark.parametrize(
+        ("planted", "fragment"),
+        [("{{ no_such_name }}", "no_such_name"), ("{% if %}", "TemplateSyntaxError")],
+    )
+    def test_a_template_that_cannot_render_is_exit_3_naming_file_and_line(
+        self, tmp_path, planted, fragment
+    ):
+        """GOLD-2: exit 3 with the template file and line, so CI tells it from a wording change."""
+        assets = copy_assets(tmp_path / "assets")
+        soul = assets / "templates" / "workspace" / "SOUL.md.jinja"
+        lines = soul.read_text().count("\n")
+        soul.write_text(soul.read_text() + planted + "\n")
+        env = {"NERVE_ASSETS_DIR": str(assets)}
+        for args in (("golden", "check"), ("init", "--workspace", str(tmp_path / "ws"))):
+            result = nerve(tmp_path / "home", *args, env=env, cwd=REPO_ROOT)
+            assert result.returncode == 3, (args, result.stderr)
+            (line,) = result.stderr.strip().splitlines()
+            assert f"SOUL.md.jinja:{lines + 1}" in line and fragment in line, line
+        assert not (tmp_path / "ws").exists()
