@@ -27,6 +27,8 @@ from provisioner.setup_steps import (
     loom_summary_line,
     memu_setup_step,
     memu_summary_line,
+    plain_summary_line,
+    quiet_setup_step,
 )
 from provisioner.template_folder import ContractFixtureError, folder_value
 
@@ -135,9 +137,9 @@ class Backend:
     # memory.<name> in the configuration (CONF-5); None: the backend has no settings.
     settings: SettingsSection | None = None
     # Init's memory step (INIT-3): what it asks and stores; a mapping for the summary.
-    setup_step: Callable[[SetupContext], dict[str, Any]] = memu_setup_step
+    setup_step: Callable[[SetupContext], dict[str, Any]] = quiet_setup_step
     # The summary's line about the step's mapping.
-    summary_line: Callable[[Mapping[str, Any]], str] = memu_summary_line
+    summary_line: Callable[[Mapping[str, Any]], str] = plain_summary_line
     goldens: GoldenGuard = GoldenGuard()
 
     def tool_ref(self, tool: str) -> str:

@@ -70,3 +70,12 @@ def loom_summary_line(step: Mapping[str, Any]) -> str:
     if step.get("mcp_gateway_url"):
         return f"Memory: Loom through the MCP gateway at {step['mcp_gateway_url']}."
     return "Memory: Loom through the MCP gateway; mcp_gateway_url is not set yet."
+
+
+def quiet_setup_step(context: SetupContext) -> dict[str, Any]:
+    """A backend that needs nothing set up: nothing is asked, nothing is written."""
+    return {"backend": context.backend, "asked": False}
+
+
+def plain_summary_line(step: Mapping[str, Any]) -> str:
+    return f"Memory: {step['backend']}."
