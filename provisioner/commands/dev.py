@@ -8,12 +8,15 @@ one line saying how to add it.
 from __future__ import annotations
 
 import argparse
+import socket
 
 from provisioner.cli_common import EXIT_OK, ArgParser, UsageError
 
 DEFAULT_PORT = 8787  # contracts/gateway.md's example base URL
 DEV_EXTRA_HINT = "pip install 'nerve-provisioner[dev]'"
 DEV_EXTRA_MODULES = frozenset({"mcp", "mcp_types", "uvicorn", "starlette", "jsonschema"})
+LOOPBACK = "127.0.0.1"  # the dev gateway never listens beyond this machine
+LISTEN_BACKLOG = 128
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -60,28 +63,42 @@ def _port(text: str) -> int:
 def _run_gateway(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    try:
-        from provisioner.devgateway.faults import FaultSpecError, parse_fault_spec
-        from provisioner.devgateway.serve import serve_forever
-    except ImportError as error:
-        if (error.name or "").split(".")[0] not in DEV_EXTRA_MODULES:
-            raise
-        raise UsageError(
-            f"nerve dev gateway needs the dev extra ({error.name} is missing): {DEV_EXTRA_HINT}"
-        ) from None
-    try:
-        parse_fault_spec(args.faults)
-    except FaultSpecError as error:
-        raise UsageError(f"--faults: {error}") from None
-    data_dir = Path(args.data).expanduser() if args.data else None
-    try:
+    listening = _listen(args.port)
+    with listening:
+        try:
+            from provisioner.devgateway.faults import FaultSpecError, parse_fault_spec
+            from provisioner.devgateway.serve import serve_forever
+        except ImportError as error:
+            if (error.name or "").split(".")[0] not in DEV_EXTRA_MODULES:
+                raise
+            raise UsageError(
+                f"nerve dev gateway needs the dev extra ({error.name} is missing): {DEV_EXTRA_HINT}"
+            ) from None
+        try:
+            parse_fault_spec(args.faults)
+        except FaultSpecError as error:
+            raise UsageError(f"--faults: {error}") from None
+        port = listening.getsockname()[1]
+        print(f"mcp_gateway_url: http://{LOOPBACK}:{port}", flush=True)
+        data_dir = Path(args.data).expanduser() if args.data else None
         serve_forever(
-            port=args.port,
-            seed=args.seed,
-            faults=args.faults,
-            data_dir=data_dir,
-            answers=args.answers,
+            listening, seed=args.seed, faults=args.faults, data_dir=data_dir, answers=args.answers
         )
-    except OSError as error:
-        raise UsageError(f"--port {args.port}: cannot listen on 127.0.0.1 ({error})") from None
     return EXIT_OK
+
+
+def _listen(port: int) -> socket.socket:
+    """A socket listening on 127.0.0.1:``port``, bound before the server's heavy imports.
+
+    A client that connects while the server is still loading (a command started right after
+    the gateway, say) waits in the backlog instead of being refused.
+    """
+    listening = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listening.bind((LOOPBACK, port))
+        listening.listen(LISTEN_BACKLOG)
+    except OSError as error:
+        listening.close()
+        raise UsageError(f"--port {port}: cannot listen on {LOOPBACK} ({error.strerror})") from None
+    return listening

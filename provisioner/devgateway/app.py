@@ -89,6 +89,10 @@ class DevGateway:
         self._json_app = loom_http_app(self._json_server, json_response=True)
         self._sse_app = loom_http_app(self._sse_server, json_response=False)
 
+    def set_log(self, log: Callable[[str], None]) -> None:
+        """Where one line per call (and per fault switch) goes."""
+        self._log = log
+
     def catalog(self) -> dict[str, Any]:
         """The catalog this gateway serves."""
         servers = [

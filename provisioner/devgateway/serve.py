@@ -8,6 +8,7 @@ interrupted.
 from __future__ import annotations
 
 import asyncio
+import socket
 import sys
 import threading
 import time
@@ -110,29 +111,28 @@ def serve_in_thread(
 
 
 def serve_forever(
-    *, port: int, seed: int, faults: str, data_dir: Path | None, answers: str
+    listening: socket.socket,
+    *,
+    seed: int,
+    faults: str,
+    data_dir: Path | None,
+    answers: str,
 ) -> None:
-    """Serve in the foreground until interrupted; print the config line once listening."""
+    """Serve on the ``listening`` socket in the foreground until interrupted.
+
+    The caller bound the socket before this module's heavy imports, so a client that connects
+    while the server is still starting waits in the socket's backlog instead of being refused.
+    """
 
     def log(line: str) -> None:
         print(f"dev gateway: {line}", file=sys.stderr, flush=True)
 
-    app = build_gateway(seed=seed, faults=faults, data_dir=data_dir, answers=answers, log=log)
-    server = _server(app, port)
-
-    async def run() -> None:
-        task = asyncio.create_task(server.serve())
-        while not server.started and not task.done():
-            await asyncio.sleep(0.01)
-        if task.done():
-            await task
-            raise OSError(f"could not listen on {LOOPBACK}:{port}")
-        print(f"mcp_gateway_url: http://{LOOPBACK}:{_bound_port(server)}", flush=True)
-        where = data_dir or "memory (lost on exit)"
-        log(f"seed {seed}; faults: {app.faults.spec or 'none'}; memories in {where}")
-        await task
-
+    app = build_gateway(seed=seed, faults=faults, data_dir=data_dir, answers=answers)
+    app.set_log(log)
+    server = _server(app, 0)
+    where = data_dir or "memory (lost on exit)"
+    log(f"seed {seed}; faults: {app.faults.spec or 'none'}; memories in {where}")
     try:
-        asyncio.run(run())
+        asyncio.run(server.serve(sockets=[listening]))
     finally:
         app.store.close()
