@@ -321,24 +321,30 @@ class LoomMemory:
         """Pack first; search when the pack brings nothing or is refused by policy (REC-1)."""
         deadline_at = self._clock() + RECALL_DEADLINE_S
         try:
-            pack = await self._read(connection, contract.CONTEXT_PACK, deadline_at)
+            pack = await self._read(
+                connection, contract.CONTEXT_PACK, pack_arguments(self._namespace), deadline_at
+            )
             lines = pack_lines(pack.data)
             if lines:
                 return "pack", lines
         except PolicyRefused as refused:
             self.note_error("recall", refused)
-        search = await self._read(connection, contract.SEARCH_QUERY, deadline_at)
+        search = await self._read(
+            connection, contract.SEARCH_QUERY, search_arguments(self._namespace), deadline_at
+        )
         return "search", search_lines(search.data)
 
-    async def _read(self, connection: LoomConnection, op: str, deadline_at: float) -> ToolResult:
+    async def _read(
+        self,
+        connection: LoomConnection,
+        op: str,
+        arguments: Mapping[str, Any],
+        deadline_at: float,
+    ) -> ToolResult:
+        """One read of the recall with what is left of its 5 s; ``NoAnswer`` when none is."""
         remaining = deadline_at - self._clock()
         if remaining <= 0:
             raise NoAnswer("the recall's 5 s passed before the fallback", deadline_s=0.0)
-        arguments = (
-            pack_arguments(self._namespace)
-            if op == contract.CONTEXT_PACK
-            else search_arguments(self._namespace)
-        )
         return await connection.call_tool(
             contract.TOOLS[op], arguments, deadline_s=remaining, policy=READ
         )
