@@ -40,7 +40,14 @@ COMMAND_MODULES = (
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
+BUILT_IN_COMMANDS = ("init", "render", "diff", "golden")
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The whole command line; ``argv`` naming a built-in command skips the command modules.
+
+    The modules' imports cost more than init's own, and a built-in command never needs them.
+    """
     parser = _Parser(prog=PROGRAM, description="Provision Nerve workspaces per memory backend.")
     parser.add_argument(
         "--version", action="version", version=f"%(prog)s {__version__}", help="show the version"
@@ -50,8 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_render(commands)
     _add_diff(commands)
     _add_golden(commands)
-    for module_name in COMMAND_MODULES:
-        importlib.import_module(module_name).register(commands)
+    if _command_named(argv) not in BUILT_IN_COMMANDS:
+        for module_name in COMMAND_MODULES:
+            importlib.import_module(module_name).register(commands)
     return parser
 
 
@@ -153,7 +161,8 @@ def _add_golden(commands: argparse._SubParsersAction) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the exit status."""
     try:
-        parser = build_parser()
+        argv = sys.argv[1:] if argv is None else list(argv)
+        parser = build_parser(argv)
         args = parser.parse_args(argv)
         if args.command is None:
             parser.print_help(sys.stderr)
@@ -170,6 +179,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("nerve: interrupted", file=sys.stderr)
         return 130
+
+
+def _command_named(argv: Sequence[str] | None) -> str | None:
+    """The first word of ``argv`` that is not an option: the command asked for."""
+    return next((word for word in argv or () if not word.startswith("-")), None)
 
 
 def _one_line(error: Exception) -> str:
