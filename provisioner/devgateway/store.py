@@ -39,6 +39,7 @@ CREATE TABLE IF NOT EXISTS memories (
     written_at TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS memories_by_namespace ON memories (namespace, id);
+CREATE INDEX IF NOT EXISTS memories_by_text ON memories (namespace, text);
 """
 _WORD = re.compile(r"[^\W_]{3,}")
 
