@@ -167,6 +167,17 @@ class TestInstalledWheel:
         )
         assert result.returncode == 0, result.stderr
         assert (tmp_path / "ws" / "skills" / "nerve-dev" / "SKILL.md").is_file()
+        site_packages = {p for p in environment.rglob("*") if p.is_file()}
+        update = subprocess.run(
+            [str(nerve), "golden", "update", "--backend", "memu"],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+            timeout=120,
+        )
+        assert update.returncode == 2 and "not a checkout" in update.stderr, update.stderr
+        assert {p for p in environment.rglob("*") if p.is_file()} == site_packages
         core = subprocess.run(
             [
                 str(python),
