@@ -5,18 +5,18 @@ specification names on their own (an open breaker; Loom's uncoded internal error
 matters: ``GatewayCallTimeout`` is both "not now" and "too big", and its budget cut wins;
 ``CircuitOpen`` is "not now" but ends the whole sweep.
 
-=====================================  =========================================================
-outcome                                the sweep
-=====================================  =========================================================
-``CircuitOpen``                        ends the sweep at once (SWEEP-10)
-``CountsForBreaker``: ``NoAnswer``     halves the budget (SWEEP-5) and ends the sweep (SWEEP-10)
-``CountsForBreaker``: unreachable      ends the sweep at once (SWEEP-10)
-``RequestTooBig``                      halves the budget; the window goes again next sweep
-``InternalFault``                      counts against the batch (SWEEP-8)
-``NotNow`` (coded faults, may pass)    stops the window, counts nothing (SWEEP-7)
-catalog, policy, backend unavailable   ends the sweep: every other session would meet the same
-anything else (broken answer, refusal)  stops the window, counts nothing
-=====================================  =========================================================
+* ``CircuitOpen``: the sweep ends at once (SWEEP-10);
+* ``CountsForBreaker``: the sweep ends at once (SWEEP-10); ``NoAnswer`` (the client's own
+  deadline) also halves the budget (SWEEP-5);
+* ``RequestTooBig`` (413, the gateway's call limit): the budget halves, the window goes again
+  with the next sweep (SWEEP-5);
+* ``InternalFault`` (uncoded): counts against the batch (SWEEP-8);
+* ``NotNow`` (coded faults, conditions that may pass): the window stops, nothing is counted
+  (SWEEP-7);
+* catalog errors, policy refusals, backend unavailable: the sweep ends, since every other
+  session would meet the same;
+* ``ValueError`` (arguments Loom refuses, no call made) and anything else (a broken answer, a
+  tool that refused): the window stops, nothing is counted.
 """
 
 from __future__ import annotations
@@ -93,5 +93,10 @@ def error_kind(error: Exception) -> str:
     return kind
 
 
-SWEEP_ERRORS: tuple[type[Exception], ...] = (GatewayError, MemoryBackendUnavailable)
-"""What an extraction call may raise that the sweep handles; anything else is a bug."""
+SWEEP_ERRORS: tuple[type[Exception], ...] = (GatewayError, MemoryBackendUnavailable, ValueError)
+"""What an extraction call may raise that the sweep handles; anything else is a bug.
+
+``ValueError`` is ``LoomMemory.extract`` refusing arguments Loom would refuse (a role it does
+not take, a session id too long) before any call: that session's window cannot go, the others
+still can, and the report names the session.
+"""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import pty
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -14,6 +15,7 @@ import pytest
 from provisioner.cli import main
 from provisioner.devgateway import RunningGateway, serve_in_thread
 from provisioner.runtime.state import StateStore
+from provisioner.runtime.sweep_lock import sweep_lock
 from provisioner.runtime.transcripts import SqliteTranscripts
 
 
@@ -140,6 +142,46 @@ class TestSweepCommand:
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "memory.backend is 'memu'" in err
 
+    def test_while_another_sweep_holds_the_lock_the_command_returns_at_once(
+        self, tmp_path: Path, gateway: RunningGateway, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """SWEEP-11: exit 1, the report says a sweep is running, nothing is sent."""
+        loom_config(tmp_path / "cfg", gateway.base_url)
+        source = jsonl(tmp_path / "in.jsonl", [message("a", 0)])
+        main(["memory", "import", str(source), *paths(tmp_path)])
+        capsys.readouterr()
+        state_path = tmp_path / "cfg" / "memory" / "state.sqlite3"
+        StateStore(state_path).close()
+        with sweep_lock(str(state_path), None) as held:
+            assert held
+            assert main(["memory", "sweep", "--json", *paths(tmp_path)]) == 1
+        assert json.loads(capsys.readouterr().out)["stopped"] == "already_running"
+        assert not [c for c in gateway.app.calls if c.tool == "loom_memory_set_from_messages"]
+
+    @pytest.mark.slow
+    def test_a_terminal_gets_a_progress_line_per_session(
+        self, tmp_path: Path, gateway: RunningGateway
+    ) -> None:
+        """On a TTY stderr shows sessions done / total, messages taken and the budget."""
+        loom_config(tmp_path / "cfg", gateway.base_url)
+        records = [message(s, n) for s in ("a", "b", "c") for n in range(4)]
+        main(["memory", "import", str(jsonl(tmp_path / "in.jsonl", records)), *paths(tmp_path)])
+        leader, follower = pty.openpty()
+        command = [sys.executable, "-m", "provisioner", "memory", "sweep", *paths(tmp_path)]
+        done = subprocess.run(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=follower,
+            timeout=120,
+            env={**os.environ, "NO_PROXY": "*"},
+        )
+        os.close(follower)
+        shown = _read_all(leader)
+        assert done.returncode == 0
+        for count in (1, 2, 3):
+            assert f"sessions {count}/3" in shown
+        assert "12 messages taken, budget 100 messages / 128 KiB" in shown
+
     @pytest.mark.parametrize("every", ["0", "soon", "5d", "-1m"])
     def test_a_bad_period_is_a_usage_error(
         self, tmp_path: Path, capsys: pytest.CaptureFixture[str], every: str
@@ -170,3 +212,17 @@ class TestSweepCommand:
         assert done.returncode == 0, done.stderr
         assert done.stdout.startswith("sweep done: 1 of 1 sessions")
         assert "5 messages taken" in done.stdout
+
+
+def _read_all(descriptor: int) -> str:
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(descriptor, 65536)
+        except OSError:  # the other end is closed
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(descriptor)
+    return b"".join(chunks).decode(errors="replace")

@@ -79,6 +79,21 @@ class TestThroughTheDevGateway:
         assert len(gateway.app.store.memory_texts()) == 390
         assert all(not call["defer"] for call in extraction_calls(gateway))
 
+    async def test_a_session_loom_would_refuse_stops_only_its_own_window(
+        self,
+        gateway: RunningGateway,
+        memory: LoomMemory,
+        transcripts: SqliteTranscripts,
+        state: StateStore,
+    ) -> None:
+        """A role Loom does not take is refused before any call; other sessions still go."""
+        transcripts.add_message("odd", "narrator", "once upon a time", "2026-11-30T10:00Z")
+        ids = add_session(transcripts, "fine", 5)
+        report = await sweeper(memory, transcripts, state).run_once()
+        assert report.errors == [{"session_id": "odd", "kind": "ValueError"}]
+        assert report.stopped == "done" and state.watermark("fine") == ids[-1]
+        assert state.watermark("odd") == 0
+
     async def test_a_poison_message_is_skipped_after_three_sweeps(
         self,
         gateway: RunningGateway,
