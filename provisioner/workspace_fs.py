@@ -27,6 +27,10 @@ from pathlib import Path, PurePosixPath
 from provisioner.errors import UserError
 
 TEMPORARY_SUFFIX = ".nerve-tmp"
+# INIT-7: init's files are kilobytes; a bigger file is read only this far, which is enough to
+# know it is not init's (its bytes and digest cannot match), and bounds what a planted huge
+# file costs.
+MAX_READ_BYTES = 16 * 1024 * 1024
 FOLDER_MODE = 0o755
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -155,7 +159,8 @@ class WorkspaceRoot:
     def read(self, relative: str) -> tuple[bytes, int] | None:
         """The bytes and mode of the regular file ``relative``; None when nothing is there.
 
-        A link, folder, FIFO or device at the path (or a link on the way) is refused.
+        A link, folder, FIFO or device at the path (or a link on the way) is refused. A file
+        larger than ``MAX_READ_BYTES`` is read only that far (plus one byte).
         """
         folder, name = _split(relative)
         with self.folder(folder, create=False) as parent:
@@ -172,7 +177,7 @@ class WorkspaceRoot:
                 os.close(fd)
                 raise refusal(self.path, relative, f"is {_kind(mode)}; expected a file")
             with os.fdopen(fd, "rb") as handle:
-                return handle.read(), mode
+                return handle.read(MAX_READ_BYTES + 1), mode
 
     def _file_refusal(self, parent: int, name: str, relative: str, error: OSError) -> Exception:
         if error.errno == errno.ELOOP:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.workspace_fs import WorkspaceRefused, WorkspaceRoot
+from provisioner.workspace_fs import MAX_READ_BYTES, WorkspaceRefused, WorkspaceRoot
 from tests.conftest import assert_one_line_error
 
 
@@ -155,3 +155,11 @@ class TestWorkspaceRoot:
         assert target.read_text() == "keep"
         assert (tmp_path / "ws" / "SOUL.md").read_bytes() == b"soul\n"
         assert not (tmp_path / "ws" / ".SOUL.md.nerve-tmp").exists()
+
+    def test_a_huge_planted_file_is_read_only_so_far_and_kept(self, tmp_path):
+        """INIT-7: a planted huge file costs a bounded read, and is not init's."""
+        (tmp_path / "ws").mkdir()
+        (tmp_path / "ws" / "AGENTS.md").write_bytes(b"x" * (MAX_READ_BYTES + 4096))
+        with WorkspaceRoot(tmp_path / "ws") as root:
+            found = root.read("AGENTS.md")
+        assert found is not None and len(found[0]) == MAX_READ_BYTES + 1
