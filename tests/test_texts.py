@@ -7,6 +7,7 @@ that names any memory tool, sends the agent after tools it does not have.
 
 from __future__ import annotations
 
+import itertools
 import re
 from pathlib import Path
 
@@ -182,6 +183,27 @@ class TestMemorySectionWordedFromTheCatalog:
 
     def test_it_is_one_section(self) -> None:
         assert single_section(memory_section("loom", loom_tools=THREE_TOOLS))
+
+
+SUBSETS = [
+    frozenset(subset)
+    for size in range(len(AGENT_LOOM_TOOLS) + 1)
+    for subset in itertools.combinations(sorted(AGENT_LOOM_TOOLS), size)
+]
+
+
+class TestEveryCatalogIsWordedTidily:
+    """TXT-3, TXT-5: whatever subset of its tools a catalog grants, each text names only
+    those and stays tidy Markdown (no doubled blank line, one final newline)."""
+
+    @pytest.mark.parametrize("tools", SUBSETS, ids=lambda tools: "+".join(sorted(tools)) or "none")
+    def test_each_text_names_only_granted_tools(self, tools: frozenset[str]) -> None:
+        rendered = {"memory_section": memory_section("loom", loom_tools=tools)}
+        rendered.update(client_texts("loom", tools))
+        for name, text in rendered.items():
+            assert loom_tools_named(text) <= tools, name
+            assert "\n\n\n" not in text and text.endswith("\n") and not text.endswith("\n\n"), name
+            assert " \n" not in text, name
 
 
 class TestLoomFactsInTheMemorySection:
