@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -181,6 +182,30 @@ class TestSweepCommand:
         for count in (1, 2, 3):
             assert f"sessions {count}/3" in shown
         assert "12 messages taken, budget 100 messages / 128 KiB" in shown
+
+    @pytest.mark.slow
+    def test_every_sweeps_again_until_interrupted_and_keeps_what_it_took(
+        self, tmp_path: Path, gateway: RunningGateway
+    ) -> None:
+        """``--every 1s`` prints a report per sweep; Ctrl-C ends it with status 130."""
+        loom_config(tmp_path / "cfg", gateway.base_url)
+        main(["memory", "import", str(jsonl(tmp_path / "in.jsonl", [message("a", 0)])),
+              *paths(tmp_path)])  # fmt: skip
+        command = [sys.executable, "-m", "provisioner", "memory", "sweep", "--every", "1s",
+                   "--json", *paths(tmp_path)]  # fmt: skip
+        process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env={**os.environ, "NO_PROXY": "*"},
+        )  # fmt: skip
+        assert process.stdout is not None
+        first = json.loads(process.stdout.readline())
+        second = json.loads(process.stdout.readline())
+        process.send_signal(signal.SIGINT)
+        _out, err = process.communicate(timeout=60)
+        assert (first["messages_taken"], second["messages_taken"]) == (1, 0)
+        assert process.returncode == 130 and "interrupted" in err
+        with StateStore(tmp_path / "cfg" / "memory" / "state.sqlite3") as state:
+            assert state.watermark("a") > 0
 
     @pytest.mark.parametrize("every", ["0", "soon", "5d", "-1m"])
     def test_a_bad_period_is_a_usage_error(
