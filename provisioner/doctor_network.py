@@ -15,11 +15,13 @@ from provisioner.backends import loom_core_tools
 from provisioner.config import Config
 from provisioner.doctor import ERR, OK, Check, joined
 from provisioner.memory_backend import LOOM_SERVER, MemoryBackendUnavailable
-from provisioner.runtime.catalog import GatewayCatalog
+from provisioner.runtime.catalog import CATALOG_DEADLINE_S, GatewayCatalog
 from provisioner.runtime.errors import CatalogError, GatewayError
 from provisioner.runtime.loom import LoomMemory
 
 NETWORK_CHECK_DEADLINE_S = 8.0  # DOC-1: each network check; the whole run ends within 10 s
+# Waiting a little past the reader's own 5 s (GW-2) lets its timeout be the one reported.
+CATALOG_WAIT_S = CATALOG_DEADLINE_S + 0.5
 
 # What to do when the catalog cannot be read, by CatalogError.reason.
 CATALOG_ADVICE = {
@@ -59,13 +61,14 @@ async def _within_deadline(check_id: str, run: Callable[[], Awaitable[Check]]) -
 
 async def catalog_check(url: str) -> Check:
     """Whether the gateway's catalog lists ``loom``, its generation, and Loom's tools (GW-2)."""
-    reader = GatewayCatalog(url)
-    try:
-        catalog = await reader.current()
-    finally:
-        await reader.aclose()
+    async with GatewayCatalog(url) as reader:
+        catalog = await reader.current(deadline_s=CATALOG_WAIT_S)
+        error = reader.last_error
     if catalog is None:
-        error = reader.last_error or CatalogError("no catalog", reason="unknown")
+        if error is None:  # the read is still under way: the gateway is stuck
+            error = CatalogError(
+                f"the catalog did not arrive within {CATALOG_WAIT_S:g} s", reason="timeout"
+            )
         return Check(
             "loom.catalog",
             ERR,
