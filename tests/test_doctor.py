@@ -135,6 +135,14 @@ class TestOutput:
         assert not any(line.startswith("[OK] all good") for line in result.stdout.splitlines())
         assert_text_matches_json(result.stdout, instance.doctor_json("--offline"))
 
+    def test_a_terminal_that_cannot_show_the_arrow_still_gets_the_whole_report(
+        self, instance: Instance
+    ) -> None:
+        instance.configure("memory:\n  backend: loom\n")
+        result = instance.doctor("--offline", env={"PYTHONIOENCODING": "ascii"})
+        assert result.returncode == 1 and "Traceback" not in result.stderr
+        assert "\\u2192 set mcp_gateway_url" in result.stdout
+
     def test_one_line_shows_invisible_characters_and_caps_the_length(self) -> None:
         assert one_line("a\nb\u202ec\x1b") == "a\\x0ab\\u202ec\\x1b"
         assert one_line("x" * 1000, 20) == "x" * 19 + "…"

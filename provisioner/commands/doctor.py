@@ -7,6 +7,7 @@ runs only the checks that need no network; ``--json`` prints the same checks as 
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import sys
@@ -31,6 +32,8 @@ def _run_doctor(args: argparse.Namespace) -> int:
     from provisioner.doctor import run_doctor, run_doctor_offline
 
     workspace, config_dir = workspace_and_config_dir(args)
+    if isinstance(sys.stdout, io.TextIOWrapper):  # a terminal that cannot show "→" gets "\u2192"
+        sys.stdout.reconfigure(errors="backslashreplace")
     run = run_doctor_offline if args.offline else run_doctor
     report = run(config_dir, workspace, dict(os.environ))
     if args.json:
