@@ -14,7 +14,6 @@ fails when Loom cannot answer: ``recall`` prints the "could not be recalled" blo
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from pathlib import Path
@@ -90,6 +89,8 @@ def _run_recall(args: argparse.Namespace) -> int:
     config, config_dir = _loaded_config(args)
     if config.memory_backend != "loom":
         return _kept_in_memu(args)
+    import asyncio
+
     from provisioner.runtime.loom import LoomMemory
     from provisioner.runtime.state import StateStore
     from provisioner.texts import session_context
@@ -121,6 +122,8 @@ def _run_status(args: argparse.Namespace) -> int:
     config, config_dir = _loaded_config(args)
     if config.memory_backend != "loom":
         return _kept_in_memu(args)
+    import asyncio
+
     from provisioner.memory_backend import MemoryBackendUnavailable
     from provisioner.runtime.errors import GatewayError
     from provisioner.runtime.loom import LoomMemory
