@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import socket
+from pathlib import Path
 
 from provisioner.cli_common import EXIT_OK, ArgParser, UsageError
 
@@ -61,8 +62,6 @@ def _port(text: str) -> int:
 
 
 def _run_gateway(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     listening = _listen(args.port)
     with listening:
         try:
@@ -78,13 +77,25 @@ def _run_gateway(args: argparse.Namespace) -> int:
             parse_fault_spec(args.faults)
         except FaultSpecError as error:
             raise UsageError(f"--faults: {error}") from None
+        data_dir = _data_dir(args.data)
         port = listening.getsockname()[1]
         print(f"mcp_gateway_url: http://{LOOPBACK}:{port}", flush=True)
-        data_dir = Path(args.data).expanduser() if args.data else None
         serve_forever(
             listening, seed=args.seed, faults=args.faults, data_dir=data_dir, answers=args.answers
         )
     return EXIT_OK
+
+
+def _data_dir(text: str | None) -> Path | None:
+    """The folder for the stand-in's memories (created), or None to keep them in memory."""
+    if not text:
+        return None
+    folder = Path(text).expanduser()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise UsageError(f"--data {text}: cannot use it as a folder ({error.strerror})") from None
+    return folder
 
 
 def _listen(port: int) -> socket.socket:

@@ -200,6 +200,13 @@ class TestCommandLine:
             process.terminate()
             process.wait(timeout=30)
 
+    def test_a_data_path_that_is_a_file_is_one_line_and_exit_2(self, run_nerve, tmp_path) -> None:
+        from tests.conftest import assert_one_line_error
+
+        (tmp_path / "taken").write_text("a file")
+        result = run_nerve("dev", "gateway", "--port", "0", "--data", str(tmp_path / "taken"))
+        assert_one_line_error(result, "--data")
+
     def test_a_bad_fault_spec_is_one_line_and_exit_2(self, run_nerve) -> None:
         from tests.conftest import assert_one_line_error
 
