@@ -140,6 +140,29 @@ class TestLoomStandIn:
                 assert rpc_of(response)["result"]["structuredContent"]["org"] == "dev"
         assert kinds == {"application/json", "text/event-stream"}
 
+    @pytest.mark.parametrize(
+        ("tool", "arguments"),
+        [
+            ("loom_context_pack", {"mode": "startup", "sections": ["memories"]}),
+            ("loom_search", {"query": "tea", "top_k": 10}),
+            ("loom_search", {"query": "nothing-matches-this"}),
+            ("loom_memory_set_from_messages", {"messages": [MESSAGE], "defer": False}),
+            ("loom_memory_set_from_messages", {"messages": [MESSAGE], "defer": True}),
+            ("loom_namespace_summary", {}),
+            ("loom_memory_set", {"text": "likes tea", "proposed": True}),
+        ],
+    )
+    def test_every_answer_fits_the_op_s_result_schema_in_the_fixture(
+        self, gateway: RunningGateway, client: httpx.Client, tool: str, arguments: dict
+    ) -> None:
+        """The stand-in answers in Loom's shapes, so tests against it mean something."""
+        import jsonschema
+
+        gateway.app.store.remember("green tea")
+        answer = rpc_of(tools_call(client, gateway.base_url, tool, arguments))
+        schema = gateway.app.tools[tool].result_schema
+        jsonschema.validate(answer["result"]["structuredContent"], schema)
+
 
 class TestFaultSpec:
     def test_a_rule_names_its_fault_argument_tool_and_probability(self) -> None:
