@@ -42,11 +42,17 @@ def scenario_base(fault_gateway: FaultGateway):
     return base
 
 
+# uvicorn drops a connection idle for 5 s. On a loaded CI machine its thread can be starved
+# that long between two waves of calls, and a connection dropped just as the client reuses it
+# is a race the client cannot tell from a broken answer; the peers keep connections longer.
+PEER_KEEP_ALIVE_S = 60
+
+
 @pytest.fixture(scope="session")
 def sdk_json_peer() -> Iterator[tuple[str, PeerApp]]:
     """The SDK server answering JSON bodies, behind its catalog app: (base URL, app)."""
     app = PeerApp(json_response=True)
-    server = LoopbackServer(app)
+    server = LoopbackServer(app, timeout_keep_alive=PEER_KEEP_ALIVE_S)
     yield server.start(), app
     server.stop()
 
@@ -55,7 +61,7 @@ def sdk_json_peer() -> Iterator[tuple[str, PeerApp]]:
 def sdk_sse_peer() -> Iterator[tuple[str, PeerApp]]:
     """The SDK server answering event streams, behind its catalog app: (base URL, app)."""
     app = PeerApp(json_response=False)
-    server = LoopbackServer(app)
+    server = LoopbackServer(app, timeout_keep_alive=PEER_KEEP_ALIVE_S)
     yield server.start(), app
     server.stop()
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from email.utils import formatdate
@@ -381,11 +382,15 @@ async def sse_result_then_pings(ex: Exchange) -> None:
 
 
 async def sse_result_then_slow_end(ex: Exchange) -> None:
-    """The answer as an event; the body ends ``STREAM_TAIL_S`` later."""
+    """The answer as an event; the body ends about ``STREAM_TAIL_S`` later (±20 %).
+
+    That is when the client stops reading a stream's tail, so its timeout and the stream's end
+    fall together again and again; the spread is seeded by the request's number.
+    """
     event = "event: message\ndata: " + json.dumps(_result(ex, {"query": _arguments(ex)}))
     await ex.start(200, [("content-type", "text/event-stream")])
     await ex.chunk((event + "\n\n").encode())
-    await asyncio.sleep(STREAM_TAIL_S)
+    await asyncio.sleep(STREAM_TAIL_S * random.Random(ex.seen_before).uniform(0.8, 1.2))
     await ex.chunk(b"", more=False)
 
 

@@ -71,9 +71,11 @@ class TestNoLeaks:
         outcomes = await self._round(bases[0], rotation, clock, CALLS, transports)
 
         # half the calls are kept refusals; the rotation runs hang, cut, refused, policy
-        assert outcomes == Counter(
-            {PolicyRefused: 250 + 62, NoAnswer: 63, BrokenAnswer: 63, GatewayUnreachable: 62}
-        )
+        # A hanging call's 20 ms may run out while its new connection is still being made on
+        # a loaded machine, which is then an unreachable gateway rather than no answer.
+        unanswered = outcomes.pop(NoAnswer) + outcomes.pop(GatewayUnreachable)
+        assert outcomes == Counter({PolicyRefused: 250 + 62, BrokenAnswer: 63})
+        assert unanswered == 63 + 62
         assert len(transports) == 1 + CALLS // 2, "one kept client, a new one per rotation"
         assert all(transport.closed for transport in transports)
         assert abs(await settled_fds() - baseline) <= FD_SLACK
