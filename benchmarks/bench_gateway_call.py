@@ -10,7 +10,11 @@ the same machine load:
 
 It prints both medians and the client's overhead in percent. The target is 15 % or less.
 
-    python benchmarks/bench_gateway_call.py [--calls 1000] [--sse]
+With ``--concurrent N`` it times waves instead: N raw POSTs at once on one kept client, then
+N ``call_tool`` calls at once on one kept server (alternating which wave goes first), and
+prints the median wave of each and their ratio.
+
+    python benchmarks/bench_gateway_call.py [--calls 1000] [--sse] [--concurrent 100]
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ MCP_PATH = "/s/loom/mcp"
 TOOL = "loom_search"
 ARGUMENTS = {"query": "tea", "top_k": 3}
 WARM_UP_CALLS = 50
+WARM_UP_WAVES = 3
 TARGET_OVERHEAD_PERCENT = 15.0
 
 
@@ -76,43 +81,83 @@ async def measure(base: str, calls: int) -> tuple[list[float], list[float]]:
     """Per-call seconds for the raw POST and for ``call_tool``, interleaved call by call."""
     url = base + MCP_PATH
     raw, ours = [], []
-    async with httpx.AsyncClient(trust_env=False) as client:
-        server = McpGatewayServer(url)
-        try:
-            for number in range(WARM_UP_CALLS + calls):
-                if number % 2:  # alternate which goes first, so neither gets the warmer turn
-                    raw_s = await time_raw(client, url, number + 1)
-                    ours_s = await time_client(server)
-                else:
-                    ours_s = await time_client(server)
-                    raw_s = await time_raw(client, url, number + 1)
-                if number >= WARM_UP_CALLS:
-                    raw.append(raw_s)
-                    ours.append(ours_s)
-        finally:
-            await server.aclose()
+    async with httpx.AsyncClient(trust_env=False) as client, McpGatewayServer(url) as server:
+        for number in range(WARM_UP_CALLS + calls):
+            if number % 2:  # alternate which goes first, so neither gets the warmer turn
+                raw_s = await time_raw(client, url, number + 1)
+                ours_s = await time_client(server)
+            else:
+                ours_s = await time_client(server)
+                raw_s = await time_raw(client, url, number + 1)
+            if number >= WARM_UP_CALLS:
+                raw.append(raw_s)
+                ours.append(ours_s)
     return raw, ours
+
+
+async def time_raw_wave(client: httpx.AsyncClient, url: str, size: int) -> float:
+    started = time.perf_counter()
+    await asyncio.gather(*(time_raw(client, url, number + 1) for number in range(size)))
+    return time.perf_counter() - started
+
+
+async def time_client_wave(server: McpGatewayServer, size: int) -> float:
+    started = time.perf_counter()
+    await asyncio.gather(*(time_client(server) for _ in range(size)))
+    return time.perf_counter() - started
+
+
+async def measure_waves(base: str, waves: int, size: int) -> tuple[list[float], list[float]]:
+    """Seconds per wave of ``size`` concurrent raw POSTs and of ``size`` concurrent calls."""
+    url = base + MCP_PATH
+    raw, ours = [], []
+    async with (
+        httpx.AsyncClient(trust_env=False) as client,
+        McpGatewayServer(url) as server,
+    ):
+        for number in range(WARM_UP_WAVES + waves):
+            if number % 2:
+                raw_s = await time_raw_wave(client, url, size)
+                ours_s = await time_client_wave(server, size)
+            else:
+                ours_s = await time_client_wave(server, size)
+                raw_s = await time_raw_wave(client, url, size)
+            if number >= WARM_UP_WAVES:
+                raw.append(raw_s)
+                ours.append(ours_s)
+    return raw, ours
+
+
+def report(mode: str, count: str, raw: list[float], ours: list[float], what: str) -> None:
+    raw_ms, ours_ms = statistics.median(raw) * 1000, statistics.median(ours) * 1000
+    overhead = (ours_ms - raw_ms) / raw_ms * 100
+    print(f"SDK peer answering {mode}, {count}")
+    print(f"raw httpx POST{what}, median:  {raw_ms:.3f} ms")
+    print(f"call_tool{what}, median:       {ours_ms:.3f} ms")
+    target = f"target: at most {TARGET_OVERHEAD_PERCENT:g} %"
+    print(f"overhead (ratio {ours_ms / raw_ms:.3f}):  {overhead:+.1f} % ({target})")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=1000, help="timed calls of each kind")
+    parser.add_argument("--calls", type=int, default=1000, help="timed calls (or waves)")
     parser.add_argument("--sse", action="store_true", help="the peer answers event streams")
+    parser.add_argument("--concurrent", type=int, default=0, help="time waves of N calls")
     args = parser.parse_args()
+    mode = "event stream" if args.sse else "JSON"
     peer, base = start_peer(args.sse)
     try:
-        raw, ours = asyncio.run(measure(base, args.calls))
+        if args.concurrent:
+            waves = max(args.calls // args.concurrent, 5)
+            raw, ours = asyncio.run(measure_waves(base, waves, args.concurrent))
+            count = f"{waves} waves of {args.concurrent} concurrent calls each"
+            report(mode, count, raw, ours, f" x{args.concurrent}")
+        else:
+            raw, ours = asyncio.run(measure(base, args.calls))
+            report(mode, f"{args.calls} calls each", raw, ours, "")
     finally:
         peer.terminate()
         peer.wait(timeout=10)
-    raw_ms, ours_ms = statistics.median(raw) * 1000, statistics.median(ours) * 1000
-    overhead = (ours_ms - raw_ms) / raw_ms * 100
-    mode = "event stream" if args.sse else "JSON"
-    print(f"SDK peer answering {mode}, {args.calls} calls each")
-    print(f"raw httpx POST, median:  {raw_ms:.3f} ms")
-    print(f"call_tool, median:       {ours_ms:.3f} ms")
-    target = f"target: at most {TARGET_OVERHEAD_PERCENT:g} %"
-    print(f"overhead:                {overhead:+.1f} % ({target})")
     return 0
 
 
