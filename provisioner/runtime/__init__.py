@@ -10,6 +10,8 @@ Public names of the gateway client (GW-1…GW-8):
 * ``McpGatewayServer``, ``ToolResult`` — one ``tools/call`` per POST (GW-3…GW-6);
 * ``Breaker`` — the client's own circuit breaker (GW-7);
 * ``LoomConnection`` — one kept client per Loom URL (GW-8);
+* ``ClientState`` — unopened, opened or closed: the three client objects are async context
+  managers;
 * the outcome exceptions of ``provisioner.runtime.errors`` (GW-5), drawn there as a tree.
 """
 
@@ -39,6 +41,7 @@ from provisioner.runtime.errors import (
     ToolRefused,
 )
 from provisioner.runtime.gateway import EXTRACTION, READ, CallPolicy, McpGatewayServer
+from provisioner.runtime.lifecycle import ClientState
 from provisioner.runtime.outcomes import ToolResult
 
 __all__ = [
@@ -54,6 +57,7 @@ __all__ = [
     "CatalogSource",
     "CircuitOpen",
     "ClientClosed",
+    "ClientState",
     "CodedFault",
     "ContractBroken",
     "CountsForBreaker",

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from functools import cache
 from typing import Any
 from urllib.parse import urlsplit
@@ -139,6 +139,30 @@ def _tls_context() -> ssl.SSLContext:
     Every client shares it, so replacing a client (GW-8) stays cheap.
     """
     return httpx.create_ssl_context()
+
+
+class ConnectProgress:
+    """Follows httpcore's trace events to know whether a timeout struck while connecting.
+
+    A deadline that passes before the connection is made means the gateway was not reached
+    (nothing went upstream), not that it failed to answer.
+    """
+
+    __slots__ = ("connecting",)
+
+    def __init__(self) -> None:
+        self.connecting = False
+
+    async def trace(self, event: str, info: Mapping[str, Any]) -> None:
+        if event in _CONNECT_STARTED:
+            self.connecting = True
+        elif event in _CONNECT_ENDED:
+            self.connecting = False
+
+
+_CONNECT_STARTED = frozenset({"connection.connect_tcp.started", "connection.start_tls.started"})
+# A connect that failed (or was cut off by the deadline) leaves ``connecting`` set.
+_CONNECT_ENDED = frozenset({"connection.connect_tcp.complete", "connection.start_tls.complete"})
 
 
 def describe(error: BaseException) -> str:

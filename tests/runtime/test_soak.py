@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from provisioner.runtime import GatewayCatalog, LoomConnection, McpGatewayServer
+from provisioner.runtime.answer import STREAM_TAIL_WAIT_S
 
 from .fault_gateway import STREAM_TAIL_S
 from .tracking import TrackedTransport, TransportLog, settled_fds
@@ -109,7 +110,7 @@ class TestStreamsThatEndLate:
             result = await server.call_tool("loom_search", {"n": -1}, deadline_s=DEADLINE_S)
         assert most_connections <= MAX_CONNECTIONS_WITH_SLOW_ENDS
         assert result.data == {"query": {"n": -1}}
-        assert STREAM_TAIL_S > 0
+        assert STREAM_TAIL_S == STREAM_TAIL_WAIT_S, "the premise: both end together"
 
 
 class TestCancelledCalls:
