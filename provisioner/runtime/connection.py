@@ -142,6 +142,8 @@ class LoomConnection:
         self._calls_in_flight[server] = self._calls_in_flight.get(server, 0) + 1
         try:
             await self._close_idle_retired()
+            if self._lifecycle.closed:
+                raise ClientClosed("the connection was closed before the call was sent")
             return await server.call_tool_within(name, arguments, deadline=deadline, policy=policy)
         finally:
             await self._call_ended(server)
@@ -191,6 +193,8 @@ class LoomConnection:
 
     async def _close_idle_retired(self) -> None:
         """Close the retired clients no call is using any more."""
+        if not self._retired:
+            return
         idle = [server for server in self._retired if not self._calls_in_flight.get(server)]
         for server in idle:
             self._retired.remove(server)
