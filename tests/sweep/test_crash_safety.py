@@ -6,7 +6,8 @@ it kills the sweeping process with SIGKILL:
 
 * ``before``: the request arrived, Loom never saw it;
 * ``after``: Loom took the batch, the answer never left;
-* ``answered``: the answer was sent, the process dies around its commit.
+* ``answered``: the answer was sent, the process dies around its commit (a next call it
+  manages to send before the kill lands is in flight too, and is never answered).
 
 The points come from a seeded generator, so a seed always plans the same kills. After the
 kills, a last run sweeps to the end. Then: nothing is lost (every message is in Loom and every
@@ -61,9 +62,12 @@ class CrashPoints:
     plan: tuple[int, str] | None = None
     in_run: int = 0
     killed: threading.Event = field(default_factory=threading.Event)
+    previous_ports: set[int] = field(default_factory=set)  # the last run's connections
+    current_ports: set[int] = field(default_factory=set)
 
     def start_run(self, pid: int, plan: tuple[int, str] | None) -> None:
         self.pid, self.plan, self.in_run = pid, plan, 0
+        self.previous_ports, self.current_ports = self.current_ports, set()
         self.run += 1
         self.killed.clear()
 
@@ -80,6 +84,14 @@ class CrashPoints:
         self.in_run += 1
         phase = self.plan[1] if self.plan and self.plan[0] == self.in_run else None
         contents = tuple(m["content"] for m in arguments.get("messages", []))
+        port = scope["client"][1]
+        straggler = port in self.previous_ports and port not in self.current_ports
+        if self.killed.is_set() or straggler:
+            # Sent after an answer but before the kill landed, and maybe read by this server
+            # only once the next run began: in flight at the kill too, and never answered.
+            self.calls.append(SeenExtraction(self.run, contents, "in flight"))
+            return
+        self.current_ports.add(port)
         self.calls.append(SeenExtraction(self.run, contents, phase))
         if phase == "before":
             self._kill()
