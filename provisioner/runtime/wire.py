@@ -5,22 +5,22 @@ credential, read no proxy or ``.netrc`` settings from the environment (``trust_e
 and follow no redirect (a redirect would send the request somewhere the configuration did not
 name). Bodies are read with a byte cap, so a runaway answer cannot fill memory.
 
-Every response's close runs to its end, even when the call around it is cancelled: httpcore
-frees a pooled connection only in that close, and a cancellation landing inside it would leave
-the connection marked busy forever, until the pool is full and every call fails.
+Every client's transport is wrapped so that a cancellation — the call's deadline or a caller's
+— cannot leave a pooled connection busy for good (``provisioner.runtime.safe_transport``).
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import ssl
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from functools import cache
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
+
+from provisioner.runtime.safe_transport import CancellationSafeTransport
 
 CONNECT_TIMEOUT_S = 2.0  # GW-2 (contracts/gateway.md): connect within 2 s
 
@@ -66,70 +66,16 @@ def new_http_client(transport: httpx.AsyncBaseTransport | None) -> httpx.AsyncCl
 
     ``transport`` is the test seam (an in-process app, a stand-in resolver); None uses httpx's
     own connection pool. Timeouts are given per request, from the caller's deadline. Either
-    way the transport is wrapped so that every response's close completes (``ClosingTransport``).
+    way the transport is wrapped so that cancellations cannot spoil its pool
+    (``CancellationSafeTransport``).
     """
     inner = transport or httpx.AsyncHTTPTransport(verify=_tls_context(), trust_env=False)
     return httpx.AsyncClient(
-        transport=ClosingTransport(inner),
+        transport=CancellationSafeTransport(inner),
         trust_env=False,
         follow_redirects=False,
         timeout=httpx.Timeout(None),
     )
-
-
-class ClosingTransport(httpx.AsyncBaseTransport):
-    """Wraps a transport so that no cancellation can stop a response's close half-way.
-
-    httpcore returns a connection to its pool (or drops it) only at the end of the response's
-    close. When the deadline or a caller's cancellation fires while that close is waiting on a
-    lock, the close stops there and the connection stays busy for good. Here the close runs in
-    a task of its own; a cancellation that arrives meanwhile is passed on once it has finished.
-    """
-
-    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
-        self._inner = inner
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        response = await self._inner.handle_async_request(request)
-        stream = response.stream
-        assert isinstance(stream, httpx.AsyncByteStream)
-        response.stream = _ClosedToTheEnd(stream)
-        return response
-
-    async def aclose(self) -> None:
-        await finish_despite_cancellation(self._inner.aclose())
-
-
-class _ClosedToTheEnd(httpx.AsyncByteStream):
-    def __init__(self, inner: httpx.AsyncByteStream) -> None:
-        self._inner = inner
-
-    def __aiter__(self) -> AsyncIterator[bytes]:  # type: ignore[override]
-        return self._inner.__aiter__()  # the inner iterator itself: no extra step per chunk
-
-    async def aclose(self) -> None:
-        await finish_despite_cancellation(self._inner.aclose())
-
-
-async def finish_despite_cancellation(closing: Any) -> None:
-    """Await the coroutine ``closing`` to its end; a cancellation meanwhile is re-raised after.
-
-    For clean-up that must not be cut short: the work runs in its own task, which a
-    cancellation of the caller does not reach.
-    """
-    task = asyncio.ensure_future(closing)
-    task.add_done_callback(_mark_retrieved)
-    try:
-        await asyncio.shield(task)
-    except asyncio.CancelledError:
-        await asyncio.wait({task})
-        raise
-
-
-def _mark_retrieved(task: asyncio.Future[Any]) -> None:
-    """A close that failed after its caller was cancelled: the cancellation is what counts."""
-    if not task.cancelled():
-        task.exception()
 
 
 @cache

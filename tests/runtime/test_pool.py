@@ -25,6 +25,8 @@ pytestmark = pytest.mark.anyio
 
 SLOW_CLOSE_S = 4 * STREAM_TAIL_WAIT_S
 CALLS = 5
+CANCEL_AT_STEPS = 40  # every point a call can be cancelled at, up to its answer
+CONCURRENT_CALLS = 4
 
 
 class SlowClose(httpx.AsyncByteStream):
@@ -77,3 +79,30 @@ class TestConnectionsAreFreed:
                 assert transport.busy_connections == 0
                 clock.advance(BREAKER_MAX_OPEN_S)  # let the breaker try again
                 server.breaker.before_call().answered()
+
+
+class TestCancelledBeforeSending:
+    """Defect found by the soak test: a call cancelled after the pool gave it a new connection,
+    but before its request went out, left that connection in the pool for good, neither idle
+    nor closed (encode/httpcore#1093); enough of them and every call waits for the pool."""
+
+    async def test_cancelling_calls_at_every_step_leaves_no_connection_behind(
+        self, scenario_base
+    ) -> None:
+        transport = TrackedTransport()
+        url = scenario_base("result") + "/s/loom/mcp"
+        async with McpGatewayServer(url, transport=transport) as server:
+            for steps in range(CANCEL_AT_STEPS):
+                calls = [
+                    asyncio.create_task(server.call_tool("loom_search", {}, deadline_s=5))
+                    for _ in range(CONCURRENT_CALLS)
+                ]
+                for _ in range(steps):  # let the calls run this far, then cancel them all
+                    await asyncio.sleep(0)
+                for call in calls:
+                    call.cancel()
+                await asyncio.gather(*calls, return_exceptions=True)
+                assert transport.busy_connections == 0, f"cancelled after {steps} steps"
+            result = await server.call_tool("loom_search", {}, deadline_s=5)
+        assert result.data["ok"] is True
+        assert server.breaker.state == "closed"

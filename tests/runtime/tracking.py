@@ -15,29 +15,26 @@ TLS = httpx.create_ssl_context()  # built once: a context per transport costs te
 SETTLE_S = 3.0
 
 
-class TrackedTransport(httpx.AsyncBaseTransport):
+class TrackedTransport(httpx.AsyncHTTPTransport):
     """httpx's network transport, remembering whether its client closed it."""
 
     def __init__(self) -> None:
-        self._inner = httpx.AsyncHTTPTransport(verify=TLS)
+        super().__init__(verify=TLS)
         self.closed = False
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        return await self._inner.handle_async_request(request)
 
     async def aclose(self) -> None:
         self.closed = True
-        await self._inner.aclose()
+        await super().aclose()
 
     @property
     def connections(self) -> int:
         """Connections in the pool now, busy or idle."""
-        return len(self._inner._pool.connections)
+        return len(self._pool.connections)
 
     @property
     def busy_connections(self) -> int:
         """Connections the pool holds as in use (a freed one is idle or gone)."""
-        return sum(1 for connection in self._inner._pool.connections if not connection.is_idle())
+        return sum(1 for connection in self._pool.connections if not connection.is_idle())
 
 
 class TransportLog:
