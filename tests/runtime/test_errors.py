@@ -27,6 +27,7 @@ class TestOutcomeHierarchy:
             (errors.MayPass, {"NotNow"}),
             (errors.CodedFault, {"NotNow"}),
             (errors.CircuitOpen, {"NotNow"}),
+            (errors.ClientClosed, {"NotNow"}),
             (errors.GatewayCallTimeout, {"NotNow", "RequestTooBig"}),
             (errors.BodyTooLarge, {"RequestTooBig"}),
             (errors.NoAnswer, {"CountsForBreaker"}),
