@@ -56,6 +56,7 @@ __all__ = [
     "ConfigFile",
     "LoomSettings",
     "configured_backend",
+    "known_keys",
     "load_config",
     "memory_keys",
 ]
@@ -76,6 +77,8 @@ LOCKDOWN_KEY = "lockdown"  # CONF-3: read from settings.yaml only
 LOCKDOWN_ENV = "NERVE_LOCKDOWN"  # CONF-3: can turn lockdown on, never off
 LOCKDOWN_ENV_ON = frozenset({"1", "true", "yes", "on"})  # CONF-3
 LOCKDOWN_ENV_OFF = frozenset({"", "0", "false", "no", "off"})  # CONF-3: leaves settings' choice
+GATEWAY_URL_KEY = "mcp_gateway_url"  # CONF-6
+TOP_LEVEL_KEYS = (LOCKDOWN_KEY, GATEWAY_URL_KEY, "memory")  # the top-level keys checked here
 
 # CONF-2: `$$`, `${NAME}`, `${NAME:-default}`; a `${` that fits neither is malformed.
 VARIABLE_REFERENCE = re.compile(
@@ -444,7 +447,7 @@ def _checked(state: _Loading) -> Config:
         key = f"memory.{backend}"
         settings = section.check(check, check.mapping(key, memory.get(backend), section.keys))
     loom = settings if isinstance(settings, LoomSettings) else LoomSettings()
-    gateway = check.gateway_url(state.merged.get("mcp_gateway_url"))
+    gateway = check.gateway_url(state.merged.get(GATEWAY_URL_KEY))
     return Config(
         memory_backend=backend,
         mcp_gateway_url=gateway,
@@ -462,6 +465,20 @@ def _checked(state: _Loading) -> Config:
 def memory_keys() -> tuple[str, ...]:
     """The keys known under ``memory``: ``backend`` and one section per backend (CONF-7)."""
     return ("backend", *sorted(BACKEND_NAMES))
+
+
+def known_keys() -> tuple[str, ...]:
+    """Every dotted key this loader knows, sections included, for docs held to the schema.
+
+    A backend's section is listed with the keys its registry entry declares; a section
+    without declared keys (memU's) is carried through unchecked, so only its name is known.
+    """
+    keys = [*TOP_LEVEL_KEYS, *(f"memory.{key}" for key in memory_keys())]
+    for name in sorted(BACKEND_NAMES):
+        section = BACKENDS[name].settings
+        if section is not None:
+            keys.extend(f"memory.{name}.{key}" for key in section.keys)
+    return tuple(keys)
 
 
 class _Checker:
@@ -518,7 +535,7 @@ class _Checker:
 
     def gateway_url(self, value: Any) -> str | None:
         """``mcp_gateway_url``: an http(s) base URL without credentials; empty is none (CONF-6)."""
-        key = "mcp_gateway_url"
+        key = GATEWAY_URL_KEY
         text = value.strip() if isinstance(value, str) else value
         if text is None or text == "":
             return None
