@@ -58,7 +58,12 @@ EVERY_MIN_S = 1  # our choice: a shorter period would only spin on an empty wind
 def register(commands: argparse._SubParsersAction) -> None:
     """Add ``import`` and ``sweep`` to ``nerve memory``."""
     importer = commands.add_parser("import", help="import transcript messages from JSON lines")
-    importer.add_argument("file", type=Path, metavar="FILE.jsonl")
+    importer.add_argument(
+        "file",
+        type=Path,
+        metavar="FILE.jsonl",
+        help="one message a line: session_id, role, content, created_at",
+    )
     _add_path_options(importer, state=False)
     importer.add_argument("--json", action="store_true", help="print the result as JSON")
     importer.set_defaults(handler=_run_import)
@@ -66,7 +71,12 @@ def register(commands: argparse._SubParsersAction) -> None:
     sweep = commands.add_parser("sweep", help="extract new transcript messages into Loom")
     when = sweep.add_mutually_exclusive_group()
     when.add_argument("--once", action="store_true", help="sweep once (the default)")
-    when.add_argument("--every", type=_duration, metavar="DURATION", help="e.g. 30s, 5m, 1h")
+    when.add_argument(
+        "--every",
+        type=_duration,
+        metavar="DURATION",
+        help="sweep again every DURATION until interrupted, e.g. 30s, 5m, 1h",
+    )
     _add_path_options(sweep, state=True)
     sweep.add_argument("--json", action="store_true", help="print each report as JSON")
     sweep.set_defaults(handler=_run_sweep)
