@@ -8,41 +8,21 @@ of this checkout's ``dev`` extra — and the extra's packages are already instal
 
 from __future__ import annotations
 
-import re
-import socket
-import subprocess
 import tomllib
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import clean_environment
+from tests.readme_blocks import REPO_ROOT, port_is_free, run_commands, section_commands
 
-REPO_ROOT = Path(__file__).resolve().parent.parent.parent
 SECTION = "## Try Loom locally"
 INSTALL_LINE = "python3 -m pip install '.[dev]'"
 MAX_COMMANDS = 8  # the bound on the section
 
 
-def section_commands() -> list[str]:
-    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split(SECTION, 1)[1].split("\n## ", 1)[0]
-    (block,) = re.findall(r"```bash\n(.*?)```", section, flags=re.DOTALL)
-    return [line for line in block.splitlines() if line.strip()]
-
-
-def port_is_free(port: int) -> bool:
-    with socket.socket() as probe:
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
 class TestTryLoomLocally:
     def test_the_section_is_at_most_eight_commands_and_starts_with_the_dev_extra(self) -> None:
-        commands = section_commands()
+        commands = section_commands(SECTION)
         assert len(commands) <= MAX_COMMANDS
         assert commands[0] == INSTALL_LINE
         pyproject = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))
@@ -57,17 +37,7 @@ class TestTryLoomLocally:
         assert port_is_free(8787), "the README's gateway port 8787 is taken on this machine"
         home = tmp_path / "home"
         home.mkdir()
-        script = "\n".join(
-            ["set -euo pipefail", *section_commands()[1:], "kill %1", "wait || true"]
-        )
-        done = subprocess.run(
-            ["bash", "-c", script],
-            cwd=tmp_path,
-            env=clean_environment(home),
-            capture_output=True,
-            text=True,
-            timeout=180,
-        )
+        done = run_commands([*section_commands(SECTION)[1:], "kill %1"], cwd=tmp_path, home=home)
         assert done.returncode == 0, done.stderr
         assert "mcp_gateway_url: http://127.0.0.1:8787" in done.stdout
         assert "<session-context>" in done.stdout
