@@ -132,7 +132,9 @@ def _add_diff(commands: argparse._SubParsersAction) -> None:
         default=None,
         help="compare with this backend's wording (default: the recorded one)",
     )
-    diff.add_argument("paths", nargs="*", help="files relative to the workspace (default: all)")
+    diff.add_argument(
+        "paths", nargs="*", metavar="FILE", help="files relative to the workspace (default: all)"
+    )
     diff.set_defaults(handler=_run_diff)
 
 
