@@ -1,0 +1,309 @@
+"""The documentation held to the code, so that it cannot drift (DOC-2).
+
+Each class reads the docs and the code side by side: the configuration keys of
+docs/config.md against the loader's schema (``provisioner.config.known_keys``), every option
+of the real command-line parser against the README's Commands table, every runtime number a
+page states against the constant that sets it, the pages DOC-2 asks for, and the README's
+quick tour, run as written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from provisioner.cli import build_parser
+from provisioner.config import known_keys
+from provisioner.runtime import breaker
+from tests.doc_numbers import REPO_ROOT, stated_value, tagged_numbers, untagged_numbers
+from tests.readme_blocks import (
+    README,
+    readme_section,
+)
+
+DOCS = REPO_ROOT / "docs"
+CONFIG_PAGE = DOCS / "config.md"
+GATEWAY_PAGE = DOCS / "gateway.md"
+
+
+def page_text(path: Path) -> str:
+    return path.read_text(encoding="utf-8")
+
+
+def every_doc() -> list[Path]:
+    return [README, *sorted(DOCS.glob("*.md"))]
+
+
+# --- configuration keys -----------------------------------------------------------------------
+
+KEY_TABLE_HEADING = "## Every key"
+# memU's section is carried through to Nerve unchecked; its own keys are memU's business.
+PASS_THROUGH_SECTIONS = ("memory.memu.",)
+
+
+def key_table() -> list[str]:
+    """The keys of docs/config.md's key table: the first cell of each row, in backticks."""
+    section = page_text(CONFIG_PAGE).split(KEY_TABLE_HEADING, 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"^\| `([a-z_.]+)` \|", section, flags=re.MULTILINE)
+
+
+def loom_op_names() -> set[str]:
+    """Loom's op names from the contract fixture: ``memory.set`` is an op, not a key."""
+    fixture = json.loads(page_text(REPO_ROOT / "tests" / "fixtures" / "loom_lifecycle_ops.json"))
+    return {*fixture["ops"], *fixture["agent_ops"]}
+
+
+class TestConfigPageAgainstTheSchema:
+    """docs/config.md names exactly the keys the loader knows (DOC-2, CONF-4…CONF-6)."""
+
+    def test_every_key_in_the_table_is_one_the_loader_knows(self) -> None:
+        assert key_table(), "docs/config.md has no key table"
+        assert set(key_table()) <= set(known_keys())
+
+    def test_every_key_the_loader_knows_is_in_the_table(self) -> None:
+        assert set(known_keys()) <= set(key_table())
+
+    def test_the_table_names_each_key_once(self) -> None:
+        assert len(key_table()) == len(set(key_table()))
+
+    def test_every_dotted_key_the_page_names_is_known(self) -> None:
+        pattern = r"`((?:memory|lockdown|mcp_gateway_url)[a-z_.]*)`"
+        named = set(re.findall(pattern, page_text(CONFIG_PAGE))) - loom_op_names()
+        unknown = {
+            key
+            for key in named
+            if key not in known_keys() and not key.startswith(PASS_THROUGH_SECTIONS)
+        }
+        assert not unknown
+
+
+# --- command line -----------------------------------------------------------------------------
+
+
+def commands(
+    parser: argparse.ArgumentParser, path: tuple[str, ...] = ("nerve",)
+) -> Iterator[tuple[str, argparse.ArgumentParser]]:
+    """Every command of the real parser that runs something, with its words."""
+    groups = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not groups or path == ("nerve",):
+        yield " ".join(path), parser
+    for group in groups:
+        for name, sub in group.choices.items():
+            yield from commands(sub, (*path, name))
+
+
+def options(parser: argparse.ArgumentParser) -> list[argparse.Action]:
+    """The options and positionals a user writes, without argparse's own ``--help``."""
+    return [
+        action
+        for action in parser._actions
+        if not isinstance(action, argparse._HelpAction | argparse._SubParsersAction)
+    ]
+
+
+def spelled(action: argparse.Action) -> str:
+    """How the README writes an option: its longest flag, or a positional's metavar."""
+    if action.option_strings:
+        return max(action.option_strings, key=len)
+    return str(action.metavar or action.dest.upper())
+
+
+def command_rows() -> dict[str, str]:
+    """The README's Commands table: command words → the whole row."""
+    rows = {}
+    for row in re.findall(r"^\| `(nerve [^`]*)` \|.*$", readme_section("## Commands"), re.M):
+        words = " ".join(word for word in row.split() if re.fullmatch(r"[a-z]+", word))
+        rows[words] = row
+    return rows
+
+
+ALL_COMMANDS = list(commands(build_parser()))
+COMMAND_IDS = [name for name, _ in ALL_COMMANDS]
+
+
+class TestCommandLineDocumented:
+    """Every command and every option of the real parser is documented (DOC-2)."""
+
+    def test_the_parser_has_the_memory_dev_golden_and_doctor_commands(self) -> None:
+        for name in ("nerve memory sweep", "nerve dev gateway", "nerve golden check"):
+            assert name in COMMAND_IDS
+        assert "nerve doctor" in COMMAND_IDS
+
+    @pytest.mark.parametrize(("name", "parser"), ALL_COMMANDS, ids=COMMAND_IDS)
+    def test_every_option_has_help_text(self, name: str, parser: argparse.ArgumentParser) -> None:
+        missing = [spelled(a) for a in options(parser) if not (a.help or "").strip()]
+        assert not missing, f"{name}: no help for {missing}"
+
+    @pytest.mark.parametrize(("name", "parser"), ALL_COMMANDS, ids=COMMAND_IDS)
+    def test_every_option_is_in_the_commands_row(
+        self, name: str, parser: argparse.ArgumentParser
+    ) -> None:
+        row = command_rows().get(name)
+        if name == "nerve":
+            row = command_rows()["nerve"]
+        assert row is not None, f"README.md's Commands table has no row for {name}"
+        missing = [spelled(a) for a in options(parser) if spelled(a) not in row]
+        assert not missing, f"{name}: {missing} not in its README row"
+
+    def test_every_row_is_a_command_that_exists(self) -> None:
+        assert set(command_rows()) <= set(COMMAND_IDS)
+
+    @pytest.mark.parametrize(("name", "parser"), ALL_COMMANDS, ids=COMMAND_IDS)
+    def test_every_option_is_explained_on_a_docs_page(
+        self, name: str, parser: argparse.ArgumentParser
+    ) -> None:
+        docs = "\n".join(page_text(path) for path in sorted(DOCS.glob("*.md")))
+        missing = [spelled(a) for a in options(parser) if spelled(a) not in docs]
+        assert not missing, f"{name}: {missing} appear on no page under docs/"
+
+
+# --- runtime numbers --------------------------------------------------------------------------
+
+# Pages whose numbers describe what the package does at run time.
+NUMBER_PAGES = [
+    README,
+    *(DOCS / f"{name}.md" for name in ("architecture", "config", "memory", "setup", "sweep")),
+    DOCS / "troubleshooting.md",
+]
+# Numbers stated without a constant of this package behind them, each with the reason.
+NOT_OURS = {
+    "120 s": "the gateway's own call limit, set by the platform (contracts/gateway.md)",
+    "10 s": "DOC-1's bound on a whole doctor run, held by tests/test_doctor_network.py",
+    "2 s": "the README's benchmark target for the golden check, not a runtime number",
+    "three times": "Loom's own retries of a queued batch, out of Nerve's sight",
+}
+TAGGED = [number for path in NUMBER_PAGES for number in tagged_numbers(path)]
+
+
+class TestRuntimeNumbers:
+    """Every runtime number a page states is the value of the constant that sets it (DOC-2)."""
+
+    @pytest.mark.parametrize("number", TAGGED, ids=[f"{n.page}:{n.name}={n.text}" for n in TAGGED])
+    def test_a_tagged_number_is_its_constants_value(self, number) -> None:  # type: ignore[no-untyped-def]
+        assert number.stated() == number.actual(), (
+            f"{number.page} says {number.text} for {number.module}.{number.name}, "
+            f"which is {number.actual()}"
+        )
+
+    @pytest.mark.parametrize("path", NUMBER_PAGES, ids=[p.name for p in NUMBER_PAGES])
+    def test_no_number_with_a_unit_is_left_untagged(self, path: Path) -> None:
+        untagged = [n for n in untagged_numbers(page_text(path)) if n not in NOT_OURS]
+        assert not untagged, f"{path.name} states {untagged} without its constant"
+
+    def test_the_tags_cover_the_numbers_the_issue_names(self) -> None:
+        names = {number.name for number in TAGGED}
+        for name in (
+            "CATALOG_MIN_INTERVAL_S",
+            "BREAKER_FIRST_OPEN_S",
+            "BREAKER_MAX_OPEN_S",
+            "RETRY_AFTER_MAX_WAIT_S",
+            "RECALL_DEADLINE_S",
+            "CATALOG_DEADLINE_S",
+            "WAITING_MAX_MESSAGES",
+            "WAITING_MAX_BYTES",
+            "EXTRACT_DEADLINE_S",
+            "QUEUED_MAX_MESSAGES",
+            "QUEUED_MAX_BYTES",
+            "MIN_MESSAGES",
+            "MIN_BYTES",
+            "GOOD_BATCHES_TO_GROW",
+            "FAILURES_TO_ISOLATE",
+        ):
+            assert name in names
+
+
+# The gateway page is kept by the gateway client's owners; its sentences are read as they are.
+# Each claim is a pattern whose groups are numbers, and the constants they must equal.
+GATEWAY_CLAIMS = [
+    (
+        r"The read has (5 s) in all \((2 s) to connect\), stops at\s+(8 MiB)",
+        [
+            "runtime.catalog.CATALOG_DEADLINE_S",
+            "runtime.wire.CONNECT_TIMEOUT_S",
+            "runtime.catalog.CATALOG_MAX_BYTES",
+        ],
+    ),
+    (r"at most once every\s+(30 s)", ["runtime.catalog.CATALOG_MIN_INTERVAL_S"]),
+    (r"has its own (5 s)", ["runtime.catalog.CATALOG_DEADLINE_S"]),
+    (r"the only read of the\s+next (30 s)", ["runtime.catalog.CATALOG_MIN_INTERVAL_S"]),
+    (r"capped at (300 characters)", ["runtime.errors.MESSAGE_MAX_CHARS"]),
+    (r"Tool answers are capped at (8 MiB)", ["runtime.answer.ANSWER_MAX_BYTES"]),
+    (r"keeps reading for up to (50 ms)", ["runtime.answer.STREAM_TAIL_WAIT_S"]),
+    (r"if it is at most (2 s)", ["runtime.gateway.RETRY_AFTER_MAX_WAIT_S"]),
+    (r"longer than (2 s) or than", ["runtime.gateway.RETRY_AFTER_MAX_WAIT_S"]),
+    (r"opens the breaker for\s+(15 s)", ["runtime.breaker.BREAKER_FIRST_OPEN_S"]),
+]
+# Numbers on the gateway page that are not constants: examples and the soak tests' sizes.
+GATEWAY_EXAMPLES = (
+    "50 ms left",
+    "ten calls at a cold start",
+    "1,000 calls",
+    "100 concurrent calls",
+)
+
+
+def breaker_openings() -> list[float]:
+    """The breaker's open periods while failures go on: doubling, capped (GW-7)."""
+    periods = [breaker.BREAKER_FIRST_OPEN_S]
+    while periods[-1] < breaker.BREAKER_MAX_OPEN_S:
+        periods.append(min(periods[-1] * 2, breaker.BREAKER_MAX_OPEN_S))
+    return periods
+
+
+class TestGatewayPageNumbers:
+    """docs/gateway.md states the gateway client's constants as they are (GW-2, GW-6, GW-7)."""
+
+    @pytest.mark.parametrize(
+        ("pattern", "names"), GATEWAY_CLAIMS, ids=[c[1][0] for c in GATEWAY_CLAIMS]
+    )
+    def test_each_claim_states_its_constant(self, pattern: str, names: list[str]) -> None:
+        import importlib
+
+        match = re.search(pattern, page_text(GATEWAY_PAGE))
+        assert match is not None, f"docs/gateway.md no longer says {pattern!r}"
+        for text, dotted in zip(match.groups(), names, strict=True):
+            module, name = dotted.rsplit(".", 1)
+            value = getattr(importlib.import_module(f"provisioner.{module}"), name)
+            assert stated_value(text) == float(value), f"{text} for {dotted} = {value}"
+
+    def test_the_doubling_sequence_is_the_breakers(self) -> None:
+        match = re.search(
+            r"twice\s+as long \(([\d, ]+) s, then (\d+) s at most\)", page_text(GATEWAY_PAGE)
+        )
+        assert match is not None
+        stated = [float(n) for n in match[1].split(",")] + [float(match[2])]
+        assert stated == breaker_openings()[1:]
+
+    def test_the_outage_example_follows_from_the_breaker(self) -> None:
+        text = page_text(GATEWAY_PAGE)
+        match = re.search(
+            r"Over a (\d+)-minute outage.*?(\d+) calls reach the network \(at ([\d,\sand]+) s\)",
+            text,
+            re.DOTALL,
+        )
+        assert match is not None
+        outage_s = int(match[1]) * 60
+        attempts, at = [0.0], 0.0
+        for period in breaker_openings() + [breaker.BREAKER_MAX_OPEN_S] * 10:
+            at += period
+            if at >= outage_s:
+                break
+            attempts.append(at)
+        stated = [float(n) for n in re.findall(r"\d+", match[3])]
+        assert stated == attempts
+        assert int(match[2]) == len(attempts)
+
+    def test_every_number_with_a_unit_is_a_claim_or_an_example(self) -> None:
+        text = page_text(GATEWAY_PAGE)
+        for pattern, _names in GATEWAY_CLAIMS:
+            text = re.sub(pattern, " ", text)
+        text = re.sub(r"twice\s+as long \([^)]*\)", " ", text)
+        text = re.sub(r"(\d+) calls reach the network \(at [\d,\sand]+ s\)", " ", text)
+        for example in GATEWAY_EXAMPLES:
+            text = text.replace(example, " ")
+        assert not untagged_numbers(text)
