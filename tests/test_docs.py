@@ -10,8 +10,10 @@ quick tour, run as written.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import re
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,10 +22,20 @@ import pytest
 from provisioner.cli import build_parser
 from provisioner.config import known_keys
 from provisioner.runtime import breaker
-from tests.doc_numbers import REPO_ROOT, stated_value, tagged_numbers, untagged_numbers
+from tests.conftest import RunNerve
+from tests.doc_numbers import (
+    REPO_ROOT,
+    TaggedNumber,
+    stated_value,
+    tagged_numbers,
+    untagged_numbers,
+)
 from tests.readme_blocks import (
     README,
+    port_is_free,
     readme_section,
+    run_commands,
+    section_commands,
 )
 
 DOCS = REPO_ROOT / "docs"
@@ -144,8 +156,6 @@ class TestCommandLineDocumented:
         self, name: str, parser: argparse.ArgumentParser
     ) -> None:
         row = command_rows().get(name)
-        if name == "nerve":
-            row = command_rows()["nerve"]
         assert row is not None, f"README.md's Commands table has no row for {name}"
         missing = [spelled(a) for a in options(parser) if spelled(a) not in row]
         assert not missing, f"{name}: {missing} not in its README row"
@@ -184,7 +194,7 @@ class TestRuntimeNumbers:
     """Every runtime number a page states is the value of the constant that sets it (DOC-2)."""
 
     @pytest.mark.parametrize("number", TAGGED, ids=[f"{n.page}:{n.name}={n.text}" for n in TAGGED])
-    def test_a_tagged_number_is_its_constants_value(self, number) -> None:  # type: ignore[no-untyped-def]
+    def test_a_tagged_number_is_its_constants_value(self, number: TaggedNumber) -> None:
         assert number.stated() == number.actual(), (
             f"{number.page} says {number.text} for {number.module}.{number.name}, "
             f"which is {number.actual()}"
@@ -262,8 +272,6 @@ class TestGatewayPageNumbers:
         ("pattern", "names"), GATEWAY_CLAIMS, ids=[c[1][0] for c in GATEWAY_CLAIMS]
     )
     def test_each_claim_states_its_constant(self, pattern: str, names: list[str]) -> None:
-        import importlib
-
         match = re.search(pattern, page_text(GATEWAY_PAGE))
         assert match is not None, f"docs/gateway.md no longer says {pattern!r}"
         for text, dotted in zip(match.groups(), names, strict=True):
@@ -307,3 +315,161 @@ class TestGatewayPageNumbers:
         for example in GATEWAY_EXAMPLES:
             text = text.replace(example, " ")
         assert not untagged_numbers(text)
+
+
+# --- the pages DOC-2 asks for ---------------------------------------------------------------
+
+DOC2_PAGES = (
+    "config",
+    "memory",
+    "cron",
+    "setup",
+    "templates",
+    "architecture",
+    "gateway",
+    "troubleshooting",
+    "sweep",
+)
+LINK = re.compile(r"\]\((?P<target>[^)\s#]+)(?:#[^)\s]*)?\)")
+CHECK_LINE = re.compile(r"^\[(?:OK|WARN|ERR)\]\s+(?P<id>[a-z_.0-9]+):", re.MULTILINE)
+
+
+def section_of(path: Path, heading: str) -> str:
+    text = page_text(path)
+    assert f"\n{heading}\n" in text, f"{path.name} has no {heading!r}"
+    return text.split(f"\n{heading}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def documented_check(check_id: str) -> bool:
+    """Whether troubleshooting.md names ``check_id``: as it is, numbered ``config.warning.N``,
+    or under a family such as ``config.memory.loom.*``."""
+    text = page_text(DOCS / "troubleshooting.md")
+    parts = check_id.split(".")
+    names = {check_id, re.sub(r"\.\d+$", ".N", check_id)}
+    names |= {".".join(parts[:cut]) + ".*" for cut in range(1, len(parts))}
+    return any(f"`{name}`" in text for name in names)
+
+
+class TestDocumentationPages:
+    """The pages DOC-2 lists exist, are linked from the README, and say what it asks."""
+
+    @pytest.mark.parametrize("name", DOC2_PAGES)
+    def test_each_page_exists_and_the_readme_links_it(self, name: str) -> None:
+        assert (DOCS / f"{name}.md").is_file()
+        assert f"(docs/{name}.md)" in readme_section("## Documentation")
+
+    @pytest.mark.parametrize("path", every_doc(), ids=[p.name for p in every_doc()])
+    def test_every_relative_link_reaches_a_file(self, path: Path) -> None:
+        targets = [m["target"] for m in LINK.finditer(page_text(path))]
+        local = [t for t in targets if not re.match(r"[a-z]+:", t)]
+        missing = [t for t in local if not (path.parent / t).exists()]
+        assert not missing, f"{path.name} links to {missing}"
+
+    def test_the_config_page_says_who_calls_what_and_what_happens_without_loom(self) -> None:
+        identity = section_of(CONFIG_PAGE, "## Identity")
+        assert "namespace.summary" in identity and "home namespace" in identity
+        calls = section_of(CONFIG_PAGE, "## Who calls what")
+        assert "mcp__loom__" in calls
+        for op in loom_op_names() - {"memory.set"}:
+            assert f"`{op}`" in calls
+        outage = section_of(CONFIG_PAGE, "## When Loom cannot answer")
+        assert "could not be recalled" in outage and "watermark" in outage
+
+    def test_the_rollout_switches_once_the_catalog_lists_loom_then_runs_init(self) -> None:
+        rollout = section_of(CONFIG_PAGE, "## Rollout")
+        assert rollout.index("lists `loom`") < rollout.index("memory.backend: loom")
+        assert "nerve init --memory-backend loom" in rollout
+        assert "config.local.yaml" in rollout
+
+    def test_the_templates_page_has_the_authoring_guide_and_the_golden_workflow(self) -> None:
+        assert "nerve golden update --backend memu" in section_of(
+            DOCS / "templates.md", "## The golden workflow"
+        )
+        assert "{% include" in page_text(DOCS / "templates.md")
+
+    def test_the_architecture_page_shows_its_pictures(self) -> None:
+        text = page_text(DOCS / "architecture.md")
+        for image in re.findall(r"!\[[^\]]*\]\((images/[^)]+)\)", text):
+            assert (DOCS / image).is_file()
+        assert "images/architecture-modules.svg" in text
+        assert "images/architecture-flows.svg" in text
+
+    def test_the_memory_page_no_longer_calls_the_loom_backend_planned(self) -> None:
+        text = page_text(DOCS / "memory.md")
+        for stale in ("planned", "not built", "not in the package", "does not exist"):
+            assert stale not in text
+
+    @pytest.mark.parametrize("backend", ["memu", "loom"])
+    def test_every_check_doctor_prints_offline_has_a_troubleshooting_entry(
+        self, backend: str, run_nerve: RunNerve, tmp_path: Path
+    ) -> None:
+        config_dir = tmp_path / "home" / ".nerve"
+        config_dir.mkdir(parents=True)
+        (config_dir / "config.yaml").write_text(
+            f"memory:\n  backend: {backend}\n  colour: blue\n", encoding="utf-8"
+        )
+        done = run_nerve("doctor", "--offline", "--json", "--config-dir", str(config_dir))
+        checks = json.loads(done.stdout)["checks"]
+        ids = {check["id"] for check in checks}
+        assert "config.warning.1" in ids
+        assert [i for i in ids if not documented_check(i)] == []
+
+
+# --- the README's quick tour ------------------------------------------------------------------
+
+TOUR = "## Quick tour"
+TOUR_MAX_LINES = 10  # the issue's bound
+TOUR_STEPS = (
+    "nerve init",
+    "nerve render",
+    "nerve golden check",
+    "nerve dev gateway",
+    "nerve memory recall",
+    "nerve memory sweep",
+    "nerve doctor",
+)
+TOUR_PORT = 8787  # the dev gateway's default, which the tour's config line names
+CHECKOUT_PARTS = ("pyproject.toml", "golden", "templates")  # what `golden check` looks for
+
+
+def checkout_copy(target: Path) -> Path:
+    """The parts of this checkout that make a folder one, copied to ``target``."""
+    for part in CHECKOUT_PARTS:
+        source = REPO_ROOT / part
+        if source.is_dir():
+            shutil.copytree(source, target / part)
+        else:
+            target.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target / part)
+    return target
+
+
+class TestQuickTour:
+    """The README's quick tour is at most ten lines and runs as written (DOC-2)."""
+
+    def test_the_tour_is_ten_lines_at_most_and_takes_every_step(self) -> None:
+        lines = section_commands(TOUR)
+        assert len(lines) <= TOUR_MAX_LINES
+        for step in TOUR_STEPS:
+            assert any(step in line for line in lines), f"the tour has no {step}"
+
+    @pytest.mark.slow
+    def test_the_tour_runs_as_written_from_a_checkout(self, tmp_path: Path) -> None:
+        assert port_is_free(TOUR_PORT), f"the tour's gateway port {TOUR_PORT} is taken"
+        home = tmp_path / "home"
+        home.mkdir()
+        checkout = checkout_copy(tmp_path / "checkout")
+        done = run_commands(section_commands(TOUR), cwd=checkout, home=home)
+        assert done.returncode == 0, done.stderr
+        out = done.stdout
+        assert "rendered files match golden/" in out
+        assert "sweep done: 1 of 1 sessions" in out
+        recalled = out.split("<session-context>", 1)[1].split("</session-context>", 1)[0]
+        assert "- I take my tea with lemon." in recalled
+        passed = re.search(r"^(\d+)/(\d+) checks passed$", out, re.MULTILINE)
+        assert passed is not None and passed[1] == passed[2], out
+        printed = CHECK_LINE.findall(out)
+        assert {"loom.catalog", "loom.namespace", "loom.sweep"} <= set(printed)
+        assert [i for i in printed if not documented_check(i)] == []
+        assert (home / "nerve-workspace" / "AGENTS.md").is_file()
+        assert (home / "preview" / "TASK.md").is_file()
