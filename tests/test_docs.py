@@ -24,6 +24,7 @@ from provisioner.config import known_keys
 from provisioner.runtime import breaker
 from tests.conftest import RunNerve
 from tests.doc_numbers import (
+    FENCED,
     REPO_ROOT,
     TaggedNumber,
     stated_value,
@@ -330,8 +331,15 @@ DOC2_PAGES = (
     "troubleshooting",
     "sweep",
 )
-LINK = re.compile(r"\]\((?P<target>[^)\s#]+)(?:#[^)\s]*)?\)")
+LINK = re.compile(r"\]\((?P<target>[^)\s#]*)(?:#(?P<anchor>[^)\s]*))?\)")
 CHECK_LINE = re.compile(r"^\[(?:OK|WARN|ERR)\]\s+(?P<id>[a-z_.0-9]+):", re.MULTILINE)
+
+
+def heading_anchors(path: Path) -> set[str]:
+    """The anchors a Markdown renderer gives ``path``'s headings (lower case, dashes)."""
+    text = FENCED.sub("", page_text(path))
+    headings = re.findall(r"^#{1,6} (.+)$", text, flags=re.MULTILINE)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
 
 
 def section_of(path: Path, heading: str) -> str:
@@ -364,6 +372,16 @@ class TestDocumentationPages:
         local = [t for t in targets if not re.match(r"[a-z]+:", t)]
         missing = [t for t in local if not (path.parent / t).exists()]
         assert not missing, f"{path.name} links to {missing}"
+
+    @pytest.mark.parametrize("path", every_doc(), ids=[p.name for p in every_doc()])
+    def test_every_link_to_a_heading_finds_it(self, path: Path) -> None:
+        broken = []
+        for match in LINK.finditer(page_text(path)):
+            target = path.parent / match["target"] if match["target"] else path
+            local_page = target.suffix == ".md" and target.is_file()
+            if match["anchor"] and local_page and match["anchor"] not in heading_anchors(target):
+                broken.append(f"{match['target']}#{match['anchor']}")
+        assert not broken, f"{path.name} links to headings that do not exist: {broken}"
 
     def test_the_config_page_says_who_calls_what_and_what_happens_without_loom(self) -> None:
         identity = section_of(CONFIG_PAGE, "## Identity")
