@@ -491,3 +491,21 @@ class TestQuickTour:
         assert [i for i in printed if not documented_check(i)] == []
         assert (home / "nerve-workspace" / "AGENTS.md").is_file()
         assert (home / "preview" / "TASK.md").is_file()
+
+
+class TestJsonOutputsDocumented:
+    """The JSON fields the pages list are the ones the commands print (INIT-6, DOC-1)."""
+
+    def test_the_setup_page_lists_every_field_of_init_json(self, run_nerve: RunNerve) -> None:
+        done = run_nerve("init", "--non-interactive", "--json")
+        sentence = page_text(DOCS / "setup.md").split("`--json` prints the summary as JSON:")[1]
+        listed = re.findall(r"`([a-z_]+)`", sentence.split(".\n", 1)[0])
+        assert set(listed) - {"diff_command"} == set(json.loads(done.stdout))
+
+    def test_the_troubleshooting_page_lists_doctors_json_fields(self, run_nerve: RunNerve) -> None:
+        report = json.loads(run_nerve("doctor", "--offline", "--json").stdout)
+        text = " ".join(page_text(DOCS / "troubleshooting.md").split())
+        checks = ", ".join(f'"{key}"' for key in report["checks"][0])
+        summary = ", ".join(f'"{key}"' for key in report["summary"])
+        assert f'{{"schema": {report["schema"]}, "checks": [{{{checks}}}]' in text
+        assert f'"summary": {{{summary}}}}}' in text
