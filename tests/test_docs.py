@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from provisioner.cli import build_parser
 from provisioner.config import known_keys
@@ -509,3 +510,24 @@ class TestJsonOutputsDocumented:
         summary = ", ".join(f'"{key}"' for key in report["summary"])
         assert f'{{"schema": {report["schema"]}, "checks": [{{{checks}}}]' in text
         assert f'"summary": {{{summary}}}}}' in text
+
+
+class TestCronPage:
+    """docs/cron.md describes the built-in jobs as init writes them (TXT-6)."""
+
+    @pytest.mark.parametrize("backend", ["memu", "loom"])
+    def test_each_built_in_job_has_the_schedule_the_page_states(self, backend: str) -> None:
+        system = REPO_ROOT / "golden" / backend / "personal" / "config" / "cron" / "system.yaml"
+        jobs = {job["id"]: job for job in yaml.safe_load(page_text(system))["jobs"]}
+        text = page_text(DOCS / "cron.md")
+        for job_id, job in jobs.items():
+            section = text.split(f"### `{job_id}`", 1)[1].split("\n#", 1)[0]
+            assert f'(`"{job["schedule"]}"`)' in section
+            if "context_rotate_hours" in job:
+                assert f"`context_rotate_hours: {job['context_rotate_hours']}`" in section
+
+    def test_a_worker_workspace_has_no_inbox_job_as_the_page_says(self) -> None:
+        system = REPO_ROOT / "golden" / "memu" / "worker" / "config" / "cron" / "system.yaml"
+        ids = [job["id"] for job in yaml.safe_load(page_text(system))["jobs"]]
+        assert ids == ["memory-maintenance"]
+        assert "a worker workspace has no inbox job" in page_text(DOCS / "cron.md")
