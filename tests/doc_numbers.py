@@ -87,9 +87,8 @@ def stated_value(text: str) -> float:
     if match is None:
         raise ValueError(f"{text!r} is not a number with an optional unit")
     number = match["number"]
-    amount = NUMBER_WORDS.get(number)
-    if amount is None:
-        amount = float(re.sub(r"[ ,]", "", number))
+    word = NUMBER_WORDS.get(number)
+    amount = float(word) if word is not None else float(re.sub(r"[ ,]", "", number))
     return amount * UNIT_SCALE.get(match["unit"] or "", 1)
 
 
