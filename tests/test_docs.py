@@ -229,6 +229,43 @@ class TestRuntimeNumbers:
             assert name in names
 
 
+class TestNumberReading:
+    """The reader behind TestRuntimeNumbers catches a stale number (DOC-2)."""
+
+    def test_a_number_that_no_longer_matches_its_constant_is_told_apart(
+        self, tmp_path: Path
+    ) -> None:
+        module = REPO_ROOT / "provisioner" / "runtime" / "breaker.py"
+        page = tmp_path / "stale.md"
+        page.write_text(
+            f"The breaker opens for [{breaker.BREAKER_FIRST_OPEN_S + 1:g} s][BREAKER_FIRST_OPEN_S], "
+            f"then for up to [{breaker.BREAKER_MAX_OPEN_S:g} s][BREAKER_MAX_OPEN_S].\n\n"
+            f"[BREAKER_FIRST_OPEN_S]: {module}\n[BREAKER_MAX_OPEN_S]: {module}\n",
+            encoding="utf-8",
+        )
+        stale, current = tagged_numbers(page)
+        assert stale.actual() == breaker.BREAKER_FIRST_OPEN_S != stale.stated()
+        assert current.stated() == current.actual() == breaker.BREAKER_MAX_OPEN_S
+
+    def test_a_number_in_prose_is_found_and_one_in_code_is_not(self) -> None:
+        text = "Waits 15 s and sends ten good batches.\n\n```\nwithin 5 s\n```\nand `2 s`.\n"
+        assert untagged_numbers(text) == ["15 s", "ten good batches"]
+
+    @pytest.mark.parametrize(
+        ("text", "value"),
+        [
+            ("128 KiB", 131072.0),
+            ("5 minutes", 300.0),
+            ("1 048 576 bytes", 1048576.0),
+            ("50 ms", 0.05),
+            ("three", 3.0),
+            ("4,000 characters", 4000.0),
+        ],
+    )
+    def test_a_stated_number_is_read_in_the_constants_units(self, text: str, value: float) -> None:
+        assert stated_value(text) == value
+
+
 # The gateway page is kept by the gateway client's owners; its sentences are read as they are.
 # Each claim is a pattern whose groups are numbers, and the constants they must equal.
 GATEWAY_CLAIMS = [
