@@ -238,7 +238,7 @@ class TestNumberReading:
         module = REPO_ROOT / "provisioner" / "runtime" / "breaker.py"
         page = tmp_path / "stale.md"
         page.write_text(
-            f"The breaker opens for [{breaker.BREAKER_FIRST_OPEN_S + 1:g} s][BREAKER_FIRST_OPEN_S], "
+            f"It opens for [{breaker.BREAKER_FIRST_OPEN_S + 1:g} s][BREAKER_FIRST_OPEN_S], "
             f"then for up to [{breaker.BREAKER_MAX_OPEN_S:g} s][BREAKER_MAX_OPEN_S].\n\n"
             f"[BREAKER_FIRST_OPEN_S]: {module}\n[BREAKER_MAX_OPEN_S]: {module}\n",
             encoding="utf-8",
