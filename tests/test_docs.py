@@ -450,6 +450,20 @@ class TestDocumentationPages:
         assert "images/architecture-modules.svg" in text
         assert "images/architecture-flows.svg" in text
 
+    @pytest.mark.parametrize("folder", ["provisioner", "provisioner/runtime"])
+    def test_the_architecture_page_names_every_module(self, folder: str) -> None:
+        text = page_text(DOCS / "architecture.md")
+        named = set(re.findall(r"`([a-z_]+(?:\*)?\.py)`", text))
+        modules = sorted(p.name for p in (REPO_ROOT / folder).glob("*.py"))
+        missing = [
+            name
+            for name in modules
+            if name not in named
+            and name not in ("__init__.py", "__main__.py")
+            and not any(re.fullmatch(n.replace("*", "[a-z_]+"), name) for n in named)
+        ]
+        assert not missing, f"docs/architecture.md does not name {missing}"
+
     def test_the_memory_page_no_longer_calls_the_loom_backend_planned(self) -> None:
         text = page_text(DOCS / "memory.md")
         for stale in ("planned", "not built", "not in the package", "does not exist"):
