@@ -9,6 +9,9 @@ it kills the sweeping process with SIGKILL:
 * ``answered``: the answer was sent, the process dies around its commit (a next call it
   manages to send before the kill lands is in flight too, and is never answered).
 
+Each run reaches the gateway under its own URL prefix, so a call the dying process sent is
+told apart from the next run's calls however late this server reads it.
+
 The points come from a seeded generator, so a seed always plans the same kills. After the
 kills, a last run sweeps to the end. Then: nothing is lost (every message is in Loom and every
 watermark is at its session's last message), and a message was sent more than once only when
@@ -53,61 +56,79 @@ class SeenExtraction:
 
 @dataclass
 class CrashPoints:
-    """ASGI wrapper: records extraction calls and kills the sweeper at the planned one."""
+    """ASGI wrapper: records extraction calls and kills the sweeper at the planned one.
+
+    Each run gets its own gateway URL, ``<base>/run-<N>``, so every request says which
+    process sent it; the prefix is taken off before the dev gateway sees the request.
+    """
 
     app: Any
     calls: list[SeenExtraction] = field(default_factory=list)
-    pid: int | None = None
     run: int = 0
     plan: tuple[int, str] | None = None
     in_run: int = 0
+    kill_planned: bool = False
+    pid: int | None = None
+    pid_known: threading.Event = field(default_factory=threading.Event)
     killed: threading.Event = field(default_factory=threading.Event)
-    previous_ports: set[int] = field(default_factory=set)  # the last run's connections
-    current_ports: set[int] = field(default_factory=set)
 
-    def start_run(self, pid: int, plan: tuple[int, str] | None) -> None:
-        self.pid, self.plan, self.in_run = pid, plan, 0
-        self.previous_ports, self.current_ports = self.current_ports, set()
+    def start_run(self, plan: tuple[int, str] | None) -> int:
+        """Plan the next run's kill; returns its number (call ``started`` once it runs)."""
         self.run += 1
+        self.plan, self.in_run, self.kill_planned, self.pid = plan, 0, False, None
+        self.pid_known.clear()
         self.killed.clear()
+        return self.run
+
+    def started(self, pid: int) -> None:
+        self.pid = pid
+        self.pid_known.set()
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST":
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        prefix, _, rest = scope["path"].lstrip("/").partition("/")
+        run_of_request = int(prefix.removeprefix("run-"))
+        scope = {**scope, "path": "/" + rest, "raw_path": ("/" + rest).encode()}
+        if scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
         body = await _read_all(receive)
         call = json.loads(body)
-        arguments = call.get("params", {}).get("arguments", {})
         if call.get("params", {}).get("name") != EXTRACT_TOOL:
             await self.app(scope, _replay(body, receive), send)
             return
+        messages = call["params"]["arguments"]["messages"]
+        contents = tuple(message["content"] for message in messages)
+        if run_of_request != self.run or self.kill_planned:
+            # The sweeper sends one call at a time: a call that comes while a kill is planned
+            # was sent after the planned call's answer, and one from an earlier run was sent
+            # before that run's kill landed. Both were in flight at a kill; never answered.
+            self.calls.append(SeenExtraction(run_of_request, contents, "in flight"))
+            return
         self.in_run += 1
         phase = self.plan[1] if self.plan and self.plan[0] == self.in_run else None
-        contents = tuple(m["content"] for m in arguments.get("messages", []))
-        port = scope["client"][1]
-        straggler = port in self.previous_ports and port not in self.current_ports
-        if self.killed.is_set() or straggler:
-            # Sent after an answer but before the kill landed, and maybe read by this server
-            # only once the next run began: in flight at the kill too, and never answered.
-            self.calls.append(SeenExtraction(self.run, contents, "in flight"))
-            return
-        self.current_ports.add(port)
+        self.kill_planned = phase is not None
         self.calls.append(SeenExtraction(self.run, contents, phase))
+        await self._answer(phase, scope, _replay(body, receive), send)
+
+    async def _answer(self, phase: str | None, scope: Any, receive: Any, send: Any) -> None:
         if phase == "before":
             self._kill()
-            return
-        if phase == "after":
-            await self.app(scope, _replay(body, receive), _swallow)
+        elif phase == "after":
+            await self.app(scope, receive, _swallow)
             self._kill()
-            return
-        await self.app(scope, _replay(body, receive), send)
-        if phase == "answered":
-            self._kill()
+        else:
+            await self.app(scope, receive, send)
+            if phase == "answered":
+                self._kill()
 
     def _kill(self) -> None:
+        self.pid_known.wait(10)
         assert self.pid is not None
-        os.kill(self.pid, signal.SIGKILL)
         self.killed.set()
+        os.kill(self.pid, signal.SIGKILL)
 
 
 async def _read_all(receive: Any) -> bytes:
@@ -182,13 +203,9 @@ class TestCrashSafety:
         wrapper = CrashPoints(dev)
         server = LoopbackServer(wrapper)
         base_url = server.start()
-        (tmp_path / "cfg" / "config.local.yaml").write_text(
-            f"memory:\n  backend: loom\nmcp_gateway_url: {base_url}\n", encoding="utf-8"
-        )
         try:
-            kills = self._kill_runs(tmp_path, wrapper, rng)
-            final = sweep_process(tmp_path)
-            wrapper.start_run(final.pid, None)
+            kills = self._kill_runs(tmp_path, wrapper, base_url, rng)
+            final = self._start(tmp_path, wrapper, base_url, None)
             out, err = final.communicate(timeout=300)
             assert final.returncode == 0, err
             texts = set(dev.store.memory_texts())
@@ -200,13 +217,26 @@ class TestCrashSafety:
         self._assert_nothing_lost(tmp_path, contents, texts)
         self._assert_only_batches_in_flight_were_resent(wrapper.calls)
 
-    def _kill_runs(self, tmp_path: Path, wrapper: CrashPoints, rng: random.Random) -> int:
+    def _start(
+        self, tmp_path: Path, wrapper: CrashPoints, base_url: str, plan: tuple[int, str] | None
+    ) -> subprocess.Popen[str]:
+        run = wrapper.start_run(plan)
+        (tmp_path / "cfg" / "config.local.yaml").write_text(
+            f"memory:\n  backend: loom\nmcp_gateway_url: {base_url}/run-{run}\n", encoding="utf-8"
+        )
+        process = sweep_process(tmp_path)
+        wrapper.started(process.pid)
+        return process
+
+    def _kill_runs(
+        self, tmp_path: Path, wrapper: CrashPoints, base_url: str, rng: random.Random
+    ) -> int:
         kills = 0
         for _ in range(RUNS_MAX):
             if kills == KILLS:
                 break
-            process = sweep_process(tmp_path)
-            wrapper.start_run(process.pid, (rng.randint(1, 2), rng.choice(PHASES)))
+            plan = (rng.randint(1, 2), rng.choice(PHASES))
+            process = self._start(tmp_path, wrapper, base_url, plan)
             process.communicate(timeout=300)
             if process.returncode == -signal.SIGKILL:
                 assert wrapper.killed.is_set()
