@@ -21,7 +21,7 @@ from typing import Any
 
 from provisioner.cli_common import EXIT_OK, UsageError, add_workspace_options
 
-STATE_FILE = Path("state") / "loom.sqlite3"  # under the configuration folder
+STATE_FILE = Path("memory") / "state.sqlite3"  # under the configuration folder, as the sweep's
 SESSION_ID_MAX_CHARS = 200  # loom-ops: the session ids Loom takes
 
 
@@ -50,7 +50,7 @@ def _add_common(command: argparse.ArgumentParser) -> None:
 
 
 def state_path(config_dir: Path, given: Path | None = None) -> Path:
-    """The runtime's state file: ``given``, else ``<config_dir>/state/loom.sqlite3``."""
+    """The runtime's state file: ``given``, else ``<config_dir>/memory/state.sqlite3``."""
     return (given or config_dir / STATE_FILE).expanduser()
 
 
