@@ -5,13 +5,15 @@ state.sqlite3``): per session the watermark and the failures of the batch at it,
 budget and why it was cut, and an audit of skipped messages. Doctor reads it read-only — it
 never creates, migrates or locks it, and waits at most a moment for a sweep that is writing —
 and says whether the sweep is healthy: a budget cut short, a batch being isolated, messages
-skipped. The breaker and the last error live in the running process, not in this file; the
-Diagnostics card and ``nerve memory status`` show those.
+skipped — and the last error the backend or the sweep kept there (when, which op, which outcome
+class, its one-line message). The breaker lives in the running process, not in this file; the
+Diagnostics card and ``nerve memory status`` show it.
 """
 
 from __future__ import annotations
 
 import sqlite3
+from datetime import UTC, datetime
 from pathlib import Path
 
 from provisioner.commands.memory_sweep import default_paths
@@ -54,6 +56,7 @@ def _read(path: Path) -> str:
         budgets = database.execute(
             "SELECT mode, messages, bytes, cut_reason FROM sweep_budget ORDER BY mode"
         ).fetchall()
+        last_error = _last_error(database)
     finally:
         database.close()
     parts = [f"{sessions} sessions swept", f"{skipped} messages skipped"]
@@ -62,4 +65,19 @@ def _read(path: Path) -> str:
     for mode, messages, size, cut in budgets:
         budget = f"{mode} budget {messages} messages / {size // 1024} KiB"
         parts.append(f"{budget} (cut: {cut})" if cut else budget)
+    if last_error:
+        parts.append(last_error)
     return ", ".join(parts)
+
+
+def _last_error(database: sqlite3.Connection) -> str | None:
+    """The kept last error as one phrase, or None (none kept, or a file from before it was)."""
+    try:
+        row = database.execute("SELECT at, op, kind, message FROM last_error").fetchone()
+    except sqlite3.OperationalError:  # a state file written before the table existed
+        return None
+    if row is None:
+        return None
+    at, op, kind, message = row
+    when = datetime.fromtimestamp(at, UTC).isoformat(timespec="seconds")
+    return f"last error {when} in {op}: {kind}: {message}"

@@ -229,6 +229,23 @@ class TestSweepState:
         assert sweep["source"] == str(state)
         assert state.read_bytes() == before
 
+    def test_a_sweep_that_met_an_error_leaves_it_for_doctor(
+        self, doctor, gateway: Any, run_nerve: RunNerve, tmp_path: Path
+    ) -> None:
+        """LOOM-4: the last error a sweep met is kept in its state file; doctor shows it."""
+        messages = tmp_path / "messages.jsonl"
+        line = {"session_id": "s1", "role": "user", "content": "a fact", "created_at": "2026-01-01"}
+        messages.write_text(json.dumps(line) + "\n", encoding="utf-8")
+        _result, _checks = doctor(gateway.base_url, "--offline")  # writes the configuration
+        config = ["--config-dir", str(tmp_path / "cfg"), "--workspace", str(tmp_path / "ws")]
+        assert run_nerve("memory", "import", str(messages), *config).returncode == 0
+        gateway.app.faults.switch("coded@loom_memory_set_from_messages")
+        run_nerve("memory", "sweep", "--once", *config)
+        _result, checks = doctor(gateway.base_url, "--offline")
+        message = checks["loom.sweep"]["message"]
+        assert " in extract: CodedFault: " in message, message
+        assert "a fact" not in message
+
     def test_doctor_counts_the_audit_kind_the_sweep_writes_for_a_skip(self) -> None:
         from provisioner import doctor_sweep
         from provisioner.runtime import state

@@ -13,6 +13,14 @@ Public names of the gateway client (GW-1…GW-8):
 * ``ClientState`` — unopened, opened or closed: the three client objects are async context
   managers;
 * the outcome exceptions of ``provisioner.runtime.errors`` (GW-5), drawn there as a tree.
+
+Built on it:
+
+* ``LoomMemory`` — the Loom backend: startup recall, extraction, health, diagnostics
+  (LOOM-1…LOOM-4, REC-1…REC-4), answering ``Recall``, ``Extracted`` and ``Identity``;
+* ``Sweeper``, ``SweepReport`` — the extraction sweep (SWEEP-1…SWEEP-11);
+* ``TranscriptSource``, ``Message``, ``SqliteTranscripts`` — where the sweep reads from;
+* ``StateStore`` — the SQLite state both keep (SWEEP-2, REC-3).
 """
 
 from provisioner.runtime.breaker import Breaker
@@ -42,7 +50,12 @@ from provisioner.runtime.errors import (
 )
 from provisioner.runtime.gateway import EXTRACTION, READ, CallPolicy, McpGatewayServer
 from provisioner.runtime.lifecycle import ClientState
+from provisioner.runtime.loom import LoomMemory
+from provisioner.runtime.loom_types import Extracted, Identity, Recall, WrittenMemory
 from provisioner.runtime.outcomes import ToolResult
+from provisioner.runtime.state import StateStore
+from provisioner.runtime.sweep import Sweeper, SweepReport
+from provisioner.runtime.transcripts import Message, SqliteTranscripts, TranscriptSource
 
 __all__ = [
     "EXTRACTION",
@@ -61,21 +74,32 @@ __all__ = [
     "CodedFault",
     "ContractBroken",
     "CountsForBreaker",
+    "Extracted",
     "GatewayCallTimeout",
     "GatewayCatalog",
     "GatewayError",
     "GatewayUnreachable",
+    "Identity",
     "InternalFault",
     "LoomConnection",
+    "LoomMemory",
     "MayPass",
     "McpGatewayServer",
+    "Message",
     "NoAnswer",
     "NotNow",
     "PolicyRefused",
+    "Recall",
     "RequestTooBig",
     "ServerFault",
     "ServerNotListed",
+    "SqliteTranscripts",
+    "StateStore",
+    "SweepReport",
+    "Sweeper",
     "ToolRefused",
     "ToolResult",
+    "TranscriptSource",
+    "WrittenMemory",
     "parse_catalog",
 ]

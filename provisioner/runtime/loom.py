@@ -24,6 +24,8 @@ Entering it reads the catalog once (bounded by the catalog's own 5 s), so ``avai
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import sqlite3
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
@@ -39,7 +41,7 @@ from provisioner.runtime.connection import LoomConnection
 from provisioner.runtime.errors import GatewayError, NoAnswer, PolicyRefused
 from provisioner.runtime.gateway import EXTRACTION, READ, Clock, Sleep
 from provisioner.runtime.loom_answers import extracted_from, extraction_arguments, identity_from
-from provisioner.runtime.loom_report import ErrorRecord
+from provisioner.runtime.loom_report import ErrorRecord, LastError
 from provisioner.runtime.loom_types import Extracted, Identity, Recall
 from provisioner.runtime.outcomes import ToolResult
 from provisioner.runtime.recall import (
@@ -224,7 +226,13 @@ class LoomMemory:
             async with asyncio.timeout(RECALL_DEADLINE_S + RECALL_GUARD_S):
                 source, lines = await self._recall_from_loom(self._connection)
         except TimeoutError:
-            self.note_error("recall", NoAnswer("the recall passed its 5 s", deadline_s=5.0))
+            self.note_error(
+                "recall",
+                NoAnswer(
+                    f"the recall passed its {RECALL_DEADLINE_S:g} s",
+                    deadline_s=RECALL_DEADLINE_S,
+                ),
+            )
             return NOT_RECALLED
         except GatewayError as error:
             self.note_error("recall", error)
@@ -286,9 +294,16 @@ class LoomMemory:
     def note_error(self, op: str, error: BaseException, *, sent_texts: Sequence[str] = ()) -> None:
         """Record an error met during ``op`` (the sweep notes its own here too) for diagnostics.
 
-        ``sent_texts`` are texts the call carried: a message quoting one is withheld.
+        ``sent_texts`` are texts the call carried: a message quoting one is withheld. The
+        error is also kept in the state store, so a status or doctor run in another process
+        sees what the sweep met; a store that cannot be written loses only that copy.
         """
-        self._errors.note(op, error, sent_texts=sent_texts)
+        last = self._errors.note(op, error, sent_texts=sent_texts)
+        if self._state is not None:
+            with contextlib.suppress(sqlite3.Error):  # the in-process copy is still shown
+                self._state.record_last_error(
+                    at=last.at, op=last.op, kind=last.kind, message=last.message
+                )
 
     def note_batch_budget(self, budget: Mapping[str, Any] | None) -> None:
         """The sweep's current batch budget, shown by diagnostics (LOOM-4)."""
@@ -298,7 +313,7 @@ class LoomMemory:
         """What ``nerve memory status`` shows (LOOM-4). Never any message text."""
         catalog = self._catalog.latest if self._catalog else None
         catalog_error = self._catalog.last_error if self._catalog else None
-        last = self._errors.last
+        last = self._last_error()
         return {
             "backend": LOOM_BACKEND,
             "available": self.available,
@@ -316,6 +331,20 @@ class LoomMemory:
         }
 
     # --- inside -----------------------------------------------------------------------------
+
+    def _last_error(self) -> LastError | None:
+        """The newer of this process's last error and the one kept in the state store."""
+        mine = self._errors.last
+        kept = None
+        if self._state is not None:
+            try:
+                row = self._state.last_error()
+            except sqlite3.Error:
+                row = None
+            kept = LastError(*row) if row is not None else None
+        if mine is None or (kept is not None and kept.at > mine.at):
+            return kept
+        return mine
 
     async def _recall_from_loom(self, connection: LoomConnection) -> tuple[str, tuple[str, ...]]:
         """Pack first; search when the pack brings nothing or is refused by policy (REC-1)."""

@@ -45,13 +45,14 @@ class ErrorRecord:
         self._wall_clock = wall_clock
         self.last: LastError | None = None
 
-    def note(self, op: str, error: BaseException, *, sent_texts: Sequence[str] = ()) -> None:
+    def note(self, op: str, error: BaseException, *, sent_texts: Sequence[str] = ()) -> LastError:
         """Record ``error`` met during ``op``; ``sent_texts`` are texts it must not quote."""
         text = error.message if isinstance(error, GatewayError) else str(error)
         message = bounded_message(text) or type(error).__name__
         if quotes_any(message, sent_texts):
             message = WITHHELD
         self.last = LastError(self._wall_clock(), op, type(error).__name__, message)
+        return self.last
 
 
 def quotes_any(message: str, texts: Sequence[str]) -> bool:

@@ -72,6 +72,17 @@ MIGRATIONS: tuple[str, ...] = (
         detail TEXT NOT NULL DEFAULT ''
     );
     """,
+    # 3: the last error the backend or the sweep met (LOOM-4), for a status or doctor run in
+    # another process than the sweep's. One row; never any message text (loom_report sees to it).
+    """
+    CREATE TABLE last_error (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        at REAL NOT NULL,
+        op TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        message TEXT NOT NULL
+    );
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -335,6 +346,30 @@ class StateStore:
             )
             parameters = (limit,)
         return [_audit_row(row) for row in self.read(sql, parameters)]
+
+    # --- the last error (LOOM-4) ---------------------------------------------------------------
+
+    def record_last_error(self, *, at: float, op: str, kind: str, message: str) -> None:
+        """Keep the most recent error: ``at`` in seconds since the epoch; an older one is ignored.
+
+        ``message`` must already be one bounded line that quotes no sent text.
+        """
+        with self.transaction() as db:
+            db.execute(
+                "INSERT INTO last_error (id, at, op, kind, message) VALUES (1, ?, ?, ?, ?)"
+                " ON CONFLICT (id) DO UPDATE SET at = excluded.at, op = excluded.op,"
+                " kind = excluded.kind, message = excluded.message"
+                " WHERE excluded.at >= last_error.at",
+                (at, op, kind, message),
+            )
+
+    def last_error(self) -> tuple[float, str, str, str] | None:
+        """The most recent error kept: ``(at, op, kind, message)``, or None."""
+        rows = self.read("SELECT at, op, kind, message FROM last_error WHERE id = 1")
+        if not rows:
+            return None
+        row = rows[0]
+        return (float(row["at"]), str(row["op"]), str(row["kind"]), str(row["message"]))
 
     @staticmethod
     def _watermark_in(db: sqlite3.Connection, session_id: str) -> int:

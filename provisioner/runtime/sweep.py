@@ -34,6 +34,7 @@ from provisioner.runtime.budget import (
     BatchBudget,
 )
 from provisioner.runtime.errors import NoAnswer
+from provisioner.runtime.loom import EXTRACT_DEADLINE_S
 from provisioner.runtime.loom_types import Extracted
 from provisioner.runtime.state import AUDIT_CUT, AUDIT_QUEUED, AuditEntry, StateStore
 from provisioner.runtime.sweep_lock import sweep_lock
@@ -41,7 +42,6 @@ from provisioner.runtime.sweep_outcomes import STOPPED_BUSY, STOPPED_DONE
 from provisioner.runtime.transcripts import Message, TranscriptSource
 from provisioner.runtime.window import SessionWindow, skip_entries
 
-EXTRACT_DEADLINE_S = 130  # SWEEP-3: the longest one waiting extraction call may take
 EXTRACT_GUARD_S = 10  # our choice: past this beyond the deadline, the sweep stops waiting
 READ_PAGE_MESSAGES = 25  # our choice: messages read from the source per query
 QUEUE_ID_PATTERN = re.compile(r"[A-Za-z0-9_.:-]{1,128}")  # our choice: what an audit row keeps

@@ -148,3 +148,67 @@ class TestAgentTools:
         async with LoomMemory.from_config(loom_config(tmp_path, gateway.base_url)) as memory:
             tools = memory.agent_tools()
         assert tools == frozenset(gateway.app.catalog()["servers"][0]["tools"])
+
+
+class TestLastErrorKept:
+    async def test_another_process_sees_the_last_error_through_the_state_file(
+        self, tmp_path: Path, gateway: RunningGateway
+    ) -> None:
+        """LOOM-4: `nerve memory status` runs apart from the sweep; the state file carries it."""
+        from provisioner.runtime.state import StateStore
+
+        config = loom_config(tmp_path, gateway.base_url)
+        path = tmp_path / "state.sqlite3"
+        with StateStore(path) as state:
+            async with LoomMemory.from_config(
+                config, state=state, wall_clock=lambda: 1_800_000_000.0
+            ) as sweeping:
+                sweeping.note_error("extract", InternalFault("Loom could not take the batch"))
+        with StateStore(path) as state:
+            async with LoomMemory.from_config(config, state=state) as status:
+                report = status.diagnostics()
+        assert report["last_error"] == {
+            "at": "2027-01-15T08:00:00+00:00",
+            "op": "extract",
+            "kind": "InternalFault",
+            "message": "Loom could not take the batch",
+        }
+
+    async def test_the_newer_of_the_two_errors_is_shown(
+        self, tmp_path: Path, gateway: RunningGateway
+    ) -> None:
+        from provisioner.runtime.state import StateStore
+
+        config = loom_config(tmp_path, gateway.base_url)
+        with StateStore(tmp_path / "state.sqlite3") as state:
+            async with LoomMemory.from_config(
+                config, state=state, wall_clock=lambda: 2_000.0
+            ) as newer:
+                newer.note_error("recall", InternalFault("newer"))
+            async with LoomMemory.from_config(
+                config, state=state, wall_clock=lambda: 1_000.0
+            ) as older:
+                older.note_error("extract", InternalFault("older"))
+                report = older.diagnostics()
+            assert state.last_error() == (2_000.0, "recall", "InternalFault", "newer")
+        assert report["last_error"]["message"] == "newer"
+
+    async def test_a_withheld_message_is_withheld_in_the_state_file_too(
+        self, tmp_path: Path, gateway: RunningGateway
+    ) -> None:
+        """LOOM-4: no message text ever, also on disk."""
+        from provisioner.runtime.state import StateStore
+
+        secret = "my bank PIN is 4921 and the door code is 7788"
+        path = tmp_path / "state.sqlite3"
+        with StateStore(path) as state:
+            async with LoomMemory.from_config(
+                loom_config(tmp_path, gateway.base_url), state=state
+            ) as memory:
+                memory.note_error(
+                    "extract", InternalFault(f"cannot process: {secret}"), sent_texts=[secret]
+                )
+            kept = state.last_error()
+        assert kept is not None and kept[3] == WITHHELD
+        on_disk = b"".join(part.read_bytes() for part in tmp_path.glob("state.sqlite3*"))
+        assert b"last_error" in on_disk and b"4921" not in on_disk
