@@ -31,6 +31,7 @@ from provisioner.setup_steps import (
     quiet_setup_step,
 )
 from provisioner.template_folder import ContractFixtureError, folder_value
+from provisioner.urls import redacted
 
 __all__ = [
     "BACKENDS",
@@ -236,19 +237,9 @@ def _dashboard_url(read: SectionReader, value: Any) -> str | None:
         return None
     if read.http_url(text) is not None:
         return str(text)
-    shown = _redacted(text) if isinstance(text, str) else repr(text)
+    shown = redacted(text) if isinstance(text, str) else repr(text)
     read.warn(key, f"{shown} dropped, no link is shown; expected an absolute http or https URL")
     return None
-
-
-def _redacted(text: str) -> str:
-    """``text`` quoted, with any user and password in a URL replaced, so errors leak no secret."""
-    if "@" in text and "://" in text:
-        scheme, rest = text.split("://", 1)
-        authority, slash, tail = rest.partition("/")
-        if "@" in authority:
-            text = f"{scheme}://***@{authority.rsplit('@', 1)[1]}{slash}{tail}"
-    return repr(text)
 
 
 def _memu_unrecorded() -> list[str]:

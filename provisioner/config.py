@@ -25,7 +25,6 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import SplitResult, urlsplit
 
 import yaml
 
@@ -44,6 +43,7 @@ from provisioner.backends import (
 )
 from provisioner.bounded_yaml import YamlLimitError, load_bounded, read_small_text
 from provisioner.errors import UserError
+from provisioner.urls import absolute_http_url, redacted
 
 __all__ = [
     "DEFAULT_DEFER_EXTRACTION",
@@ -87,7 +87,6 @@ VARIABLE_REFERENCE = re.compile(
     r"|(?P<malformed>\{))"
 )
 
-URL_SCHEMES = ("http", "https")  # CONF-5, CONF-6
 BOOLEAN_WORDS = {"true": True, "false": False}  # CONF-3, CONF-5: what `${VAR:-false}` can give
 
 
@@ -529,7 +528,7 @@ class _Checker:
 
     def http_url(self, value: Any) -> str | None:
         """``value`` when it is an absolute http(s) URL with a host (``SectionReader``)."""
-        if isinstance(value, str) and _absolute_http_url(value) is not None:
+        if isinstance(value, str) and absolute_http_url(value) is not None:
             return value
         return None
 
@@ -542,18 +541,18 @@ class _Checker:
         expected = "expected an absolute http or https URL such as http://127.0.0.1:8787"
         if not isinstance(text, str):
             raise self.fail(key, f"{text!r} is {_kind(text)}; {expected}")
-        parts = _absolute_http_url(text)
+        parts = absolute_http_url(text)
         if parts is None:
-            raise self.fail(key, f"{_redacted(text)} is not a usable URL; {expected}")
+            raise self.fail(key, f"{redacted(text)} is not a usable URL; {expected}")
         if parts.username is not None or parts.password is not None:
             raise self.fail(
                 key,
-                f"{_redacted(text)} has credentials in it; expected a URL without user or "
+                f"{redacted(text)} has credentials in it; expected a URL without user or "
                 "password (the gateway knows the agent from its connection)",
             )
         if parts.query or parts.fragment:
             raise self.fail(
-                key, f"{_redacted(text)} has a query or fragment; expected a plain base URL"
+                key, f"{redacted(text)} has a query or fragment; expected a plain base URL"
             )
         return text.rstrip("/")
 
@@ -570,30 +569,6 @@ def _boolean(value: Any, default: bool, path: Path | None, key: str) -> bool:
     if isinstance(value, str) and value.strip().lower() in BOOLEAN_WORDS:
         return BOOLEAN_WORDS[value.strip().lower()]
     raise ConfigError(path, key, f"{value!r} is not a boolean; expected true or false")
-
-
-def _absolute_http_url(text: str) -> SplitResult | None:
-    """The parts of an absolute http(s) URL with a host, or None for anything else."""
-    if any(char.isspace() or not char.isprintable() for char in text):
-        return None
-    try:
-        parts = urlsplit(text)
-        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
-    except ValueError:
-        return None
-    if parts.scheme not in URL_SCHEMES or not parts.hostname:
-        return None
-    return parts
-
-
-def _redacted(text: str) -> str:
-    """``text`` quoted, with any user and password in a URL replaced, so errors leak no secret."""
-    if "@" in text and "://" in text:
-        scheme, rest = text.split("://", 1)
-        authority, slash, tail = rest.partition("/")
-        if "@" in authority:
-            text = f"{scheme}://***@{authority.rsplit('@', 1)[1]}{slash}{tail}"
-    return repr(text)
 
 
 def _kind(value: Any) -> str:

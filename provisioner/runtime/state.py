@@ -11,7 +11,8 @@ memory status``, ``nerve doctor``) never blocks the sweep that writes.
 One ``StateStore`` is shared by the tasks of one process. SQLite calls are short and run on
 the event loop's thread; a lock serialises the transactions of concurrent tasks, so one task's
 ``BEGIN`` never meets another's open transaction. Another process opening the same file waits
-up to ``BUSY_TIMEOUT_MS`` for a write lock and then fails with ``sqlite3.OperationalError``.
+up to ``sqlite_file.BUSY_TIMEOUT_MS`` for a write lock and then fails with
+``sqlite3.OperationalError``.
 
 The schema carries a version (SQLite's ``user_version``); ``MIGRATIONS`` brings an older file
 forward in order, each step in its own transaction. A file written by a newer version of this
@@ -28,11 +29,9 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 
 from provisioner.runtime.budget import BatchBudget
-
-BUSY_TIMEOUT_MS = 5_000  # our choice: how long another process's write lock is waited out
+from provisioner.runtime.sqlite_file import open_database
 
 # Each entry brings the schema from version ``index`` to ``index + 1``. Append only: a step
 # that shipped is never edited, since files on disk were migrated by it.
@@ -158,20 +157,9 @@ class StateStore:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self._path = str(path)
-        if self._path != ":memory:":
-            Path(self._path).parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
-        self._db = sqlite3.connect(
-            self._path,
-            isolation_level=None,  # explicit BEGIN/COMMIT in transaction()
-            check_same_thread=False,
-            timeout=BUSY_TIMEOUT_MS / 1000,
-        )
+        self._db = open_database(self._path)
         try:
-            self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            if self._path != ":memory:":
-                self._db.execute("PRAGMA journal_mode = WAL")
-            self._db.execute("PRAGMA synchronous = FULL")
             self._migrate()
         except BaseException:
             self._db.close()

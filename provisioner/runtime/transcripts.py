@@ -9,12 +9,12 @@ holds a whole history in memory. ``SqliteTranscripts`` is the built-in source, w
 from __future__ import annotations
 
 import os
-import sqlite3
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Protocol
+
+from provisioner.runtime.sqlite_file import open_database
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,6 @@ CREATE TABLE IF NOT EXISTS message (
 );
 CREATE INDEX IF NOT EXISTS message_by_session ON message (session_id, id);
 """
-BUSY_TIMEOUT_MS = 5_000  # our choice: how long another process's write lock is waited out
 
 
 class SqliteTranscripts:
@@ -68,19 +67,9 @@ class SqliteTranscripts:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self._path = str(path)
-        if self._path != ":memory:":
-            Path(self._path).parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
-        self._db = sqlite3.connect(
-            self._path,
-            isolation_level=None,
-            check_same_thread=False,
-            timeout=BUSY_TIMEOUT_MS / 1000,
-        )
+        self._db = open_database(self._path)
         try:
-            if self._path != ":memory:":
-                self._db.execute("PRAGMA journal_mode = WAL")
-            self._db.execute("PRAGMA synchronous = FULL")
             self._db.executescript(TRANSCRIPTS_SCHEMA)
         except BaseException:
             self._db.close()

@@ -10,20 +10,11 @@ page checks again, because a ``Config`` can be built without the loader.
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
-
-LINK_SCHEMES = ("http", "https")  # CONF-5
+from provisioner.urls import absolute_http_url
 
 
 def safe_link(url: str | None) -> str | None:
     """``url`` when it may be an ``href``, else None."""
-    if not url or any(char.isspace() or not char.isprintable() for char in url):
-        return None
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
-    except ValueError:
-        return None
-    if parts.scheme not in LINK_SCHEMES or not parts.hostname:
+    if not url or absolute_http_url(url) is None:
         return None
     return url

@@ -1,0 +1,37 @@
+"""The two URL rules configuration and the Memory page share (CONF-5, CONF-6).
+
+Only an absolute ``http`` or ``https`` URL with a host is used as a gateway address or shown
+as a link; anything with blanks or control characters in it is refused (browsers strip them,
+which turns ``java\\tscript:`` back into a scheme). An error that quotes a URL hides its
+credentials. Standard library only, so the web page can use it without the config loader.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import SplitResult, urlsplit
+
+HTTP_SCHEMES = ("http", "https")  # CONF-5, CONF-6
+
+
+def absolute_http_url(text: str) -> SplitResult | None:
+    """The parts of an absolute http(s) URL with a host, or None for anything else."""
+    if any(char.isspace() or not char.isprintable() for char in text):
+        return None
+    try:
+        parts = urlsplit(text)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError:
+        return None
+    if parts.scheme not in HTTP_SCHEMES or not parts.hostname:
+        return None
+    return parts
+
+
+def redacted(text: str) -> str:
+    """``text`` quoted, with any user and password in a URL replaced, so errors leak no secret."""
+    if "@" in text and "://" in text:
+        scheme, rest = text.split("://", 1)
+        authority, slash, tail = rest.partition("/")
+        if "@" in authority:
+            text = f"{scheme}://***@{authority.rsplit('@', 1)[1]}{slash}{tail}"
+    return repr(text)
