@@ -160,6 +160,10 @@ def _add_golden(commands: argparse._SubParsersAction) -> None:
     update.set_defaults(handler=_run_golden_update)
 
 
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports Ctrl-C
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as a shell reports a reader that went away
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the exit status."""
     try:
@@ -180,7 +184,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_TEMPLATE
     except KeyboardInterrupt:
         print("nerve: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader went away (`nerve doctor --json | head`): stop quietly, as a shell tool
+        # does, and keep Python from reporting the same error again when it flushes stdout.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
 
 
 def _command_named(argv: Sequence[str] | None) -> str | None:

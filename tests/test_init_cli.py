@@ -418,3 +418,20 @@ class TestRenderAndDiff:
         (tmp_path / "ws").mkdir()
         result = run_nerve("diff", "--workspace", "ws")
         assert_one_line_error(result, "provisioned.json", "nerve init")
+
+
+class TestOutputToAClosedPipe:
+    def test_a_reader_that_goes_away_ends_the_command_quietly(self, tmp_path: Path) -> None:
+        """`nerve doctor --json | true`: no traceback when nobody reads the output."""
+        env = {**os.environ, "HOME": str(tmp_path)}
+        # `true` exits at once, long before the command has started to write.
+        script = f"{sys.executable} -m provisioner doctor --offline --json | true"
+        result = subprocess.run(
+            ["bash", "-o", "pipefail", "-c", script],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
+        assert "Traceback" not in result.stderr and "BrokenPipe" not in result.stderr
+        assert result.returncode == 141
