@@ -46,7 +46,12 @@ def render_preview(
     )
     warnings: list[str] = []
     answers = resolve_answers(request, backend, {}, None, warnings)
-    return render_workspace(answers, out), warnings
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        return render_workspace(answers, out), warnings
+    except OSError as error:
+        reason = error.strerror or type(error).__name__
+        raise PreviewError(f"{out}: cannot be written ({reason}); expected a new folder") from None
 
 
 def workspace_diff(workspace: Path, backend: str | None, paths: Sequence[str]) -> tuple[str, bool]:

@@ -130,6 +130,15 @@ class TestEntriesOfTheWrongKind:
         result = run_nerve("init", "--workspace", "/sys/nerve-workspace")
         assert_one_line_error(result, "/sys/nerve-workspace")
 
+    def test_a_render_out_that_cannot_be_created_is_one_line(self, run_nerve):
+        """Like init's workspace: a preview folder under /proc cannot be made."""
+        result = run_nerve("render", "--out", "/proc/self/nerve-preview")
+        assert_one_line_error(result, "/proc/self/nerve-preview", "cannot be written")
+
+    def test_a_render_out_in_a_read_only_place_is_one_line(self, run_nerve):
+        result = run_nerve("render", "--out", "/sys/nerve-preview")
+        assert_one_line_error(result, "/sys/nerve-preview", "cannot be written")
+
 
 class TestWorkspaceRoot:
     def test_a_link_swapped_in_after_the_check_is_still_not_followed(self, tmp_path):

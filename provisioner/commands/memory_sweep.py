@@ -132,7 +132,8 @@ def _run_import(args: argparse.Namespace) -> int:
     transcripts_path = args.transcripts or default_paths(config_dir)[0]
     source: Path = args.file
     if not source.is_file():
-        raise UsageError(f"{source}: no such file; expected a JSON-lines file of messages")
+        problem = "is not a regular file" if source.exists() else "no such file"
+        raise UsageError(f"{source}: {problem}; expected a JSON-lines file of messages")
     bad = list(_bad_lines(source))
     if bad:
         shown = "; ".join(f"line {b.number}: {b.problem}" for b in bad[:BAD_LINES_SHOWN])

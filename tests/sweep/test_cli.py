@@ -106,6 +106,14 @@ class TestImport:
         assert main(["memory", "import", str(tmp_path / "none.jsonl"), *paths(tmp_path)]) == 2
         assert "no such file" in capsys.readouterr().err
 
+    def test_a_device_or_folder_is_not_read_as_messages(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """/dev/zero would never end; a folder is no file of lines."""
+        for source in ("/dev/zero", str(tmp_path)):
+            assert main(["memory", "import", source, *paths(tmp_path)]) == 2
+            assert "is not a regular file" in capsys.readouterr().err
+
 
 class TestSweepCommand:
     def test_a_sweep_takes_every_imported_message_and_reports_json(
