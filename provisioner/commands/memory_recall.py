@@ -91,14 +91,14 @@ def _run_recall(args: argparse.Namespace) -> int:
         return _kept_in_memu(args)
     import asyncio
 
+    from provisioner.commands.memory_files import open_state
     from provisioner.runtime.loom import LoomMemory
-    from provisioner.runtime.state import StateStore
     from provisioner.texts import session_context
 
     _progress(config)
 
     async def recall() -> Any:
-        with StateStore(state_path(config_dir, args.state)) as state:
+        with open_state(state_path(config_dir, args.state)) as state:
             async with LoomMemory.from_config(config, state=state) as memory:
                 return await memory.startup_recall(session)
 
@@ -124,15 +124,15 @@ def _run_status(args: argparse.Namespace) -> int:
         return _kept_in_memu(args)
     import asyncio
 
+    from provisioner.commands.memory_files import open_state
     from provisioner.memory_backend import MemoryBackendUnavailable
     from provisioner.runtime.errors import GatewayError
     from provisioner.runtime.loom import LoomMemory
-    from provisioner.runtime.state import StateStore
 
     _progress(config)
 
     async def probe() -> dict[str, Any]:
-        with StateStore(state_path(config_dir, args.state)) as state:
+        with open_state(state_path(config_dir, args.state)) as state:
             async with LoomMemory.from_config(config, state=state) as memory:
                 try:
                     await memory.health()

@@ -126,7 +126,7 @@ class BadLine:
 
 
 def _run_import(args: argparse.Namespace) -> int:
-    from provisioner.runtime.transcripts import SqliteTranscripts
+    from provisioner.commands.memory_files import open_transcripts
 
     _workspace, config_dir = workspace_and_config_dir(args)
     transcripts_path = args.transcripts or default_paths(config_dir)[0]
@@ -140,7 +140,7 @@ def _run_import(args: argparse.Namespace) -> int:
         more = f" (and {len(bad) - BAD_LINES_SHOWN} more)" if len(bad) > BAD_LINES_SHOWN else ""
         raise UsageError(f"{source}: {len(bad)} bad lines, nothing imported: {shown}{more}")
     sessions: set[str] = set()
-    with SqliteTranscripts(transcripts_path) as transcripts:
+    with open_transcripts(transcripts_path) as transcripts:
         count = transcripts.add_messages(_rows(source, sessions))
     into = str(transcripts_path)
     if args.json:
@@ -252,13 +252,12 @@ async def _sweep(
 ) -> int:
     import asyncio
 
+    from provisioner.commands.memory_files import open_state, open_transcripts
     from provisioner.runtime.loom import LoomMemory
-    from provisioner.runtime.state import StateStore
     from provisioner.runtime.sweep import Sweeper, extraction_mode
-    from provisioner.runtime.transcripts import SqliteTranscripts
 
     transcripts_path, state_path = paths
-    with SqliteTranscripts(transcripts_path) as source, StateStore(state_path) as state:
+    with open_transcripts(transcripts_path) as source, open_state(state_path) as state:
         async with LoomMemory.from_config(config, state=state) as memory:
             mode = extraction_mode(config.loom.defer_extraction)
             sweeper = Sweeper(memory, source, state, mode=mode)

@@ -6,6 +6,7 @@ import json
 import os
 import pty
 import signal
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -259,3 +260,61 @@ def _read_all(descriptor: int) -> str:
         chunks.append(chunk)
     os.close(descriptor)
     return b"".join(chunks).decode(errors="replace")
+
+
+class TestDamagedFiles:
+    """A state or transcripts file that is not a database is bad input: one line, exit 2."""
+
+    @pytest.fixture
+    def config_dir(self, tmp_path: Path) -> Path:
+        config_dir = tmp_path / "cfg"
+        loom_config(config_dir, "http://127.0.0.1:9")
+        (config_dir / "memory").mkdir()
+        return config_dir
+
+    @pytest.mark.parametrize(
+        "command", [["memory", "sweep", "--once"], ["memory", "recall", "s1"], ["memory", "status"]]
+    )
+    def test_a_state_file_that_is_not_a_database_is_named_and_left_alone(
+        self,
+        command: list[str],
+        config_dir: Path,
+        tmp_path: Path,
+        capsys: pytest.CaptureFixture[str],
+    ) -> None:
+        state = config_dir / "memory" / "state.sqlite3"
+        state.write_bytes(b"not a database, just text " * 40)
+        assert main([*command, *paths(tmp_path)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "Traceback" not in err
+        assert f"{state}: cannot be opened as the memory state" in err
+        assert state.read_bytes() == b"not a database, just text " * 40
+
+    def test_a_folder_where_the_state_file_belongs_is_one_line(
+        self, config_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        (config_dir / "memory" / "state.sqlite3").mkdir()
+        assert main(["memory", "status", *paths(tmp_path)]) == 2
+        assert "cannot be opened as the memory state" in capsys.readouterr().err
+
+    def test_a_transcripts_file_that_is_not_a_database_imports_nothing(
+        self, config_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        transcripts = config_dir / "memory" / "transcripts.sqlite3"
+        transcripts.write_bytes(b"x" * 4096)
+        source = jsonl(tmp_path / "in.jsonl", [message("s", 0)])
+        assert main(["memory", "import", str(source), *paths(tmp_path)]) == 2
+        assert f"{transcripts}: cannot be opened as the transcripts" in capsys.readouterr().err
+        assert transcripts.read_bytes() == b"x" * 4096
+
+    def test_a_state_file_from_a_newer_version_is_refused_not_misread(
+        self, config_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        state = config_dir / "memory" / "state.sqlite3"
+        with StateStore(state):
+            pass
+        database = sqlite3.connect(state)
+        database.execute("PRAGMA user_version = 999")
+        database.close()
+        assert main(["memory", "status", *paths(tmp_path)]) == 2
+        assert "newer than this package's" in capsys.readouterr().err
