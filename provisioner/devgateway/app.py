@@ -146,7 +146,7 @@ class DevGateway:
     async def _faults_route(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
         if scope["method"] == "POST":
             try:
-                request = json.loads(await _read_body(receive, 64 * 1024))
+                request = json.loads(await read_body(receive, 64 * 1024))
                 seed = request.get("seed")
                 if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
                     raise FaultSpecError("seed must be an integer")
@@ -162,7 +162,7 @@ class DevGateway:
 
     async def _tools_call(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
         try:
-            body = await _read_body(receive, REQUEST_MAX_BYTES)
+            body = await read_body(receive, REQUEST_MAX_BYTES)
         except ValueError:
             await _json(send, 413, {"reason": "body_too_large"})
             return
@@ -175,7 +175,7 @@ class DevGateway:
             await _play_fault(rule, request_id, receive, send)
             return
         app = self._json_app if answered_as == "json" else self._sse_app
-        await app(scope, _replay(body, receive), send)
+        await app(scope, replay_body(body, receive), send)
 
     def _answer_mode(self) -> str:
         if self._answers != "mixed":
@@ -293,7 +293,11 @@ def _is_loopback_request(scope: dict[str, Any]) -> bool:
     return parts.scheme in ("http", "https") and parts.hostname in LOOPBACK_HOSTS
 
 
-async def _read_body(receive: Receive, limit: int) -> bytes:
+async def read_body(receive: Receive, limit: int) -> bytes:
+    """The whole request body, at most ``limit`` bytes (``ValueError`` past it).
+
+    A client that disconnects midway leaves what arrived until then.
+    """
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -310,7 +314,7 @@ async def _read_body(receive: Receive, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def _replay(body: bytes, receive: Receive) -> Receive:
+def replay_body(body: bytes, receive: Receive) -> Receive:
     """A ``receive`` that gives ``body`` once, then passes on to the real one."""
     sent = False
 

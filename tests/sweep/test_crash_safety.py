@@ -34,6 +34,7 @@ from typing import Any
 
 import pytest
 
+from provisioner.devgateway.app import REQUEST_MAX_BYTES, read_body, replay_body
 from provisioner.devgateway.serve import build_gateway
 from provisioner.runtime.state import StateStore
 from provisioner.runtime.transcripts import SqliteTranscripts
@@ -94,10 +95,10 @@ class CrashPoints:
         if scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
-        body = await _read_all(receive)
+        body = await read_body(receive, REQUEST_MAX_BYTES)
         call = json.loads(body)
         if call.get("params", {}).get("name") != EXTRACT_TOOL:
-            await self.app(scope, _replay(body, receive), send)
+            await self.app(scope, replay_body(body, receive), send)
             return
         messages = call["params"]["arguments"]["messages"]
         contents = tuple(message["content"] for message in messages)
@@ -111,7 +112,7 @@ class CrashPoints:
         phase = self.plan[1] if self.plan and self.plan[0] == self.in_run else None
         self.kill_planned = phase is not None
         self.calls.append(SeenExtraction(self.run, contents, phase))
-        await self._answer(phase, scope, _replay(body, receive), send)
+        await self._answer(phase, scope, replay_body(body, receive), send)
 
     async def _answer(self, phase: str | None, scope: Any, receive: Any, send: Any) -> None:
         if phase == "before":
@@ -129,29 +130,6 @@ class CrashPoints:
         assert self.pid is not None
         self.killed.set()
         os.kill(self.pid, signal.SIGKILL)
-
-
-async def _read_all(receive: Any) -> bytes:
-    chunks = []
-    while True:
-        message = await receive()
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body"):
-            return b"".join(chunks)
-
-
-def _replay(body: bytes, receive: Any) -> Any:
-    """The request body once more, then whatever the connection says (a disconnect)."""
-    sent = False
-
-    async def replayed() -> dict[str, Any]:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return replayed
 
 
 async def _swallow(message: dict[str, Any]) -> None:
