@@ -28,7 +28,10 @@ or as its own process (for crash tests: kill it, start it again on the same ``--
 
 which prints ``mcp_gateway_url: http://127.0.0.1:<port>`` on stdout once it listens (read the
 first line to learn the port), logs one line per call on stderr, and serves until SIGINT or
-SIGTERM. ``curl -X POST <base>/_dev/faults -d '{"faults": "policy"}'`` switches its faults.
+SIGTERM. Its faults switch at run time with a JSON body (any other content type is refused
+415, so no web page can post a form to switch them)::
+
+    curl -X POST <base>/_dev/faults -H 'Content-Type: application/json' -d '{"faults": "policy"}'
 """
 
 from __future__ import annotations

@@ -12,6 +12,14 @@ Routes:
 
 Every request must name a loopback host in ``Host`` (and in ``Origin`` when it sends one): a web
 page elsewhere cannot reach the gateway through DNS rebinding. Anything else is answered 403.
+``POST /_dev/faults`` takes only ``Content-Type: application/json`` (415 otherwise): a page that
+sends no ``Origin`` can still post a form or ``text/plain`` to loopback without asking, but not
+JSON, so no web page can switch the faults of a gateway a developer runs.
+
+Hostile bodies get a 4xx, never a 500: a body that says (``Content-Length``) or turns out to be
+longer than the route takes is 413, before or while it is read; JSON nested deeper than
+``JSON_MAX_DEPTH`` is refused before any decoder sees it (Python's recurses once per level), as a
+400 at ``/_dev/faults`` and as JSON-RPC's parse error (-32700, HTTP 400) at ``/s/loom/mcp``.
 """
 
 from __future__ import annotations
@@ -19,10 +27,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import itertools
 import json
+import operator
 import random
+import re
 import socket
 import struct
+import sys
 from collections import deque
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from dataclasses import dataclass
@@ -45,6 +57,11 @@ CATALOG_GENERATION = 1
 HANG_LIMIT_S = 600.0  # a hanging or trickling answer ends on its own after this
 TRICKLE_EVERY_S = 0.5
 REQUEST_MAX_BYTES = 32 * 1024 * 1024  # bodies beyond this are refused 413 whatever the faults
+FAULTS_REQUEST_MAX_BYTES = 64 * 1024  # a fault switch is a short spec and a seed
+JSON_MAX_DEPTH = 128  # our choice: Loom's arguments nest a few levels; Python's decoder ~1000
+JSON_CONTENT_TYPE = "application/json"
+LENGTH_MAX_DIGITS = 18  # a Content-Length of more digits is past every limit here
+PARSE_ERROR = -32700  # JSON-RPC: the body is not JSON the server can read
 CALLS_KEPT = 10_000  # how many recent calls ``calls`` remembers
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 GATEWAY_CALL_TIMEOUT_MESSAGE = "MCP server timed out"
@@ -52,6 +69,14 @@ CUT_PREFIX = b'event: message\ndata: {"jsonrpc": "2.0", "id": '  # a stream cut 
 
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_NOT_BRACKET = bytes(byte for byte in range(256) if byte not in b"[]{}")
+_BRACKET_STEP = bytes.maketrans(b"[{]}", b"\x02\x02\x00\x00")
+
+
+class BodyTooLarge(ValueError):
+    """A request body over the route's limit, declared so or found so while reading."""
 
 
 @dataclass(frozen=True)
@@ -145,13 +170,18 @@ class DevGateway:
 
     async def _faults_route(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
         if scope["method"] == "POST":
+            if not _sends_json(scope):
+                detail = f"send the switch as Content-Type: {JSON_CONTENT_TYPE}"
+                await _json(send, 415, {"reason": "unsupported_media_type", "detail": detail})
+                return
             try:
-                request = json.loads(await read_body(receive, 64 * 1024))
-                seed = request.get("seed")
-                if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
-                    raise FaultSpecError("seed must be an integer")
-                self.faults.switch(str(request.get("faults", "")), seed=seed)
-            except (ValueError, AttributeError) as error:
+                body = await read_body(receive, FAULTS_REQUEST_MAX_BYTES, scope)
+                spec, seed = _fault_switch(body)
+                self.faults.switch(spec, seed=seed)
+            except BodyTooLarge:
+                await _json(send, 413, {"reason": "body_too_large"})
+                return
+            except ValueError as error:
                 await _json(send, 400, {"reason": "bad_fault_spec", "detail": str(error)})
                 return
             self._log(f"faults now: {self.faults.spec or 'none'}")
@@ -162,9 +192,15 @@ class DevGateway:
 
     async def _tools_call(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
         try:
-            body = await read_body(receive, REQUEST_MAX_BYTES)
-        except ValueError:
+            body = await read_body(receive, REQUEST_MAX_BYTES, scope)
+        except BodyTooLarge:
             await _json(send, 413, {"reason": "body_too_large"})
+            return
+        if nested_deeper_than(body, JSON_MAX_DEPTH):
+            self._log("tools/call ?: refused, JSON nested too deep")
+            message = f"Parse error: JSON nested deeper than {JSON_MAX_DEPTH} levels"
+            error = {"code": PARSE_ERROR, "message": message}
+            await _json(send, 400, {"jsonrpc": "2.0", "id": None, "error": error})
             return
         tool, arguments, request_id = _call_of(body)
         rule = self.faults.choose(tool, body)
@@ -184,13 +220,42 @@ class DevGateway:
 
 
 def _call_of(body: bytes) -> tuple[str, Any, Any]:
-    """The tool name, arguments and request id of a ``tools/call`` body ("" when unreadable)."""
+    """The tool name, arguments and request id of a ``tools/call`` body ("" when unreadable).
+
+    The caller has bounded the nesting already; ``RecursionError`` is caught all the same, so
+    that no body can make this a 500.
+    """
     try:
         request = json.loads(body)
         params = request.get("params") or {}
         return str(params.get("name", "")), params.get("arguments"), request.get("id")
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):
         return "", None, None
+
+
+def _fault_switch(body: bytes) -> tuple[str, int | None]:
+    """The spec and seed of a ``POST /_dev/faults`` body; ``ValueError`` saying what is wrong.
+
+    The spec is parsed by the caller's ``switch``, which refuses a bad rule with
+    ``FaultSpecError`` and leaves the rules in force as they were.
+    """
+    if nested_deeper_than(body, JSON_MAX_DEPTH):
+        raise ValueError(f"JSON nested deeper than {JSON_MAX_DEPTH} levels")
+    try:
+        request = json.loads(body)
+    except RecursionError:
+        raise ValueError(f"JSON nested deeper than {JSON_MAX_DEPTH} levels") from None
+    except ValueError as error:  # UnicodeDecodeError included
+        raise ValueError(f"not JSON: {error}"[:300]) from None
+    if not isinstance(request, dict):
+        raise ValueError('expected a JSON object {"faults": SPEC, "seed": N}')
+    spec = request.get("faults", "")
+    if not isinstance(spec, str):
+        raise FaultSpecError("faults must be a string of rules")
+    seed = request.get("seed")
+    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
+        raise FaultSpecError("seed must be an integer")
+    return spec, seed
 
 
 # --- faults ---------------------------------------------------------------------------------
@@ -280,24 +345,33 @@ def _reset_connection(send: Send) -> None:
 
 
 def _is_loopback_request(scope: dict[str, Any]) -> bool:
+    """Whether ``Host`` (and ``Origin``, when sent) name loopback; a malformed one does not."""
     headers = {
         name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]
     }
-    host = urlsplit(f"//{headers.get('host', '')}").hostname
-    if host not in LOOPBACK_HOSTS:
+    try:
+        host = urlsplit(f"//{headers.get('host', '')}").hostname
+        if host not in LOOPBACK_HOSTS:
+            return False
+        origin = headers.get("origin")
+        if origin is None:
+            return True
+        parts = urlsplit(origin)
+        return parts.scheme in ("http", "https") and parts.hostname in LOOPBACK_HOSTS
+    except ValueError:  # an unclosed IPv6 bracket, say: urlsplit refuses it
         return False
-    origin = headers.get("origin")
-    if origin is None:
-        return True
-    parts = urlsplit(origin)
-    return parts.scheme in ("http", "https") and parts.hostname in LOOPBACK_HOSTS
 
 
-async def read_body(receive: Receive, limit: int) -> bytes:
-    """The whole request body, at most ``limit`` bytes (``ValueError`` past it).
+async def read_body(receive: Receive, limit: int, scope: dict[str, Any] | None = None) -> bytes:
+    """The whole request body, at most ``limit`` bytes (``BodyTooLarge`` past it).
 
-    A client that disconnects midway leaves what arrived until then.
+    With the request's ``scope``, a ``Content-Length`` over ``limit`` is refused before a byte
+    is read, so a client cannot hold the gateway waiting for a body it was never going to
+    take. A body sent in chunks is counted as it arrives. A client that disconnects midway
+    leaves what arrived until then.
     """
+    if scope is not None and _declared_length(scope) > limit:
+        raise BodyTooLarge("request body over the limit")
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -307,11 +381,47 @@ async def read_body(receive: Receive, limit: int) -> bytes:
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > limit:
-            raise ValueError("request body over the limit")
+            raise BodyTooLarge("request body over the limit")
         chunks.append(chunk)
         if not message.get("more_body", False):
             break
     return b"".join(chunks)
+
+
+def _declared_length(scope: dict[str, Any]) -> int:
+    """The request's ``Content-Length`` (0 when it sends none; uvicorn refuses a malformed one).
+
+    A length of more digits than any body could have is read as too long without converting
+    it: Python refuses to turn thousands of digits into an integer.
+    """
+    for name, value in scope["headers"]:
+        digits = value.strip()
+        if name.lower() == b"content-length" and digits.isdigit():
+            return int(digits) if len(digits) <= LENGTH_MAX_DIGITS else sys.maxsize
+    return 0
+
+
+def _sends_json(scope: dict[str, Any]) -> bool:
+    """Whether the request's ``Content-Type`` is JSON (parameters such as a charset aside)."""
+    for name, value in scope["headers"]:
+        if name.lower() == b"content-type":
+            media_type = value.decode("latin-1").split(";", 1)[0].strip().lower()
+            return media_type == JSON_CONTENT_TYPE
+    return False
+
+
+def nested_deeper_than(body: bytes, limit: int) -> bool:
+    """Whether the JSON in ``body`` opens more than ``limit`` arrays or objects at once.
+
+    One linear pass without recursion, all of it in C: strings are cut out (a bracket in a
+    string is text), every other byte but a bracket is dropped, and the running depth is
+    summed until it first passes ``limit``. Exact for UTF-8 bodies; for anything else it may
+    misjudge, which the decoders' own refusal then settles.
+    """
+    brackets = _JSON_STRING.sub(b"", body).translate(None, _NOT_BRACKET)
+    steps = itertools.accumulate(brackets.translate(_BRACKET_STEP))  # twice the opens so far
+    depths = map(operator.sub, steps, itertools.count(1))  # opens minus closes
+    return next(filter(limit.__lt__, depths), None) is not None
 
 
 def replay_body(body: bytes, receive: Receive) -> Receive:

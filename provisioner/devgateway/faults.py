@@ -54,6 +54,8 @@ ARGUMENT_REQUIRED = frozenset({"fail-text"})
 ARGUMENT_ALLOWED = frozenset({"coded", "fail-text", "too-large", "429"})
 DEFAULT_FAULT_CODE = "BACKEND_UNAVAILABLE"
 DEFAULT_RETRY_AFTER_S = 1
+COUNT_MAX_DIGITS = 30  # our choice: far past any body size or Retry-After worth a test
+RULE_SHOWN_MAX_CHARS = 80  # our choice: how much of a bad rule its error line quotes
 
 
 class FaultSpecError(ValueError):
@@ -91,24 +93,37 @@ class FaultRule:
 
 
 def parse_fault_spec(spec: str) -> tuple[FaultRule, ...]:
-    """The rules of ``spec`` (empty for an empty spec); ``FaultSpecError`` on a bad rule."""
+    """The rules of ``spec`` (empty for an empty spec); ``FaultSpecError`` on a bad rule.
+
+    Everything a rule holds is checked here, once, so that a spec taken in force can be played
+    on every call without failing: a rule that would only break when a call comes (a count
+    Python cannot turn into a number, text that cannot be encoded) is refused now.
+    """
     return tuple(_parse_rule(part.strip()) for part in spec.split(",") if part.strip())
 
 
 def _parse_rule(text: str) -> FaultRule:
+    if not _is_unicode_text(text):
+        raise FaultSpecError(
+            f"fault rule {_shown(text)}: holds a lone surrogate, which is not Unicode text"
+        )
     body, _, probability_text = text.partition("=")
     body, _, tool = body.partition("@")
     name, colon, argument = body.partition(":")
     if name not in FAULT_NAMES:
         raise FaultSpecError(
-            f"fault rule {text!r}: unknown fault {name!r}; expected one of {', '.join(FAULT_NAMES)}"
+            f"fault rule {_shown(text)}: unknown fault {_shown(name)}; "
+            f"expected one of {', '.join(FAULT_NAMES)}"
         )
     if colon and name not in ARGUMENT_ALLOWED:
-        raise FaultSpecError(f"fault rule {text!r}: {name} takes no argument")
+        raise FaultSpecError(f"fault rule {_shown(text)}: {name} takes no argument")
     if not colon and name in ARGUMENT_REQUIRED:
-        raise FaultSpecError(f"fault rule {text!r}: {name} needs an argument ({name}:TEXT)")
-    if name in ("too-large", "429") and colon and not argument.isdigit():
-        raise FaultSpecError(f"fault rule {text!r}: {name} takes a whole number")
+        raise FaultSpecError(f"fault rule {_shown(text)}: {name} needs an argument ({name}:TEXT)")
+    if name in ("too-large", "429") and colon and not _is_count(argument):
+        raise FaultSpecError(
+            f"fault rule {_shown(text)}: {name} takes a whole number of ASCII digits 0-9 "
+            f"(at most {COUNT_MAX_DIGITS})"
+        )
     return FaultRule(
         name=name,
         argument=argument if colon else None,
@@ -117,15 +132,38 @@ def _parse_rule(text: str) -> FaultRule:
     )
 
 
+def _shown(text: str) -> str:
+    """``text`` quoted for an error line, cut so that a huge rule cannot flood it."""
+    if len(text) <= RULE_SHOWN_MAX_CHARS:
+        return repr(text)
+    return repr(text[:RULE_SHOWN_MAX_CHARS]) + "…"
+
+
+def _is_unicode_text(text: str) -> bool:
+    """Whether ``text`` can be encoded: a lone surrogate (``\\ud800``) cannot be sent or logged."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _is_count(text: str) -> bool:
+    """ASCII digits only: ``str.isdigit`` also takes ``²`` and ``٣``, which ``int`` refuses."""
+    return 0 < len(text) <= COUNT_MAX_DIGITS and text.isascii() and text.isdigit()
+
+
 def _probability(rule: str, text: str) -> float:
     if not text:
         return 1.0
     try:
-        value = float(text)
+        value = float(text) if text.isascii() else -1.0
     except ValueError:
         value = -1.0
     if not 0.0 < value <= 1.0:
-        raise FaultSpecError(f"fault rule {rule!r}: probability must be in (0, 1], got {text!r}")
+        raise FaultSpecError(
+            f"fault rule {_shown(rule)}: probability must be in (0, 1], got {_shown(text)}"
+        )
     return value
 
 
