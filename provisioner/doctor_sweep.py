@@ -8,6 +8,10 @@ and says whether the sweep is healthy: a budget cut short, a batch being isolate
 skipped — and the last error the backend or the sweep kept there (when, which op, which outcome
 class, its one-line message). The breaker lives in the running process, not in this file; the
 Diagnostics card and ``nerve memory status`` show it.
+
+Doctor may run while another process is creating the file or holds its lock (SWEEP-12): a file
+not set up yet is a sweep that has not run yet, and a file still locked after the wait is busy
+— one WARN saying so, never a file that "cannot be read".
 """
 
 from __future__ import annotations
@@ -19,7 +23,8 @@ from pathlib import Path
 from provisioner.commands.memory_sweep import default_paths
 from provisioner.doctor import OK, WARN, Check
 
-READ_TIMEOUT_S = 0.2  # our choice: a sweep holds its write lock for one short transaction
+READ_TIMEOUT_S = 1.0  # our choice: a sweep or a new file's setup holds its lock for one short
+# transaction; a loaded machine may stretch that past a few tenths of a second
 # SWEEP-8: runtime.state's AUDIT_SKIPPED (a test holds them equal); importing the runtime here
 # would load httpx into every offline run.
 AUDIT_SKIPPED = "skipped"
@@ -32,21 +37,53 @@ def sweep_state_check(config_dir: Path) -> Check:
         return Check("loom.sweep", OK, f"no sweep has run yet (no {path})")
     try:
         summary = _read(path)
-    except sqlite3.Error as error:
+    except sqlite3.OperationalError as error:
+        if not _is_busy(error):
+            return _unreadable(path, error)
         return Check(
             "loom.sweep",
             WARN,
-            f"the sweep's state {path} cannot be read: {error}",
-            advice="run nerve memory sweep --once to see the error it meets",
+            f"the sweep's state {path} is busy: another nerve process is writing it",
+            advice="run nerve doctor again in a moment; the file is fine",
             source=str(path),
         )
+    except sqlite3.Error as error:
+        return _unreadable(path, error)
+    if summary is None:
+        return Check("loom.sweep", OK, f"no sweep has run yet ({path} is not set up yet)")
     return Check("loom.sweep", OK, summary, source=str(path))
 
 
-def _read(path: Path) -> str:
+def _unreadable(path: Path, error: sqlite3.Error) -> Check:
+    return Check(
+        "loom.sweep",
+        WARN,
+        f"the sweep's state {path} cannot be read: {error}",
+        advice="run nerve memory sweep --once to see the error it meets",
+        source=str(path),
+    )
+
+
+def _is_busy(error: sqlite3.OperationalError) -> bool:
+    """SQLite's "database is locked" or "busy" (``sqlite_file.is_busy``, without importing the
+    runtime, which would load httpx into every offline run)."""
+    code = getattr(error, "sqlite_errorcode", None)
+    if isinstance(code, int):
+        return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    return "database is locked" in str(error) or "database is busy" in str(error)
+
+
+def _read(path: Path) -> str | None:
+    """The summary of the sweep's state, or None for a file no process has set up yet.
+
+    A new file (``user_version`` 0: empty, or being created by a process that has not taken
+    its write lock yet) holds no table; that is a sweep that has not run, not a damage.
+    """
     uri = f"{path.resolve().as_uri()}?mode=ro"
     database = sqlite3.connect(uri, uri=True, timeout=READ_TIMEOUT_S)
     try:
+        if database.execute("PRAGMA user_version").fetchone()[0] == 0:
+            return None
         sessions, isolating = database.execute(
             "SELECT COUNT(*), COUNT(suspect_last_id) FROM sweep_session"
         ).fetchone()

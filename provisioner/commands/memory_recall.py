@@ -17,9 +17,12 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from provisioner.cli_common import EXIT_OK, UsageError, add_workspace_options
+
+if TYPE_CHECKING:
+    from provisioner.runtime.state import StateStore
 
 STATE_FILE = Path("memory") / "state.sqlite3"  # under the configuration folder, as the sweep's
 SESSION_ID_MAX_CHARS = 200  # loom-ops: the session ids Loom takes
@@ -52,6 +55,19 @@ def _add_common(command: argparse.ArgumentParser) -> None:
 def state_path(config_dir: Path, given: Path | None = None) -> Path:
     """The runtime's state file: ``given``, else ``<config_dir>/memory/state.sqlite3``."""
     return (given or config_dir / STATE_FILE).expanduser()
+
+
+def open_state_file(path: Path) -> StateStore:
+    """The runtime's state file, opened as ``memory_files.open_state`` does; a file another
+    process kept locked for longer than the busy timeout is one line saying it is busy (exit 2),
+    never a damaged file to move aside, which would throw its watermarks away (SWEEP-12)."""
+    from provisioner.commands.memory_files import open_state
+    from provisioner.runtime.state import StateBusyError
+
+    try:
+        return open_state(path)
+    except StateBusyError as error:
+        raise UsageError(str(error)) from None
 
 
 def _loaded_config(args: argparse.Namespace) -> tuple[Any, Path]:
@@ -91,14 +107,13 @@ def _run_recall(args: argparse.Namespace) -> int:
         return _kept_in_memu(args)
     import asyncio
 
-    from provisioner.commands.memory_files import open_state
     from provisioner.runtime.loom import LoomMemory
     from provisioner.texts import session_context
 
     _progress(config)
 
     async def recall() -> Any:
-        with open_state(state_path(config_dir, args.state)) as state:
+        with open_state_file(state_path(config_dir, args.state)) as state:
             async with LoomMemory.from_config(config, state=state) as memory:
                 return await memory.startup_recall(session)
 
@@ -124,7 +139,6 @@ def _run_status(args: argparse.Namespace) -> int:
         return _kept_in_memu(args)
     import asyncio
 
-    from provisioner.commands.memory_files import open_state
     from provisioner.memory_backend import MemoryBackendUnavailable
     from provisioner.runtime.errors import GatewayError
     from provisioner.runtime.loom import LoomMemory
@@ -132,7 +146,7 @@ def _run_status(args: argparse.Namespace) -> int:
     _progress(config)
 
     async def probe() -> dict[str, Any]:
-        with open_state(state_path(config_dir, args.state)) as state:
+        with open_state_file(state_path(config_dir, args.state)) as state:
             async with LoomMemory.from_config(config, state=state) as memory:
                 try:
                     await memory.health()

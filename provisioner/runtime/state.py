@@ -10,13 +10,19 @@ memory status``, ``nerve doctor``) never blocks the sweep that writes.
 
 One ``StateStore`` is shared by the tasks of one process. SQLite calls are short and run on
 the event loop's thread; a lock serialises the transactions of concurrent tasks, so one task's
-``BEGIN`` never meets another's open transaction. Another process opening the same file waits
-up to ``sqlite_file.BUSY_TIMEOUT_MS`` for a write lock and then fails with
-``sqlite3.OperationalError``.
+``BEGIN`` never meets another's open transaction. Another process using the same file waits up
+to ``sqlite_file.BUSY_TIMEOUT_MS`` for a write lock and then fails with
+``sqlite3.OperationalError``; opening the file then fails with ``StateBusyError`` instead, so
+that a busy file is never taken for a damaged one (SWEEP-12).
 
 The schema carries a version (SQLite's ``user_version``); ``MIGRATIONS`` brings an older file
-forward in order, each step in its own transaction. A file written by a newer version of this
-package is refused with ``StateVersionError`` rather than misread.
+forward in order. Several processes may open a new file at the same moment (two sweeps, a
+sweep and a recall or doctor), so the version is read again inside the write transaction
+(``BEGIN IMMEDIATE``) that migrates: whoever takes the lock first brings the file to the latest
+version, and the others find it there and change nothing. All steps go in that one
+transaction, so a reader sees the file before the migration or after it, never half-way. A
+file written by a newer version of this package is refused with ``StateVersionError`` rather
+than misread.
 """
 
 from __future__ import annotations
@@ -30,8 +36,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from provisioner.runtime import sqlite_file
 from provisioner.runtime.budget import BatchBudget
-from provisioner.runtime.sqlite_file import open_database
+from provisioner.runtime.sqlite_file import is_busy, open_database
 
 # Each entry brings the schema from version ``index`` to ``index + 1``. Append only: a step
 # that shipped is never edited, since files on disk were migrated by it.
@@ -99,6 +106,14 @@ class StateVersionError(RuntimeError):
     """The state file was written by a newer schema than this package knows."""
 
 
+class StateBusyError(RuntimeError):
+    """Another process kept the state file locked for longer than we wait for it.
+
+    Raised only while the file is opened. The file is fine (it was neither read as damaged nor
+    changed); trying again once the other process is done works. ``str()`` is one line.
+    """
+
+
 @dataclass(frozen=True)
 class FrozenRecall:
     """A recall kept for a session so every rebuild of its prompt is byte-identical (REC-3).
@@ -152,17 +167,27 @@ class StateStore:
     ``path`` may be ``":memory:"`` for a store that lives only as long as the object (tests,
     and a backend built without a state path). The parent folder of a file path is created.
     Use it as a context manager, or call ``close()``; a closed store raises
-    ``sqlite3.ProgrammingError`` on use.
+    ``sqlite3.ProgrammingError`` on use. Opening raises ``StateVersionError`` for a file of a
+    newer schema, ``StateBusyError`` when another process kept it locked for longer than
+    ``sqlite_file.BUSY_TIMEOUT_MS``, and ``sqlite3.Error`` or ``OSError`` when it cannot be
+    opened as a database at all.
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self._path = str(path)
         self._lock = threading.RLock()
-        self._db = open_database(self._path)
+        try:
+            self._db = open_database(self._path)
+        except sqlite3.OperationalError as error:
+            if is_busy(error):
+                raise self._busy() from error
+            raise
         try:
             self._migrate()
-        except BaseException:
+        except BaseException as error:
             self._db.close()
+            if isinstance(error, sqlite3.OperationalError) and is_busy(error):
+                raise self._busy() from error
             raise
 
     @property
@@ -399,17 +424,40 @@ class StateStore:
     # --- schema -------------------------------------------------------------------------------
 
     def _migrate(self) -> None:
-        (version,) = self._db.execute("PRAGMA user_version").fetchone()
+        """Bring the file to ``SCHEMA_VERSION``, exactly once however many processes open it.
+
+        A file already at the latest version takes no write lock (a reader such as ``nerve
+        memory status`` opens it alongside a sweep). Otherwise the version is read again under
+        the write lock, since another process may have migrated the file in between; running
+        a step twice would fail on its ``CREATE TABLE``. Raises ``StateVersionError`` for a
+        newer file, and SQLite's busy error when the lock is not had within the busy timeout.
+        """
+        if self._version(self._db) == SCHEMA_VERSION:
+            return
+        with self.transaction() as db:
+            version = self._version(db)
+            for step in range(version, SCHEMA_VERSION):
+                for statement in _statements(MIGRATIONS[step]):
+                    db.execute(statement)
+            if version < SCHEMA_VERSION:
+                db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    def _version(self, db: sqlite3.Connection) -> int:
+        """The file's schema version; ``StateVersionError`` when it is newer than ours."""
+        (version,) = db.execute("PRAGMA user_version").fetchone()
         if version > SCHEMA_VERSION:
             raise StateVersionError(
                 f"{self._path}: state schema {version} is newer than this package's "
                 f"{SCHEMA_VERSION}; upgrade nerve-provisioner"
             )
-        for step in range(version, SCHEMA_VERSION):
-            with self.transaction() as db:
-                for statement in _statements(MIGRATIONS[step]):
-                    db.execute(statement)
-                db.execute(f"PRAGMA user_version = {step + 1}")
+        return int(version)
+
+    def _busy(self) -> StateBusyError:
+        return StateBusyError(
+            f"{self._path}: busy — another nerve process (a sweep, a recall, doctor or Nerve "
+            f"itself) kept it locked for more than {sqlite_file.BUSY_TIMEOUT_MS / 1000:g} s; "
+            "the file is fine, try again once that process is done"
+        )
 
 
 def _audit_row(row: sqlite3.Row) -> dict[str, object]:
