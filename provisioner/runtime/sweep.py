@@ -14,11 +14,18 @@ window, its budget and the isolation of a failing batch are in ``window``.
 
 Nothing of a message's text reaches a report, an audit row or a log line: they name sessions,
 message ids, roles, times, counts and error kinds only.
+
+Whatever the source yields, ``run_once`` does not raise for it (SWEEP-12): every message is
+checked as it is read (``transcripts.check_message``) and one that cannot go is skipped with an
+audit row; a source method that raises stops only the window it was reading; a source that
+cannot list its sessions ends the sweep with ``stopped == "source_failed"``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
+import logging
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -35,18 +42,35 @@ from provisioner.runtime.budget import (
 )
 from provisioner.runtime.errors import NoAnswer
 from provisioner.runtime.loom import EXTRACT_DEADLINE_S
+from provisioner.runtime.loom_answers import MESSAGE_ROLES
 from provisioner.runtime.loom_types import Extracted
 from provisioner.runtime.state import AUDIT_CUT, AUDIT_QUEUED, AuditEntry, StateStore
 from provisioner.runtime.sweep_lock import sweep_lock
-from provisioner.runtime.sweep_outcomes import STOPPED_BUSY, STOPPED_DONE
-from provisioner.runtime.transcripts import Message, TranscriptSource
-from provisioner.runtime.window import SessionWindow, skip_entries
+from provisioner.runtime.sweep_outcomes import (
+    BAD_SESSION_ID_KIND,
+    STOPPED_BUSY,
+    STOPPED_DONE,
+    STOPPED_SOURCE,
+)
+from provisioner.runtime.transcripts import (
+    Message,
+    ReadWindow,
+    Refused,
+    SourceFailed,
+    TranscriptSource,
+    check_message,
+    check_session_id,
+    shown_session_id,
+)
+from provisioner.runtime.window import SessionWindow, refused_entries, skip_entries
 
 EXTRACT_GUARD_S = 10  # our choice: past this beyond the deadline, the sweep stops waiting
 READ_PAGE_MESSAGES = 25  # our choice: messages read from the source per query
 QUEUE_ID_PATTERN = re.compile(r"[A-Za-z0-9_.:-]{1,128}")  # our choice: what an audit row keeps
 
 Clock = Callable[[], float]
+
+log = logging.getLogger("provisioner.runtime.sweep")
 
 
 class Extractor(Protocol):
@@ -109,8 +133,9 @@ class SweepReport:
     """What one sweep did (also what ``nerve memory sweep --json`` prints).
 
     ``stopped`` says why it ended: ``done`` (every window offered), ``already_running``,
-    ``breaker_open``, ``no_answer``, ``unreachable`` or ``unavailable``. ``errors`` lists
-    failed calls as ``{"session_id", "kind"}``, kinds only (never an error's text).
+    ``breaker_open``, ``no_answer``, ``unreachable``, ``unavailable`` or ``source_failed``.
+    ``errors`` lists failed calls, windows the source could not give and refused messages
+    left waiting, as ``{"session_id", "kind"}``: kinds only (never an error's text).
     """
 
     mode: str
@@ -182,7 +207,8 @@ class Sweeper:
         return self._state.batch_budget(self._mode.name, self._mode.default_budget())
 
     async def run_once(self, progress: ProgressCallback | None = None) -> SweepReport:
-        """Sweep every session once; never raises for a gateway or Loom failure.
+        """Sweep every session once; never raises for a gateway or Loom failure, nor for
+        anything the transcript source yields or raises (SWEEP-12).
 
         ``progress`` is called after each session. Returns at once, with ``stopped ==
         "already_running"``, while another sweep over the same state runs (SWEEP-11).
@@ -220,15 +246,30 @@ class SweepRun:
         self._clock = clock
 
     async def sweep(self, report: SweepReport, progress: ProgressCallback | None) -> None:
-        """Offer every session's window in turn; fill ``report`` as it goes."""
+        """Offer every session's window in turn; fill ``report`` as it goes.
+
+        A source that cannot list its sessions ends the sweep (``source_failed``); a session
+        id that is no text is passed over and named in the report (SWEEP-12).
+        """
         self.report = report
-        sessions = list(self._source.sessions())
+        try:
+            sessions = list(self._source.sessions())
+        except Exception as error:
+            failure = SourceFailed(error)
+            log.warning("transcripts: sessions cannot be listed: %s", failure.kind)
+            self.report.note_error("", failure.kind)
+            self.report.stopped = STOPPED_SOURCE
+            return
         self.report.sessions_seen = len(sessions)
-        for index, session_id in enumerate(sessions, start=1):
-            ended = await SessionWindow(self, session_id).run()
-            if ended is not None:
-                self.report.stopped = ended
-                return
+        for index, listed in enumerate(sessions, start=1):
+            session_id = check_session_id(listed)
+            if session_id is None:
+                self.report.note_error(shown_session_id(listed), BAD_SESSION_ID_KIND)
+            else:
+                ended = await SessionWindow(self, session_id).run()
+                if ended is not None:
+                    self.report.stopped = ended
+                    return
             self.report.sessions_swept = index
             if progress is not None:
                 taken = self.report.messages_taken
@@ -237,27 +278,48 @@ class SweepRun:
     def budget(self) -> BatchBudget:
         return self.state.batch_budget(self._mode.name, self._mode.default_budget())
 
-    def read_window(self, session_id: str, watermark: int, extra: int) -> list[Message]:
-        """The session's next messages after ``watermark``, in bounded pages (SWEEP-1).
+    def read_window(self, session_id: str, watermark: int, extra: int) -> ReadWindow:
+        """The session's next messages after ``watermark``, in bounded pages, checked.
 
-        At most the mode's batch size plus ``extra`` (found messages still in front), and no
-        more pages once twice the mode's byte limit was read: no batch can use more.
+        At most the mode's batch size plus ``extra`` (found messages still in front) items,
+        and no more pages once twice the mode's byte limit was read: no batch can use more
+        (SWEEP-1). Each item goes through ``check_message`` (SWEEP-12). The next page starts
+        after the last usable id, so refused items behind that id are dropped from this page
+        (the next one yields them again); a page without a usable id ends the reading, since
+        the source cannot be asked past it. ``SourceFailed`` when the source raises.
         """
         wanted = self._mode.max_messages + extra
         byte_cap = 2 * self._mode.max_bytes
-        window: list[Message] = []
+        messages: list[Message] = []
+        refused: list[Refused] = []
         size = 0
         after = watermark
-        while len(window) < wanted and size <= byte_cap:
-            page = self._source.messages_after(
-                session_id, after, min(READ_PAGE_MESSAGES, wanted - len(window))
-            )
-            if not page:
+        while len(messages) + len(refused) < wanted and size <= byte_cap:
+            limit = min(READ_PAGE_MESSAGES, wanted - len(messages) - len(refused))
+            last, behind = after, len(refused)  # refused[behind:] lie after ``last``
+            for raw in self._page(session_id, after, limit):
+                item = check_message(raw, after_id=last, roles=MESSAGE_ROLES)
+                if isinstance(item, Message):
+                    messages.append(item)
+                    size += wire_size(item)
+                    last, behind = item.id, len(refused)
+                else:
+                    refused.append(item)
+                    if item.usable and item.id is not None:
+                        last, behind = item.id, len(refused)
+            if last == after:
                 break
-            window.extend(page)
-            size += sum(wire_size(message) for message in page)
-            after = page[-1].id
-        return window
+            del refused[behind:]
+            after = last
+        return ReadWindow(tuple(messages), tuple(refused))
+
+    def _page(self, session_id: str, after: int, limit: int) -> list[object]:
+        """One page of the source, at most ``limit`` items; ``SourceFailed`` when it raises."""
+        try:
+            page = self._source.messages_after(session_id, after, limit)
+            return list(itertools.islice(page, limit))
+        except Exception as error:
+            raise SourceFailed(error) from error
 
     async def extract(self, batch: Batch, session_id: str) -> Extracted:
         """One extraction call; no answer past the deadline and its guard is ``NoAnswer``."""
@@ -280,12 +342,17 @@ class SweepRun:
         *,
         step: tuple[Batch, BatchBudget],
         skipped: tuple[Message, ...],
+        refused: Sequence[Refused] = (),
         queue_id: str | None,
         suspect_last_id: int | None,
     ) -> None:
-        """Store what Loom took, skips and audit rows included, in one transaction."""
+        """Store what Loom took, skips and audit rows included, in one transaction.
+
+        ``skipped`` are found messages (SWEEP-8), ``refused`` the refused ones the watermark
+        passes (SWEEP-12): each gets its audit row in the same transaction.
+        """
         batch, budget = step
-        audit = skip_entries(session_id, skipped)
+        audit = skip_entries(session_id, skipped) + refused_entries(session_id, refused)
         audit += [
             AuditEntry(AUDIT_CUT, session_id, message.id, message.role, message.created_at)
             for message in taken
@@ -302,20 +369,27 @@ class SweepRun:
             now=self._clock(),
         )
         self.report.messages_taken += len(taken)
-        self.report.messages_skipped += len(skipped)
+        self.report.messages_skipped += len(skipped) + len(refused)
         self.report.messages_cut += sum(1 for m in taken if m.id in batch.cut_ids)
 
-    def record_skips(self, session_id: str, skipped: tuple[Message, ...], *, last_id: int) -> None:
-        """Skip found messages at the end of a window (SWEEP-8), in one transaction."""
+    def record_skips(
+        self,
+        session_id: str,
+        skipped: tuple[Message, ...],
+        *,
+        refused: Sequence[Refused] = (),
+        last_id: int,
+    ) -> None:
+        """Skip found (SWEEP-8) or refused (SWEEP-12) messages with no batch, in one transaction."""
         self.state.record_taken(
             session_id,
             last_taken_id=last_id,
             budget=(self._mode.name, self.budget()),
             suspect_last_id=None,
-            audit=skip_entries(session_id, skipped),
+            audit=skip_entries(session_id, skipped) + refused_entries(session_id, refused),
             now=self._clock(),
         )
-        self.report.messages_skipped += len(skipped)
+        self.report.messages_skipped += len(skipped) + len(refused)
 
     def store_budget(self, budget: BatchBudget, entry: AuditEntry) -> None:
         self.state.record_budget(self._mode.name, budget, audit=[entry], now=self._clock())

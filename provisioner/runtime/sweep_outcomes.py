@@ -46,6 +46,11 @@ STOPPED_BREAKER = "breaker_open"  # SWEEP-10
 STOPPED_NO_ANSWER = "no_answer"  # SWEEP-10
 STOPPED_UNREACHABLE = "unreachable"  # SWEEP-10
 STOPPED_UNAVAILABLE = "unavailable"  # no gateway, no catalog, no ``loom``, policy refusal
+STOPPED_SOURCE = "source_failed"  # SWEEP-12: the transcript source cannot list its sessions
+
+# Error kinds the sweep names itself, beside the classes of failed calls (SWEEP-12).
+REFUSED_KIND = "ValueError"  # a refused message waits at its window's end: what Loom would refuse
+BAD_SESSION_ID_KIND = "BadSessionId"  # the source listed a session id that is no text
 
 
 @dataclass(frozen=True)
@@ -96,7 +101,8 @@ def error_kind(error: Exception) -> str:
 SWEEP_ERRORS: tuple[type[Exception], ...] = (GatewayError, MemoryBackendUnavailable, ValueError)
 """What an extraction call may raise that the sweep handles; anything else is a bug.
 
-``ValueError`` is ``LoomMemory.extract`` refusing arguments Loom would refuse (a role it does
-not take, a session id too long) before any call: that session's window cannot go, the others
-still can, and the report names the session.
+``ValueError`` is ``LoomMemory.extract`` refusing arguments Loom would refuse (a session id too
+long) before any call: that session's window cannot go, the others still can, and the report
+names the session. A message Loom would refuse never gets this far: the sweep refuses it as it
+reads it (SWEEP-12).
 """

@@ -1,20 +1,40 @@
-"""Where the sweep reads conversations from (SWEEP-1).
+"""Where the sweep reads conversations from (SWEEP-1), and what it accepts of them (SWEEP-12).
 
 ``TranscriptSource`` is what Nerve plugs in: the ids of sessions that have messages, and a
 session's messages after a given id, oldest first, a bounded page at a time — so no sweep ever
 holds a whole history in memory. ``SqliteTranscripts`` is the built-in source, which
 ``nerve memory import`` fills and ``nerve memory sweep`` reads.
+
+A source is trusted for nothing (SWEEP-12): Nerve keeps NULL content, a plugged-in store may
+yield any object. ``check_message`` turns whatever one page item is into either a ``Message``
+of plain values Loom takes, or a ``Refused`` that says where it sat and why it cannot go —
+its role and time at most, never its text — so that one bad row costs one audit row, not the
+session. ``check_session_id`` does the same for the ids ``sessions()`` yields.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from datetime import UTC, datetime
+from typing import Protocol, cast
 
 from provisioner.runtime.sqlite_file import open_database
+
+SQLITE_MAX_INT = 2**63 - 1  # the largest id the state file's INTEGER columns hold
+TIME_MAX_CHARS = 64  # our choice: no timestamp is longer; a longer value is not parsed at all
+SHOWN_ROLE = re.compile(r"[a-z][a-z0-9_-]{0,31}")  # our choice: a refused role kept in the audit
+UNKNOWN_ROLE = "(unknown)"  # what the audit shows for a role that is no plain name
+SHOWN_CHARS = 64  # our choice: a class name or a refused session id, as a report shows it
+# RFC 3339 date-time, as the contract's ``created_at`` (JSON Schema ``date-time``) takes it.
+RFC3339 = re.compile(
+    r"\d{4}-(?:0[1-9]|1[0-2])-\d{2}T(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d+)?"
+    r"(?:Z|[+-](?:[01]\d|2[0-3]):[0-5]\d)",
+    re.ASCII,
+)
 
 
 @dataclass(frozen=True)
@@ -23,7 +43,8 @@ class Message:
 
     ``id`` increases with each message a source stores (across its sessions, or at least
     within one session); the watermark is the ``id`` of the last message Loom took.
-    ``created_at`` is an ISO 8601 timestamp, as Loom's ``messages[].created_at`` takes it.
+    ``created_at`` is an RFC 3339 time, as Loom's ``messages[].created_at`` takes it; the
+    sweep builds its messages with ``check_message``, which makes sure of all of this.
     """
 
     id: int
@@ -42,6 +63,199 @@ class TranscriptSource(Protocol):
     def messages_after(self, session_id: str, after_id: int, limit: int) -> Sequence[Message]:
         """At most ``limit`` messages of ``session_id`` with ``id > after_id``, oldest first."""
         ...
+
+
+class SourceFailed(Exception):
+    """A ``TranscriptSource`` method raised, or answered with something that is no list.
+
+    Only the session being read is affected: its window stops and the report names it with
+    ``kind``; the sweep goes on with the next session (SWEEP-12). The cause is chained.
+    """
+
+    def __init__(self, cause: BaseException) -> None:
+        self.kind = f"SourceFailed({_class_name(cause)})"
+        super().__init__(self.kind)
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A message the sweep cannot send (SWEEP-12): where it sat, and why; never its text.
+
+    ``sits_after`` is the last usable id before it in the window (the watermark when none),
+    so the watermark passes it exactly when it moves beyond that id. ``id`` is its id as the
+    audit row shows it (None when it is no integer the state file can hold); ``usable`` says
+    whether that id is also in order, so the watermark may stop on it. ``role`` is one of
+    Loom's roles, a short plain name, or ``UNKNOWN_ROLE``; ``created_at`` is its time when it
+    has one. ``reason`` is a fixed phrase.
+    """
+
+    sits_after: int
+    id: int | None
+    usable: bool
+    role: str
+    created_at: str | None
+    reason: str
+
+
+@dataclass(frozen=True)
+class ReadWindow:
+    """A window as read and checked: what can go, and what was refused, each oldest first."""
+
+    messages: tuple[Message, ...]
+    refused: tuple[Refused, ...]
+
+    def refused_before(self, watermark: int) -> tuple[Refused, ...]:
+        """The refused messages a watermark moved to ``watermark`` passes."""
+        return tuple(item for item in self.refused if item.sits_after < watermark)
+
+    def refused_alone_through(self) -> int | None:
+        """With nothing left to send: how far the refused messages alone move the watermark.
+
+        The last usable id among the refused, the newest one read excepted: that one is held
+        until a message follows it, since what a source shows last may still be being
+        written. None when the watermark cannot move.
+        """
+        through = None
+        for item in self.refused[:-1]:
+            if item.usable:
+                through = item.id
+        return through
+
+
+def check_message(raw: object, *, after_id: int, roles: frozenset[str]) -> Message | Refused:
+    """``raw`` as a ``Message`` of plain ``str``/``int`` values Loom takes, else ``Refused``.
+
+    ``after_id`` is the last usable id before it: an id must be an integer (not a bool)
+    above it. ``roles`` are the roles Loom takes. Content must be text that UTF-8 can carry;
+    ``created_at`` must be a time (see ``loom_time``). Never raises: an attribute that cannot
+    be read is a reason like any other.
+    """
+    fields = {name: _read(raw, name) for name in ("id", "role", "content", "created_at")}
+    message_id = _integer(fields["id"])
+    usable = message_id is not None and message_id > after_id
+    role = _plain_str(fields["role"])
+    content = _plain_str(fields["content"])
+    created_at = loom_time(fields["created_at"])
+    problems = (
+        (any(value is _UNREADABLE for value in fields.values()), "message cannot be read"),
+        (message_id is None, "id is not an integer the state can hold"),
+        (not usable, "id is not after the one before"),
+        (role not in roles, "role is not one Loom takes"),
+        (content is None, "content is not text"),
+        (not _utf8(content or ""), "content is not valid Unicode"),
+        (created_at is None, "created_at is not a time"),
+    )
+    reason = next((why for bad, why in problems if bad), None)
+    if reason is None and message_id is not None and role and content is not None and created_at:
+        return Message(message_id, role, content, created_at)
+    shown = role if role and SHOWN_ROLE.fullmatch(role) else UNKNOWN_ROLE
+    return Refused(after_id, message_id, usable, shown, created_at, reason or "message refused")
+
+
+def check_session_id(raw: object) -> str | None:
+    """``raw`` as a plain ``str`` session id, or None when it is no text the state can key on."""
+    session_id = _plain_str(raw)
+    if not session_id or not _utf8(session_id):
+        return None
+    return session_id
+
+
+def shown_session_id(raw: object) -> str:
+    """A refused session id as a report may show it: a bounded printable form, never raises."""
+    text = _plain_str(raw)
+    if text is None:
+        return f"<{_class_name(raw)}>"
+    shown = text[:SHOWN_CHARS].encode("utf-8", "backslashreplace").decode("utf-8")
+    return "".join(char if char.isprintable() else "?" for char in shown)
+
+
+def loom_time(value: object) -> str | None:
+    """``value`` as the RFC 3339 time Loom's ``created_at`` takes, or None when it is no time.
+
+    An RFC 3339 string goes as it is. Another ISO 8601 form ``datetime.fromisoformat`` reads
+    (no seconds, no zone, a week date), or a ``datetime``, goes as RFC 3339 in UTC; a time
+    without a zone is taken as UTC, as Nerve's are (NERVE-2). Anything else (no string, no
+    time, a day that does not exist) is None, and the message is refused rather than sent
+    for Loom to refuse.
+    """
+    if issubclass(type(value), datetime):
+        parsed: datetime | None = cast(datetime, value)
+    else:
+        text = _plain_str(value)
+        if text is None or len(text) > TIME_MAX_CHARS:
+            return None
+        if RFC3339.fullmatch(text) and _real_date(text):
+            return text
+        parsed = _parsed_time(text)
+    if parsed is None:
+        return None
+    try:
+        naive = parsed.utcoffset() is None
+        aware = parsed.replace(tzinfo=UTC) if naive else parsed.astimezone(UTC)
+        return datetime.isoformat(aware)
+    except Exception:  # a date past year 9999 in UTC, or a time zone object that raises
+        return None
+
+
+_UNREADABLE = object()
+
+
+def _read(raw: object, name: str) -> object:
+    """Attribute ``name`` of ``raw``; ``_UNREADABLE`` when it is missing or its getter raises."""
+    try:
+        return getattr(raw, name)
+    except Exception:
+        return _UNREADABLE
+
+
+def _plain_str(value: object) -> str | None:
+    """A plain ``str`` copy of a ``str`` (subclasses included), else None.
+
+    ``type()`` is asked, not ``isinstance``, which an object can fool through ``__class__``.
+    """
+    if not issubclass(type(value), str):
+        return None
+    return str.__str__(cast(str, value))
+
+
+def _integer(value: object) -> int | None:
+    """A plain ``int`` in the state file's range (bools are no ids), else None."""
+    kind = type(value)
+    if not issubclass(kind, int) or issubclass(kind, bool):
+        return None
+    number = int.__int__(cast(int, value))
+    return number if -SQLITE_MAX_INT <= number <= SQLITE_MAX_INT else None
+
+
+def _utf8(text: str) -> bool:
+    """Whether UTF-8 can carry ``text`` (no lone surrogates), as the request body must."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _real_date(text: str) -> bool:
+    """Whether an RFC 3339-shaped ``text`` names a real day (year 1 on, day within its month)."""
+    try:
+        datetime(int(text[0:4]), int(text[5:7]), int(text[8:10]))
+    except ValueError:
+        return False
+    return True
+
+
+def _parsed_time(text: str) -> datetime | None:
+    try:
+        return datetime.fromisoformat(text.upper())
+    except ValueError:
+        return None
+
+
+def _class_name(value: object) -> str:
+    name = type(value).__name__
+    shown = "".join(char for char in name if char.isalnum() or char == "_")
+    return shown[:SHOWN_CHARS] or "?"
 
 
 TRANSCRIPTS_SCHEMA = """

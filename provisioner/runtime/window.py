@@ -22,6 +22,14 @@ Isolation of a batch Loom keeps failing (SWEEP-8), as this module does it:
    holds at the end of a window with no batch through since the isolation began.
 5. After a skip the isolation is over: the failure count starts again from zero.
 
+Messages the source yields that cannot go at all (SWEEP-12: no text, a role Loom does not
+take, a bad id or time, an object that cannot be read) never reach a batch: the window is read
+through ``transcripts.check_message``, and a refused message is recorded as skipped (audit row:
+role and time, never text) in the transaction that moves the watermark past it — with the batch
+that takes the next messages, so the messages around it are neither lost nor sent twice. With
+nothing to send after them, refused messages are passed on their own, all but the newest one
+read, which waits for a message to follow it; the report names its session meanwhile.
+
 Found messages are not stored: the state keeps the suspect range (``suspect_last_id``), which
 covers them, so a sweep interrupted in between finds them again by halving instead of
 trusting a failure seen in an earlier sweep.
@@ -30,6 +38,7 @@ trusting a failure seen in an earlier sweep.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -37,8 +46,8 @@ from provisioner.runtime.batching import Batch, build_batch, pick_context
 from provisioner.runtime.budget import BatchBudget
 from provisioner.runtime.loom_types import Extracted
 from provisioner.runtime.state import AUDIT_BUDGET, AUDIT_SKIPPED, AuditEntry, SweepSession
-from provisioner.runtime.sweep_outcomes import SWEEP_ERRORS, error_kind, reaction_to
-from provisioner.runtime.transcripts import Message
+from provisioner.runtime.sweep_outcomes import REFUSED_KIND, SWEEP_ERRORS, error_kind, reaction_to
+from provisioner.runtime.transcripts import Message, ReadWindow, Refused, SourceFailed
 
 if TYPE_CHECKING:
     from provisioner.runtime.sweep import SweepRun
@@ -47,6 +56,8 @@ FAILURES_TO_ISOLATE = 3  # SWEEP-8: three sweeps in a row
 MAX_FOUND_AT_ONCE = 3  # our choice (SWEEP-8): found messages awaiting proof before giving up
 CONTEXT_KEEP = 64  # our choice: recent taken messages kept for context (a cap, not a share)
 
+REFUSED_DETAIL = "refused: "  # SWEEP-12: how a refused message's audit row begins its detail
+
 _STOP = "stop"  # the window stops; the sweep goes on with the next session
 
 log = logging.getLogger("provisioner.runtime.sweep")
@@ -54,12 +65,13 @@ log = logging.getLogger("provisioner.runtime.sweep")
 
 @dataclass(frozen=True)
 class _Step:
-    """One call to make: the batch, the state it was planned from, and whether it is a half."""
+    """One call to make: the batch, the state and window it was planned from, whether a half."""
 
     batch: Batch
     state: SweepSession
     budget: BatchBudget
     half: bool
+    read: ReadWindow
 
 
 class SessionWindow:
@@ -75,7 +87,12 @@ class SessionWindow:
     async def run(self) -> str | None:
         """Offer the window until it is empty or stops; the sweep's end reason, or None."""
         while True:
-            step = self._plan()
+            try:
+                step = self._plan()
+            except SourceFailed as failure:  # SWEEP-12: this session only; the sweep goes on
+                self._run.report.note_error(self._session, failure.kind)
+                log.info("session %s: transcripts cannot be read: %s", self._session, failure.kind)
+                return None
             if step is None:
                 return None
             self._run.report.batches_sent += 1
@@ -93,31 +110,76 @@ class SessionWindow:
     # --- planning -----------------------------------------------------------------------------
 
     def _plan(self) -> _Step | None:
-        """The next batch to send, or None when the window is done (or gave up its found)."""
-        state = self._run.state.sweep_session(self._session)
-        budget = self._run.budget()
-        window = self._run.read_window(self._session, state.watermark, len(self._found))
-        rest = window[len(self._found) :]
-        context = pick_context(self._recent, budget)
-        if state.isolating:
-            assert state.suspect_last_id is not None
-            suspects = [message for message in rest if message.id <= state.suspect_last_id]
-            if len(suspects) >= 2:
-                half = (len(suspects) + 1) // 2
-                batch = build_batch(suspects, context, budget, session_id=self._session, limit=half)
-                return _Step(batch, state, budget, half=True)
-            if len(suspects) == 1:
-                self._found.append(suspects[0])
-                rest = rest[1:]
-                log.info("session %s: found message %d", self._session, suspects[0].id)
-            elif not self._found:
-                state = self._end_isolation(state)
-        if not rest:
+        """The next batch to send, or None when the window is done (or gave up its found).
+
+        Refused messages with nothing to send after them are passed on their own; each pass
+        moves the watermark forward, so the loop ends.
+        """
+        while True:
+            state = self._run.state.sweep_session(self._session)
+            budget = self._run.budget()
+            read = self._run.read_window(self._session, state.watermark, len(self._found))
+            rest = self._after_found(read)
+            if state.isolating:
+                planned = self._plan_isolating(state, budget, read, rest)
+                if isinstance(planned, _Step):
+                    return planned
+                state, rest = planned
+            if rest:
+                context = pick_context(self._recent, budget)
+                batch = build_batch(rest, context, budget, session_id=self._session)
+                return _Step(batch, state, budget, half=False, read=read)
             if self._found:
-                self._close_found_at_window_end(state)
-            return None
-        batch = build_batch(rest, context, budget, session_id=self._session)
-        return _Step(batch, state, budget, half=False)
+                self._close_found_at_window_end(read)
+                return None
+            if not self._pass_refused_alone(read):
+                return None
+
+    def _after_found(self, read: ReadWindow) -> list[Message]:
+        """The window's messages after the found ones, which must be the first it holds.
+
+        A source that no longer yields them first drops them: they are found again by
+        halving the suspects the state still keeps, never skipped on an old finding.
+        """
+        found_ids = [message.id for message in self._found]
+        if [message.id for message in read.messages[: len(found_ids)]] != found_ids:
+            self._found.clear()
+        return list(read.messages[len(self._found) :])
+
+    def _plan_isolating(
+        self, state: SweepSession, budget: BatchBudget, read: ReadWindow, rest: list[Message]
+    ) -> _Step | tuple[SweepSession, list[Message]]:
+        """While isolating (SWEEP-8): a half of the suspects to send, or what is left after them."""
+        assert state.suspect_last_id is not None
+        suspects = [message for message in rest if message.id <= state.suspect_last_id]
+        if len(suspects) >= 2:
+            half = (len(suspects) + 1) // 2
+            context = pick_context(self._recent, budget)
+            batch = build_batch(suspects, context, budget, session_id=self._session, limit=half)
+            return _Step(batch, state, budget, half=True, read=read)
+        if len(suspects) == 1:
+            self._found.append(suspects[0])
+            log.info("session %s: found message %d", self._session, suspects[0].id)
+            return state, rest[1:]
+        if not self._found:
+            state = self._end_isolation(state)
+        return state, rest
+
+    def _pass_refused_alone(self, read: ReadWindow) -> bool:
+        """Nothing to send is left: pass refused messages on their own (SWEEP-12).
+
+        Returns whether the watermark moved. When it cannot (only the newest message read is
+        refused, or none has a usable id), the report names the session, as it does for any
+        message Loom would refuse, and the window ends.
+        """
+        through = read.refused_alone_through()
+        if through is None:
+            if read.refused:
+                self._run.report.note_error(self._session, REFUSED_KIND)
+            return False
+        refused = read.refused_before(through)
+        self._run.record_skips(self._session, (), refused=refused, last_id=through)
+        return True
 
     # --- answers ------------------------------------------------------------------------------
 
@@ -128,6 +190,7 @@ class SessionWindow:
             return _STOP  # Loom took nothing: offer the window again next sweep
         taken = step.batch.messages[:accepted]
         skipped = tuple(self._found)
+        refused = step.read.refused_before(taken[-1].id)
         suspect_last_id = step.state.suspect_last_id
         if skipped or not step.half or suspect_last_id is None or taken[-1].id >= suspect_last_id:
             suspect_last_id = None  # SWEEP-8: after a skip, or without suspects, it is over
@@ -136,6 +199,7 @@ class SessionWindow:
             taken,
             step=(step.batch, step.budget),
             skipped=skipped,
+            refused=refused,
             queue_id=extracted.queue_id,
             suspect_last_id=suspect_last_id,
         )
@@ -196,13 +260,14 @@ class SessionWindow:
         self._run.state.record_failure(self._session, failures=0, suspect_last_id=None)
         return SweepSession(self._session, state.watermark)
 
-    def _close_found_at_window_end(self, state: SweepSession) -> None:
+    def _close_found_at_window_end(self, read: ReadWindow) -> None:
         """No message follows the found ones: skip them only with proof from this sweep."""
         if not self._went_through:
             self._give_up_isolation()
             return
         last = self._found[-1]
-        self._run.record_skips(self._session, tuple(self._found), last_id=last.id)
+        refused = read.refused_before(last.id)
+        self._run.record_skips(self._session, tuple(self._found), refused=refused, last_id=last.id)
         self._found.clear()
 
     def _cut_budget(self, step: _Step, reason: str) -> None:
@@ -225,4 +290,22 @@ def skip_entries(session_id: str, skipped: tuple[Message, ...]) -> list[AuditEnt
     return [
         AuditEntry(AUDIT_SKIPPED, session_id, message.id, message.role, message.created_at)
         for message in skipped
+    ]
+
+
+def refused_entries(session_id: str, refused: Sequence[Refused]) -> list[AuditEntry]:
+    """Audit rows of refused messages passed (SWEEP-12): id, role, time and why, never text.
+
+    ``detail`` is ``refused: <reason>``, which tells them from the messages Loom failed on.
+    """
+    return [
+        AuditEntry(
+            AUDIT_SKIPPED,
+            session_id,
+            item.id,
+            item.role,
+            item.created_at,
+            detail=f"{REFUSED_DETAIL}{item.reason}",
+        )
+        for item in refused
     ]
