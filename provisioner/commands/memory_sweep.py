@@ -118,6 +118,13 @@ def _duration(text: str) -> float:
 
 # --- import ---------------------------------------------------------------------------------
 
+IMPORT_MAX_DEPTH = 16  # our choice: a message is one flat object; deeper is never a message
+KEYS_SHOWN = 3  # our choice: how many unknown keys a bad line's problem names
+KEY_SHOWN_MAX_CHARS = 40  # our choice: how much of each unknown key it shows
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_NOT_BRACKET = bytes(byte for byte in range(256) if byte not in b"[]{}")
+_BRACKET_STEP = bytes.maketrans(b"[{]}", b"\x02\x02\x00\x00")
+
 
 @dataclass(frozen=True)
 class BadLine:
@@ -134,20 +141,34 @@ def _run_import(args: argparse.Namespace) -> int:
     if not source.is_file():
         problem = "is not a regular file" if source.exists() else "no such file"
         raise UsageError(f"{source}: {problem}; expected a JSON-lines file of messages")
-    bad = list(_bad_lines(source))
+    bad = _read_or_refuse(source, lambda: list(_bad_lines(source)))
     if bad:
         shown = "; ".join(f"line {b.number}: {b.problem}" for b in bad[:BAD_LINES_SHOWN])
         more = f" (and {len(bad) - BAD_LINES_SHOWN} more)" if len(bad) > BAD_LINES_SHOWN else ""
         raise UsageError(f"{source}: {len(bad)} bad lines, nothing imported: {shown}{more}")
     sessions: set[str] = set()
     with open_transcripts(transcripts_path) as transcripts:
-        count = transcripts.add_messages(_rows(source, sessions))
+        count = _read_or_refuse(source, lambda: transcripts.add_messages(_rows(source, sessions)))
     into = str(transcripts_path)
     if args.json:
         print(json.dumps({"imported": count, "sessions": len(sessions), "into": into}))
     else:
         print(f"imported {count} messages of {len(sessions)} sessions into {into}")
     return EXIT_OK
+
+
+def _read_or_refuse(source: Path, read: Any) -> Any:
+    """``read()``, with a file that cannot be read turned into one line instead of a traceback.
+
+    The file was a regular file a moment ago, but it may be unreadable, or be taken away while
+    it is read; that is bad input like any other, and nothing is imported (the rows go in in
+    one transaction, which a failure rolls back).
+    """
+    try:
+        return read()
+    except OSError as error:
+        reason = error.strerror or type(error).__name__
+        raise UsageError(f"{source}: cannot be read ({reason}); nothing imported") from None
 
 
 def _lines(path: Path) -> Iterator[tuple[int, bytes | None]]:
@@ -173,9 +194,18 @@ def _skip_rest_of_line(handle: Any, start: bytes) -> None:
 
 
 def _rows(path: Path, sessions: set[str]) -> Iterator[tuple[str, str, str, str]]:
-    """The checked lines as rows; ``sessions`` collects their session ids."""
-    for _number, line in _lines(path):
-        assert line is not None  # every line was checked before
+    """The checked lines as rows; ``sessions`` collects their session ids.
+
+    Every line is checked again as it is read: a file changed since the first pass raises
+    ``UsageError``, which rolls the whole import back, instead of storing a line nobody
+    checked.
+    """
+    for number, line in _lines(path):
+        problem = _line_problem(line)
+        if problem is not None or line is None:
+            raise UsageError(
+                f"{path}: line {number} changed while it was imported ({problem}); nothing imported"
+            )
         record = json.loads(line)
         sessions.add(record["session_id"])
         yield (record["session_id"], record["role"], record["content"], record["created_at"])
@@ -189,15 +219,34 @@ def _bad_lines(path: Path) -> Iterator[BadLine]:
 
 
 def _line_problem(line: bytes | None) -> str | None:
-    """What is wrong with one line, or None when it is a message the sweep can send."""
+    """What is wrong with one line, or None when it is a message the sweep can send.
+
+    The problem named is the real one (IMP-1): a NUL byte, the byte where the UTF-8 breaks,
+    nesting too deep, the column where the JSON breaks, then what is wrong with the object.
+    Nesting is measured before the JSON is parsed, since Python's decoder recurses once per
+    level and a line of many thousand brackets would exhaust its stack.
+    """
     from provisioner.runtime.loom_answers import MESSAGE_ROLES
 
     if line is None:
         return f"longer than {IMPORT_LINE_MAX_BYTES} bytes"
+    nul = line.find(b"\0")
+    if nul >= 0:
+        return f"a NUL byte at byte {nul + 1} (NUL is not allowed in a message)"
     try:
-        record = json.loads(line)
-    except (ValueError, UnicodeDecodeError):
-        return "not a JSON object"
+        text = line.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as error:
+        return f"not UTF-8 text: byte {error.start + 1} cannot be decoded"
+    if _nested_deeper_than(line, IMPORT_MAX_DEPTH):
+        return f"JSON nested too deep (more than {IMPORT_MAX_DEPTH} levels)"
+    try:
+        record = json.loads(text)
+    except json.JSONDecodeError as error:
+        return f"not JSON at column {error.colno}: {error.msg}"
+    except ValueError:  # an integer of more digits than Python converts
+        return "not JSON that can be read: a number with too many digits"
+    except RecursionError:  # the scan above should have caught it; never a traceback
+        return f"JSON nested too deep (more than {IMPORT_MAX_DEPTH} levels)"
     if not isinstance(record, dict):
         return "not a JSON object"
     missing = [name for name in IMPORT_FIELDS if not isinstance(record.get(name), str)]
@@ -205,8 +254,27 @@ def _line_problem(line: bytes | None) -> str | None:
         return f"{', '.join(missing)} missing or not a string"
     extra = sorted(set(record) - set(IMPORT_FIELDS))
     if extra:
-        return f"unknown keys {', '.join(extra)}; expected {', '.join(IMPORT_FIELDS)}"
+        names = ", ".join(repr(name[:KEY_SHOWN_MAX_CHARS]) for name in extra[:KEYS_SHOWN])
+        more = f" and {len(extra) - KEYS_SHOWN} more" if len(extra) > KEYS_SHOWN else ""
+        return f"unknown keys {names}{more}; expected {', '.join(IMPORT_FIELDS)}"
     return _field_problem(record, MESSAGE_ROLES)
+
+
+def _nested_deeper_than(line: bytes, limit: int) -> bool:
+    """Whether the JSON in ``line`` opens more than ``limit`` arrays or objects at once.
+
+    One linear pass without recursion, all of it in C: strings are cut out (a bracket in a
+    message is text), every other byte but a bracket is dropped, and the running depth is
+    summed until it first passes ``limit``. Exact for UTF-8, where no byte of a multi-byte
+    character looks like a quote, a backslash or a bracket.
+    """
+    import itertools
+    import operator
+
+    brackets = _JSON_STRING.sub(b"", line).translate(None, _NOT_BRACKET)
+    steps = itertools.accumulate(brackets.translate(_BRACKET_STEP))  # twice the opens so far
+    depths = map(operator.sub, steps, itertools.count(1))  # opens minus closes
+    return next(filter(limit.__lt__, depths), None) is not None
 
 
 def _field_problem(record: dict[str, Any], roles: frozenset[str]) -> str | None:
@@ -219,6 +287,8 @@ def _field_problem(record: dict[str, Any], roles: frozenset[str]) -> str | None:
     except ValueError:
         return "created_at is not an ISO 8601 time"
     for name in IMPORT_FIELDS:
+        if "\0" in record[name]:
+            return f"{name} holds a NUL character (\\u0000; NUL is not allowed in a message)"
         try:
             record[name].encode("utf-8")
         except UnicodeEncodeError:
@@ -252,12 +322,13 @@ async def _sweep(
 ) -> int:
     import asyncio
 
-    from provisioner.commands.memory_files import open_state, open_transcripts
+    from provisioner.commands.memory_files import open_transcripts
+    from provisioner.commands.memory_recall import open_state_file
     from provisioner.runtime.loom import LoomMemory
     from provisioner.runtime.sweep import Sweeper, extraction_mode
 
     transcripts_path, state_path = paths
-    with open_transcripts(transcripts_path) as source, open_state(state_path) as state:
+    with open_transcripts(transcripts_path) as source, open_state_file(state_path) as state:
         async with LoomMemory.from_config(config, state=state) as memory:
             mode = extraction_mode(config.loom.defer_extraction)
             sweeper = Sweeper(memory, source, state, mode=mode)
@@ -288,6 +359,15 @@ def _progress_printer() -> Any:
 def _print_report(report: SweepReport, as_json: bool) -> None:
     if as_json:
         print(json.dumps(report.as_dict()), flush=True)
+        return
+    from provisioner.runtime.sweep_outcomes import STOPPED_BUSY
+
+    if report.stopped == STOPPED_BUSY:  # SWEEP-11: another sweep holds the lock
+        print(
+            "sweep already_running: another sweep of this state file is running; "
+            "this one sent nothing and leaves the windows to it",
+            flush=True,
+        )
         return
     budget = f"{report.budget_messages} messages / {report.budget_bytes // 1024} KiB"
     if report.budget_cut_reason:
