@@ -29,8 +29,8 @@ from dataclasses import dataclass
 
 import httpx
 
-from provisioner.runtime.gateway import REQUEST_HEADERS
-from provisioner.runtime.loom import LoomMemory
+from provisioner.runtime.gateway.server import REQUEST_HEADERS
+from provisioner.runtime.loom.backend import LoomMemory
 from provisioner.runtime.state import StateStore
 
 MCP_PATH = "/s/loom/mcp"

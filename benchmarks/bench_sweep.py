@@ -138,8 +138,8 @@ class TimedMemory:
 
 
 async def run_scale(messages: int, sessions: int, url: str) -> dict[str, Any]:
-    from provisioner.runtime.batching import ENVELOPE_BYTES, wire_size
     from provisioner.runtime.budget import WAITING_MAX_BYTES, WAITING_MAX_MESSAGES
+    from provisioner.runtime.sweep.batching import ENVELOPE_BYTES, wire_size
     from provisioner.runtime.transcripts import Message
 
     with tempfile.TemporaryDirectory() as folder:
@@ -186,10 +186,10 @@ def fill(path: Path, messages: int, sessions: int) -> Any:
 
 
 async def sweep(transcripts: Any, state_path: Path, url: str) -> tuple[TimedMemory, float, Any]:
-    from provisioner.config import load_config
-    from provisioner.runtime.loom import LoomMemory
+    from provisioner.config.loader import load_config
+    from provisioner.runtime.loom.backend import LoomMemory
     from provisioner.runtime.state import StateStore
-    from provisioner.runtime.sweep import Sweeper
+    from provisioner.runtime.sweep.sweeper import Sweeper
 
     config_dir = state_path.parent / "cfg"
     config_dir.mkdir()

@@ -1,5 +1,5 @@
 """``python -m provisioner`` is the same command line as ``nerve``."""
 
-from provisioner.cli import main
+from provisioner.cli.main import main
 
 raise SystemExit(main())

@@ -576,7 +576,7 @@ def wording_tools(texts: Mapping[str, str], core: Iterable[str]) -> list[str]:
 
     ``Refusal`` naming the first text (by name) that names a tool ``core`` does not list.
     """
-    from provisioner.wording import loom_tools_named
+    from provisioner.templating.wording import loom_tools_named
 
     allowed = set(core)
     named: set[str] = set()
@@ -601,13 +601,13 @@ def rendered_loom_wording() -> dict[str, str]:
     that fails is a ``Refusal``: without the wording, its tools cannot be checked.
     """
     try:
-        from provisioner.golden import render_expected
+        from provisioner.golden.check import render_expected
 
         with tempfile.TemporaryDirectory(prefix="loom-contract-") as scratch:
             rendered = render_expected(Path(scratch))
     except Exception as error:
         raise refuse(
-            "provisioner.golden.render_expected",
+            "provisioner.golden.check.render_expected",
             f"failed ({type(error).__name__}: {error})",
             "the Loom wording to render",
         ) from None

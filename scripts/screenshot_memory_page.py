@@ -27,9 +27,9 @@ import uvicorn
 from playwright.sync_api import sync_playwright
 from starlette.applications import Starlette
 
-from provisioner.config import Config, load_config
+from provisioner.config.loader import Config, load_config
 from provisioner.devgateway.serve import serve_in_thread
-from provisioner.runtime.loom import LoomMemory
+from provisioner.runtime.loom.backend import LoomMemory
 from provisioner.web import memory_router
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

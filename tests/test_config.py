@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.backends import BACKEND_NAMES
-from provisioner.config import (
+from provisioner.config.loader import (
     SKIPPED_ABSENT,
     SKIPPED_LOCKDOWN,
     Config,
@@ -16,6 +15,7 @@ from provisioner.config import (
     configured_backend,
     load_config,
 )
+from provisioner.templating.backends import BACKEND_NAMES
 
 
 @pytest.fixture

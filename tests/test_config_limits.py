@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.bounded_yaml import (
+from provisioner.config.bounded_yaml import (
     MAX_ALIASES,
     MAX_BYTES,
     MAX_DEPTH,
     YamlLimitError,
     load_bounded,
 )
-from provisioner.config import ConfigError, load_config
+from provisioner.config.loader import ConfigError, load_config
 from tests.conftest import assert_one_line_error
 
 # Nine levels of nine aliases: 9**9 nodes once expanded, from a few hundred bytes.

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from provisioner.doctor import ADVICE_PREFIX, Check, Report, one_line
+from provisioner.doctor.check import ADVICE_PREFIX, Check, Report, one_line
 from tests.conftest import RunNerve, assert_one_line_error, clean_environment
 
 
@@ -387,7 +387,7 @@ class TestTroubleshootingPage:
 
         root = Path(__file__).resolve().parent.parent
         ids: set[str] = set()
-        for module in (root / "provisioner").glob("doctor*.py"):
+        for module in (root / "provisioner" / "doctor").glob("*.py"):
             for node in ast.walk(ast.parse(module.read_text(encoding="utf-8"))):
                 if isinstance(node, ast.Call) and getattr(node.func, "id", "") in (
                     "Check",
@@ -400,7 +400,7 @@ class TestTroubleshootingPage:
                         prefix = first.values[0]
                         assert isinstance(prefix, ast.Constant)
                         ids.add(f"{prefix.value}")  # a prefix such as "config.warning."
-        from provisioner.doctor_config import LOOM_ORIGIN_KEYS, ORIGIN_KEYS
+        from provisioner.doctor.config import LOOM_ORIGIN_KEYS, ORIGIN_KEYS
 
         ids |= {f"config.{key}`" for key in ORIGIN_KEYS} | {"config.memory.loom.*`"}
         assert len(LOOM_ORIGIN_KEYS) == 4 and len(ids) >= 12, ids

@@ -247,7 +247,7 @@ class TestSweepState:
         assert "a fact" not in message
 
     def test_doctor_counts_the_audit_kind_the_sweep_writes_for_a_skip(self) -> None:
-        from provisioner import doctor_sweep
+        from provisioner.doctor import sweep as doctor_sweep
         from provisioner.runtime import state
 
         assert doctor_sweep.AUDIT_SKIPPED == state.AUDIT_SKIPPED

@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.backends import BACKEND_NAMES, PROFILES
-from provisioner.golden import Difference, compare, read_goldens, render_expected
-from provisioner.golden_diff import CR_MARK, NO_NEWLINE, structural_summary, unified_diff
-from provisioner.jobs import unrecorded_memu_prompts
-from provisioner.render import RenderedFile
-from provisioner.texts import all_texts
+from provisioner.golden.check import Difference, compare, read_goldens, render_expected
+from provisioner.templating.backends import BACKEND_NAMES, PROFILES
+from provisioner.templating.jobs import unrecorded_memu_prompts
+from provisioner.templating.texts import all_texts
+from provisioner.workspace.diff import CR_MARK, NO_NEWLINE, structural_summary, unified_diff
+from provisioner.workspace.render import RenderedFile
 from tests.conftest import GOLDEN_DIR, REPO_ROOT, assert_one_line_error, clean_environment
 
 SHIPPED_PROMPTS = REPO_ROOT / "templates" / "shipped-memu-prompts.json"

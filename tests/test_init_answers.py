@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from provisioner import __version__
-from provisioner.questions import ECHO_MAX, iana_zone_names
-from provisioner.render import MANIFEST_PATH
+from provisioner.templating.questions import ECHO_MAX, iana_zone_names
+from provisioner.workspace.render import MANIFEST_PATH
 from tests.conftest import assert_one_line_error
 
 
@@ -185,7 +185,7 @@ class TestCommandLine:
     )
     def test_every_flag_has_help(self, command):
         """Defect 11: `--terminal`, `--slim`, `--non-interactive` and every other flag."""
-        from provisioner.cli import build_parser
+        from provisioner.cli.main import build_parser
 
         parser = build_parser()
         for name in command:

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from provisioner.backends import MEMU_TOOLS
-from provisioner.render import MANIFEST_PATH
-from provisioner.wording import loom_tools_named, memu_tools_named
+from provisioner.templating.backends import MEMU_TOOLS
+from provisioner.templating.wording import loom_tools_named, memu_tools_named
+from provisioner.workspace.render import MANIFEST_PATH
 from tests.conftest import GOLDEN_DIR, assert_one_line_error, clean_environment
 
 WORDED_FILES = ("AGENTS.md", "TOOLS.md", "MEMORY.md", "config/cron/system.yaml")

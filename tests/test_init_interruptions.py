@@ -24,8 +24,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from provisioner.workspace_fs import WorkspaceRoot
-from provisioner.workspace_lock import LOCK_PATH, WorkspaceBusy, WorkspaceLock
+from provisioner.workspace.fs import WorkspaceRoot
+from provisioner.workspace.lock import LOCK_PATH, WorkspaceBusy, WorkspaceLock
 from tests.conftest import REPO_ROOT, assert_one_line_error, clean_environment
 
 # More examples on demand: NERVE_PROPERTY_EXAMPLES=200 python3 -m pytest tests/test_init_...

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.workspace_fs import MAX_READ_BYTES, WorkspaceRefused, WorkspaceRoot
+from provisioner.workspace.fs import MAX_READ_BYTES, WorkspaceRefused, WorkspaceRoot
 from tests.conftest import assert_one_line_error
 
 

@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from provisioner import __version__, jobs
-from provisioner.jobs import (
+from provisioner import __version__
+from provisioner.templating import jobs
+from provisioner.templating.jobs import (
     NERVE_BOOTSTRAP,
     effective_job_prompt,
     is_shipped_memu_prompt,
@@ -30,8 +31,8 @@ from provisioner.jobs import (
     shipped_memu_digests,
     unrecorded_memu_prompts,
 )
-from provisioner.render import Answers, render_workspace
-from provisioner.texts import JOB_PROMPTS, job_prompt
+from provisioner.templating.texts import JOB_PROMPTS, job_prompt
+from provisioner.workspace.render import Answers, render_workspace
 
 
 @pytest.fixture(scope="module")

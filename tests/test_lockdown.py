@@ -18,7 +18,7 @@ import pytest
 from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
-from provisioner.config import load_config
+from provisioner.config.loader import load_config
 from provisioner.web import memory_router
 from tests.conftest import RunNerve
 

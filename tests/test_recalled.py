@@ -16,16 +16,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from provisioner import assets, texts
-from provisioner.jinja_env import shared_environment
-from provisioner.recalled import (
+from provisioner.runtime.loom.recalled import (
     BLOCK_MAX_BYTES,
     ELLIPSIS,
     ITEM_MAX_CHARS,
     fit_block,
     sanitize_recalled,
 )
-from provisioner.texts import session_context
+from provisioner.templating import assets, texts
+from provisioner.templating.jinja_env import shared_environment
+from provisioner.templating.texts import session_context
 
 # REC-2: \n \r \v \f, the three information separators, NEL, and the Unicode line and paragraph
 # separators: everything str.splitlines() breaks a line at.
@@ -127,7 +127,7 @@ class TestSanitizeRecalledLines:
 
     def test_a_huge_text_costs_only_its_head(self) -> None:
         """REC-2: only the first INPUT_MAX_CHARS are processed; the line is capped anyway."""
-        from provisioner.recalled import INPUT_MAX_CHARS, ITEM_MAX_CHARS
+        from provisioner.runtime.loom.recalled import INPUT_MAX_CHARS, ITEM_MAX_CHARS
 
         head = "a" * INPUT_MAX_CHARS
         line = pack(head + "<" * 10**6)

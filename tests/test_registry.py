@@ -15,8 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from provisioner import golden
-from provisioner.backends import (
+from provisioner.cli.summary import init_summary_text
+from provisioner.config.loader import load_config
+from provisioner.golden import check as golden
+from provisioner.templating.backends import (
     BACKEND_NAMES,
     BACKENDS,
     Backend,
@@ -25,11 +27,10 @@ from provisioner.backends import (
     register,
     unregister,
 )
-from provisioner.config import load_config
-from provisioner.init import InitRequest, run_init
-from provisioner.render import Answers, render_workspace
-from provisioner.summary import init_summary_text
-from provisioner.template_folder import ASSETS_ENV, active_folder, forget_folders
+from provisioner.templating.folder import ASSETS_ENV, forget_folders
+from provisioner.templating.questions import load_questions
+from provisioner.workspace.init import InitRequest, run_init
+from provisioner.workspace.render import Answers, render_workspace
 from tests.conftest import GOLDEN_DIR, REPO_ROOT
 
 ZEP_TOOLS = frozenset({"zep_search", "zep_add"})
@@ -90,7 +91,7 @@ class TestAThirdBackend:
     def test_it_is_a_choice_everywhere_the_registry_is_read(self, zep):
         """BACK-1: the names are a live view of the registry: the CLI's choices, config keys."""
         assert "zep" in BACKEND_NAMES
-        assert active_folder().questions[1].choices == tuple(BACKEND_NAMES)
+        assert load_questions()[1].choices == tuple(BACKEND_NAMES)
 
     def test_the_configuration_accepts_it_and_its_section(self, zep, tmp_path):
         """CONF-4, CONF-7: memory.backend: zep loads; memory.zep is a known key."""

@@ -9,10 +9,10 @@ import venv
 import pytest
 import yaml
 
-from provisioner import assets
-from provisioner.backends import BACKEND_NAMES, PROFILES
-from provisioner.questions import load_questions, question_named
-from provisioner.render import MANIFEST_PATH, Answers, render_workspace
+from provisioner.templating import assets
+from provisioner.templating.backends import BACKEND_NAMES, PROFILES
+from provisioner.templating.questions import load_questions, question_named
+from provisioner.workspace.render import MANIFEST_PATH, Answers, render_workspace
 from tests.conftest import REPO_ROOT, clean_environment
 
 PERSONAL_FILES = {"SOUL.md", "IDENTITY.md", "USER.md", "AGENTS.md", "TOOLS.md", "MEMORY.md"}
@@ -102,11 +102,13 @@ class TestTemplateIsData:
     def test_copier_loads_the_shared_jinja_extension(self):
         """One Jinja environment: Copier's render and the runtime texts share settings."""
         document = yaml.safe_load((assets.template_dir() / "copier.yml").read_text())
-        assert document["_jinja_extensions"] == ["provisioner.jinja_env.NerveTemplateExtension"]
+        assert document["_jinja_extensions"] == [
+            "provisioner.templating.jinja_env.NerveTemplateExtension"
+        ]
 
     def test_the_shared_environment_keeps_trailing_newlines_and_strips_nothing(self):
         """Copier-compatible settings: trailing newline kept, no implicit stripping."""
-        from provisioner.jinja_env import make_environment
+        from provisioner.templating.jinja_env import make_environment
 
         environment = make_environment()
         rendered = environment.from_string("{% if true %}\n  a\n{% endif %}\n").render()
@@ -148,7 +150,7 @@ class TestInstalledWheel:
         home.mkdir()
         env = clean_environment(home)
         where = subprocess.run(
-            [str(python), "-c", "import provisioner.assets as a; print(a.asset_root())"],
+            [str(python), "-c", "import provisioner.templating.assets as a; print(a.asset_root())"],
             capture_output=True,
             text=True,
             env=env,
@@ -182,7 +184,7 @@ class TestInstalledWheel:
             [
                 str(python),
                 "-c",
-                "import provisioner.backends as b; print(sorted(b.loom_core_tools()))",
+                "import provisioner.templating.backends as b; print(sorted(b.loom_core_tools()))",
             ],
             capture_output=True,
             text=True,

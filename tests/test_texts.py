@@ -14,11 +14,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from provisioner import texts
-from provisioner.backends import MEMU_TOOLS, loom_core_tools
-from provisioner.jinja_env import shared_environment
-from provisioner.render import Answers, render_workspace
-from provisioner.texts import (
+from provisioner.templating import texts
+from provisioner.templating.backends import MEMU_TOOLS, loom_core_tools
+from provisioner.templating.jinja_env import shared_environment
+from provisioner.templating.texts import (
     EXTERNAL_AGENTS,
     JOB_PROMPTS,
     all_texts,
@@ -29,7 +28,8 @@ from provisioner.texts import (
     session_context,
     worker_onboarding,
 )
-from provisioner.wording import loom_tools_named, memu_tools_named
+from provisioner.templating.wording import loom_tools_named, memu_tools_named
+from provisioner.workspace.render import Answers, render_workspace
 
 GOLDEN_DIR = Path(__file__).resolve().parent.parent / "golden"
 

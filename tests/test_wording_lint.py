@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.backends import MEMU_TOOLS, UnknownBackend, loom_core_tools
-from provisioner.golden import CheckReport, lint_renders, read_goldens
-from provisioner.summary import golden_report_text
-from provisioner.texts import RuntimeText
-from provisioner.wording import (
+from provisioner.cli.summary import golden_report_text
+from provisioner.golden.check import CheckReport, lint_renders, read_goldens
+from provisioner.templating.backends import MEMU_TOOLS, UnknownBackend, loom_core_tools
+from provisioner.templating.texts import RuntimeText
+from provisioner.templating.wording import (
     WordingProblem,
     lint_catalog_worded,
     lint_runtime_texts,
@@ -116,7 +116,7 @@ def violations(tmp_path_factory) -> subprocess.CompletedProcess:
 _WRITE_RENDER_AS_GOLDENS = """
 import sys, tempfile
 from pathlib import Path
-from provisioner.golden import render_expected
+from provisioner.golden.check import render_expected
 target = Path(sys.argv[1])
 with tempfile.TemporaryDirectory() as scratch:
     for path, rendered in render_expected(Path(scratch)).items():

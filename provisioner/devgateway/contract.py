@@ -16,7 +16,7 @@ from typing import Any
 
 import jsonschema  # type: ignore[import-untyped]
 
-from provisioner.assets import loom_fixture_path
+from provisioner.templating.assets import loom_fixture_path
 
 
 @dataclass(frozen=True)

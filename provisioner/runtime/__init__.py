@@ -12,7 +12,7 @@ Public names of the gateway client (GW-1…GW-8):
 * ``LoomConnection`` — one kept client per Loom URL (GW-8);
 * ``ClientState`` — unopened, opened or closed: the three client objects are async context
   managers;
-* the outcome exceptions of ``provisioner.runtime.errors`` (GW-5), drawn there as a tree.
+* the outcome exceptions of ``provisioner.runtime.gateway.errors`` (GW-5), drawn there as a tree.
 
 Built on it:
 
@@ -21,41 +21,102 @@ Built on it:
 * ``Sweeper``, ``SweepReport`` — the extraction sweep (SWEEP-1…SWEEP-11);
 * ``TranscriptSource``, ``Message``, ``SqliteTranscripts`` — where the sweep reads from;
 * ``StateStore`` — the SQLite state both keep (SWEEP-2, REC-3).
+
+Each name is imported when it is first used, so importing this package, or one of its light
+modules such as ``provisioner.runtime.memory_contract`` (GW-1), loads no HTTP client.
 """
 
-from provisioner.runtime.breaker import Breaker
-from provisioner.runtime.catalog import Catalog, CatalogServer, GatewayCatalog, parse_catalog
-from provisioner.runtime.connection import CatalogSource, LoomConnection
-from provisioner.runtime.errors import (
-    BodyTooLarge,
-    BrokenAnswer,
-    CatalogError,
-    CircuitOpen,
-    ClientClosed,
-    CodedFault,
-    ContractBroken,
-    CountsForBreaker,
-    GatewayCallTimeout,
-    GatewayError,
-    GatewayUnreachable,
-    InternalFault,
-    MayPass,
-    NoAnswer,
-    NotNow,
-    PolicyRefused,
-    RequestTooBig,
-    ServerFault,
-    ServerNotListed,
-    ToolRefused,
-)
-from provisioner.runtime.gateway import EXTRACTION, READ, CallPolicy, McpGatewayServer
-from provisioner.runtime.lifecycle import ClientState
-from provisioner.runtime.loom import LoomMemory
-from provisioner.runtime.loom_types import Extracted, Identity, Recall, WrittenMemory
-from provisioner.runtime.outcomes import ToolResult
-from provisioner.runtime.state import StateStore
-from provisioner.runtime.sweep import Sweeper, SweepReport
-from provisioner.runtime.transcripts import Message, SqliteTranscripts, TranscriptSource
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from provisioner.runtime.gateway.breaker import Breaker
+    from provisioner.runtime.gateway.catalog import (
+        Catalog,
+        CatalogServer,
+        GatewayCatalog,
+        parse_catalog,
+    )
+    from provisioner.runtime.gateway.connection import CatalogSource, LoomConnection
+    from provisioner.runtime.gateway.errors import (
+        BodyTooLarge,
+        BrokenAnswer,
+        CatalogError,
+        CircuitOpen,
+        ClientClosed,
+        CodedFault,
+        ContractBroken,
+        CountsForBreaker,
+        GatewayCallTimeout,
+        GatewayError,
+        GatewayUnreachable,
+        InternalFault,
+        MayPass,
+        NoAnswer,
+        NotNow,
+        PolicyRefused,
+        RequestTooBig,
+        ServerFault,
+        ServerNotListed,
+        ToolRefused,
+    )
+    from provisioner.runtime.gateway.lifecycle import ClientState
+    from provisioner.runtime.gateway.outcomes import ToolResult
+    from provisioner.runtime.gateway.server import EXTRACTION, READ, CallPolicy, McpGatewayServer
+    from provisioner.runtime.loom.backend import LoomMemory
+    from provisioner.runtime.loom.types import Extracted, Identity, Recall, WrittenMemory
+    from provisioner.runtime.state import StateStore
+    from provisioner.runtime.sweep.sweeper import Sweeper, SweepReport
+    from provisioner.runtime.transcripts import Message, SqliteTranscripts, TranscriptSource
+
+_HOME = {
+    "BodyTooLarge": "provisioner.runtime.gateway.errors",
+    "Breaker": "provisioner.runtime.gateway.breaker",
+    "BrokenAnswer": "provisioner.runtime.gateway.errors",
+    "CallPolicy": "provisioner.runtime.gateway.server",
+    "Catalog": "provisioner.runtime.gateway.catalog",
+    "CatalogError": "provisioner.runtime.gateway.errors",
+    "CatalogServer": "provisioner.runtime.gateway.catalog",
+    "CatalogSource": "provisioner.runtime.gateway.connection",
+    "CircuitOpen": "provisioner.runtime.gateway.errors",
+    "ClientClosed": "provisioner.runtime.gateway.errors",
+    "ClientState": "provisioner.runtime.gateway.lifecycle",
+    "CodedFault": "provisioner.runtime.gateway.errors",
+    "ContractBroken": "provisioner.runtime.gateway.errors",
+    "CountsForBreaker": "provisioner.runtime.gateway.errors",
+    "EXTRACTION": "provisioner.runtime.gateway.server",
+    "Extracted": "provisioner.runtime.loom.types",
+    "GatewayCallTimeout": "provisioner.runtime.gateway.errors",
+    "GatewayCatalog": "provisioner.runtime.gateway.catalog",
+    "GatewayError": "provisioner.runtime.gateway.errors",
+    "GatewayUnreachable": "provisioner.runtime.gateway.errors",
+    "Identity": "provisioner.runtime.loom.types",
+    "InternalFault": "provisioner.runtime.gateway.errors",
+    "LoomConnection": "provisioner.runtime.gateway.connection",
+    "LoomMemory": "provisioner.runtime.loom.backend",
+    "MayPass": "provisioner.runtime.gateway.errors",
+    "McpGatewayServer": "provisioner.runtime.gateway.server",
+    "Message": "provisioner.runtime.transcripts",
+    "NoAnswer": "provisioner.runtime.gateway.errors",
+    "NotNow": "provisioner.runtime.gateway.errors",
+    "PolicyRefused": "provisioner.runtime.gateway.errors",
+    "READ": "provisioner.runtime.gateway.server",
+    "Recall": "provisioner.runtime.loom.types",
+    "RequestTooBig": "provisioner.runtime.gateway.errors",
+    "ServerFault": "provisioner.runtime.gateway.errors",
+    "ServerNotListed": "provisioner.runtime.gateway.errors",
+    "SqliteTranscripts": "provisioner.runtime.transcripts",
+    "StateStore": "provisioner.runtime.state",
+    "SweepReport": "provisioner.runtime.sweep.sweeper",
+    "Sweeper": "provisioner.runtime.sweep.sweeper",
+    "ToolRefused": "provisioner.runtime.gateway.errors",
+    "ToolResult": "provisioner.runtime.gateway.outcomes",
+    "TranscriptSource": "provisioner.runtime.transcripts",
+    "WrittenMemory": "provisioner.runtime.loom.types",
+    "parse_catalog": "provisioner.runtime.gateway.catalog",
+}
 
 __all__ = [
     "EXTRACTION",
@@ -103,3 +164,17 @@ __all__ = [
     "WrittenMemory",
     "parse_catalog",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name from its module on first use (PEP 562); AttributeError otherwise."""
+    module = _HOME.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_HOME})

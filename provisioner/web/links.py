@@ -10,7 +10,7 @@ page checks again, because a ``Config`` can be built without the loader.
 
 from __future__ import annotations
 
-from provisioner.urls import absolute_http_url
+from provisioner.config.urls import absolute_http_url
 
 
 def safe_link(url: str | None) -> str | None:

@@ -29,7 +29,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route, Router
 from starlette.types import Receive, Scope, Send
 
-from provisioner.config import Config
+from provisioner.config.loader import Config
 from provisioner.web.page import PAGE_HEADERS, render_memory_page
 from provisioner.web.view import MemoryDiagnostics, backend_view, diagnostics_of
 

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from provisioner.devgateway import FaultSpecError, RunningGateway, parse_fault_spec
-from provisioner.runtime.catalog import parse_catalog
+from provisioner.runtime.gateway.catalog import parse_catalog
 
 from .conftest import tools_call
 

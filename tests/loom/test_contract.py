@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from provisioner.devgateway import RunningGateway, SeenCall
-from provisioner.runtime import contract
-from provisioner.runtime.errors import BrokenAnswer
-from provisioner.runtime.loom import LoomMemory
-from provisioner.runtime.loom_answers import MESSAGE_ROLES
-from provisioner.runtime.recall import PACK_MODE, PACK_SECTIONS, RECALL_SEARCH_TOP_K
+from provisioner.runtime.gateway.errors import BrokenAnswer
+from provisioner.runtime.loom import contract
+from provisioner.runtime.loom.answers import MESSAGE_ROLES
+from provisioner.runtime.loom.backend import LoomMemory
+from provisioner.runtime.loom.recall import PACK_MODE, PACK_SECTIONS, RECALL_SEARCH_TOP_K
 from provisioner.runtime.transcripts import Message
 
 from .conftest import FIXTURE, contract_problems, loom_config

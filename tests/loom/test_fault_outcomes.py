@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from provisioner.devgateway import RunningGateway
-from provisioner.runtime.errors import (
+from provisioner.runtime.gateway.errors import (
     BodyTooLarge,
     BrokenAnswer,
     CodedFault,
@@ -28,7 +28,7 @@ from provisioner.runtime.errors import (
     PolicyRefused,
     RequestTooBig,
 )
-from provisioner.runtime.loom import LoomMemory
+from provisioner.runtime.loom.backend import LoomMemory
 from provisioner.runtime.transcripts import Message
 
 from .conftest import loom_config

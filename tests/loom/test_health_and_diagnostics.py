@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from provisioner.devgateway import RunningGateway, serve_in_thread
-from provisioner.memory_backend import MemoryBackendUnavailable
-from provisioner.runtime.errors import InternalFault
-from provisioner.runtime.loom import LoomMemory
-from provisioner.runtime.loom_report import WITHHELD, ErrorRecord
-from provisioner.runtime.loom_types import Identity
+from provisioner.runtime.gateway.errors import InternalFault
+from provisioner.runtime.loom.backend import LoomMemory
+from provisioner.runtime.loom.report import WITHHELD, ErrorRecord
+from provisioner.runtime.loom.types import Identity
+from provisioner.runtime.memory_contract import MemoryBackendUnavailable
 
 from .conftest import FakeClock, loom_config
 
@@ -59,7 +59,7 @@ class TestHealth:
         """LOOM-1: built only when memory.backend is loom."""
         config_dir = tmp_path / "memu"
         config_dir.mkdir()
-        from provisioner.config import load_config
+        from provisioner.config.loader import load_config
 
         with pytest.raises(ValueError, match="memu"):
             LoomMemory.from_config(load_config(config_dir, None, env={}))

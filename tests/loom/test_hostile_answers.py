@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from provisioner.devgateway import RunningGateway
-from provisioner.recalled import BLOCK_MAX_BYTES, ITEM_MAX_CHARS
-from provisioner.runtime.errors import BrokenAnswer
-from provisioner.runtime.loom import NOT_RECALLED, LoomMemory
+from provisioner.runtime.gateway.errors import BrokenAnswer
+from provisioner.runtime.loom.backend import NOT_RECALLED, LoomMemory
+from provisioner.runtime.loom.recalled import BLOCK_MAX_BYTES, ITEM_MAX_CHARS
 from tests.runtime.loopback import LoopbackServer
 
 from .conftest import loom_config

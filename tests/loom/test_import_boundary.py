@@ -13,7 +13,7 @@ class TestImportBoundary:
     ) -> None:
         code = (
             "import json, sys\n"
-            "import provisioner.runtime.loom\n"
+            "import provisioner.runtime.loom.backend\n"
             "print(json.dumps(sorted(sys.modules)))\n"
         )
         done = subprocess.run(
@@ -22,5 +22,5 @@ class TestImportBoundary:
         loaded = set(json.loads(done.stdout))
         assert "httpx" in loaded
         assert not {"mcp", "copier", "jinja2", "yaml"} & {name.split(".")[0] for name in loaded}
-        assert "provisioner.config" not in loaded
+        assert "provisioner.config.loader" not in loaded
         assert "provisioner.devgateway" not in loaded

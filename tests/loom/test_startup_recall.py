@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from provisioner.devgateway import RunningGateway, serve_in_thread
-from provisioner.runtime.loom import NOT_RECALLED, LoomMemory
-from provisioner.runtime.recall import RECALL_DEADLINE_S
+from provisioner.runtime.loom.backend import NOT_RECALLED, LoomMemory
+from provisioner.runtime.loom.recall import RECALL_DEADLINE_S
 from provisioner.runtime.state import StateStore
-from provisioner.texts import session_context
+from provisioner.templating.texts import session_context
 
 from .conftest import FakeClock, loom_config
 

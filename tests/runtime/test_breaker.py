@@ -13,8 +13,8 @@ from provisioner.runtime import (
     McpGatewayServer,
     NoAnswer,
 )
-from provisioner.runtime.breaker import BREAKER_FIRST_OPEN_S, BREAKER_MAX_OPEN_S
-from provisioner.runtime.gateway import EXTRACTION
+from provisioner.runtime.gateway.breaker import BREAKER_FIRST_OPEN_S, BREAKER_MAX_OPEN_S
+from provisioner.runtime.gateway.server import EXTRACTION
 
 from .fault_gateway import key_of
 

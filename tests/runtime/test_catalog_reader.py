@@ -7,7 +7,7 @@ import time
 import pytest
 
 from provisioner.runtime import GatewayCatalog
-from provisioner.runtime.catalog import CATALOG_DEADLINE_S, CATALOG_MIN_INTERVAL_S
+from provisioner.runtime.gateway.catalog import CATALOG_DEADLINE_S, CATALOG_MIN_INTERVAL_S
 
 from .fault_gateway import REQUEST_ID, key_of
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from provisioner.runtime import CatalogError, ServerNotListed, parse_catalog
-from provisioner.runtime.catalog import decode_catalog_json
+from provisioner.runtime.gateway.catalog import decode_catalog_json
 
 BASE = "http://127.0.0.1:8787"
 

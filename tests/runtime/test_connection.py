@@ -18,7 +18,7 @@ from provisioner.runtime import (
     ServerNotListed,
     parse_catalog,
 )
-from provisioner.runtime.catalog import CATALOG_MIN_INTERVAL_S
+from provisioner.runtime.gateway.catalog import CATALOG_MIN_INTERVAL_S
 
 from .fault_gateway import SLOW_CATALOG_S, catalog_payload, key_of
 from .tracking import TransportLog

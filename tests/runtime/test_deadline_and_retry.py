@@ -13,8 +13,8 @@ from provisioner.runtime import (
     NoAnswer,
     ToolResult,
 )
-from provisioner.runtime.gateway import EXTRACTION, READ, RETRY_AFTER_MAX_WAIT_S, CallPolicy
-from provisioner.runtime.wire import CONNECT_TIMEOUT_S
+from provisioner.runtime.gateway.server import EXTRACTION, READ, RETRY_AFTER_MAX_WAIT_S, CallPolicy
+from provisioner.runtime.gateway.wire import CONNECT_TIMEOUT_S
 
 from .fault_gateway import HANG_LIMIT_S, TRICKLE_EVERY_S, key_of
 

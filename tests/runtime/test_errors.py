@@ -7,8 +7,8 @@ import re
 import pytest
 
 from provisioner import runtime
-from provisioner.memory_backend import MemoryBackendUnavailable
-from provisioner.runtime import errors
+from provisioner.runtime.gateway import errors
+from provisioner.runtime.memory_contract import MemoryBackendUnavailable
 
 
 class TestOutcomeHierarchy:

@@ -27,7 +27,7 @@ from provisioner.runtime import (
     McpGatewayServer,
     ToolResult,
 )
-from provisioner.runtime.gateway import EXTRACTION
+from provisioner.runtime.gateway.server import EXTRACTION
 
 from .fault_gateway import DEEP_NESTING, catalog_payload
 

@@ -1,4 +1,5 @@
-"""The runtime stays light: it never loads the mcp SDK, Copier or Jinja2 (STYLE.md, GW-1)."""
+"""The runtime stays light and alone: it never loads the mcp SDK, Copier, Jinja2, PyYAML or
+Starlette, and imports nothing of the provisioning rooms (STYLE.md, GW-1)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import sys
 
 import pytest
 
-FORBIDDEN_IN_RUNTIME = ("mcp", "copier", "jinja2")
+FORBIDDEN_IN_RUNTIME = ("mcp", "copier", "jinja2", "yaml", "starlette")
 
 
 def _modules_after_import(module: str) -> set[str]:
@@ -28,9 +29,10 @@ class TestImportBoundaries:
     @pytest.mark.parametrize(
         "module",
         [
-            "provisioner.runtime",
-            "provisioner.runtime.gateway",
-            "provisioner.runtime.connection",
+            "provisioner.runtime.loom.backend",
+            "provisioner.runtime.sweep.sweeper",
+            "provisioner.runtime.gateway.server",
+            "provisioner.runtime.gateway.connection",
         ],
     )
     def test_importing_the_runtime_loads_no_sdk_and_no_template_engine(self, module: str) -> None:
@@ -38,21 +40,31 @@ class TestImportBoundaries:
         assert "httpx" in loaded, "the probe must see the runtime's own dependency"
         assert not loaded & set(FORBIDDEN_IN_RUNTIME)
 
-    @pytest.mark.parametrize("module", ["provisioner.memory_backend", "provisioner.recalled"])
+    @pytest.mark.parametrize(
+        "module",
+        [
+            "provisioner.runtime",
+            "provisioner.runtime.memory_contract",
+            "provisioner.runtime.loom.recalled",
+        ],
+    )
     def test_the_shared_modules_import_nothing_heavy(self, module: str) -> None:
-        """GW-1, REC-2: the modules both halves share pull in no HTTP client or template code."""
+        """GW-1, REC-2: the package itself and the modules the provisioning side shares with it
+        pull in no HTTP client or template code (the package imports its names on first use)."""
         loaded = _modules_after_import(module)
         assert not loaded & {"httpx", "httpcore", "anyio", *FORBIDDEN_IN_RUNTIME}
 
-    def test_the_runtime_imports_nothing_of_the_provisioning_half(self) -> None:
-        """STYLE.md: the runtime shares only the light, shared modules with provisioning."""
+    def test_the_runtime_imports_nothing_of_the_provisioning_side(self) -> None:
+        """STYLE.md: every module under provisioner/runtime/ imports only provisioner.runtime."""
         import ast
         from pathlib import Path
 
         import provisioner.runtime
 
-        allowed = {"provisioner.runtime", "provisioner.memory_backend", "provisioner.recalled"}
-        for source in Path(provisioner.runtime.__file__).parent.glob("*.py"):
+        root = Path(provisioner.runtime.__file__).parent
+        sources = sorted(root.rglob("*.py"))
+        assert len(sources) > 20, "the probe must see the runtime's sub-packages"
+        for source in sources:
             tree = ast.parse(source.read_text(encoding="utf-8"))
             for node in ast.walk(tree):
                 if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
@@ -62,7 +74,7 @@ class TestImportBoundaries:
                 else:
                     continue
                 for name in names:
+                    where = source.relative_to(root)
                     if name.startswith("provisioner"):
-                        assert any(name == ok or name.startswith(ok + ".") for ok in allowed), (
-                            f"{source.name} imports {name}"
-                        )
+                        assert name.startswith("provisioner.runtime"), f"{where} imports {name}"
+                    assert name.split(".")[0] not in FORBIDDEN_IN_RUNTIME, f"{where}: {name}"

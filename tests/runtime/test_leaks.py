@@ -24,7 +24,7 @@ from provisioner.runtime import (
     PolicyRefused,
     parse_catalog,
 )
-from provisioner.runtime.breaker import BREAKER_MAX_OPEN_S
+from provisioner.runtime.gateway.breaker import BREAKER_MAX_OPEN_S
 
 from .fault_gateway import catalog_payload
 from .tracking import TrackedTransport, settled_fds

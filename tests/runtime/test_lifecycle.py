@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from provisioner.runtime import GatewayCatalog, LoomConnection, McpGatewayServer
-from provisioner.runtime.lifecycle import ClientState
+from provisioner.runtime.gateway.lifecycle import ClientState
 
 from .sdk_peer import MCP_PATH
 from .tracking import TransportLog

@@ -24,8 +24,8 @@ from provisioner.runtime import (
     ToolRefused,
     ToolResult,
 )
-from provisioner.runtime.gateway import EXTRACTION
-from provisioner.runtime.retry_after import RETRY_AFTER_CAP_S
+from provisioner.runtime.gateway.retry_after import RETRY_AFTER_CAP_S
+from provisioner.runtime.gateway.server import EXTRACTION
 
 pytestmark = pytest.mark.anyio
 

@@ -16,8 +16,8 @@ import httpx
 import pytest
 
 from provisioner.runtime import McpGatewayServer, NoAnswer
-from provisioner.runtime.answer import STREAM_TAIL_WAIT_S
-from provisioner.runtime.breaker import BREAKER_MAX_OPEN_S
+from provisioner.runtime.gateway.answers import STREAM_TAIL_WAIT_S
+from provisioner.runtime.gateway.breaker import BREAKER_MAX_OPEN_S
 
 from .tracking import TrackedTransport
 

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from provisioner.runtime import GatewayCatalog, LoomConnection, McpGatewayServer, ToolRefused
-from provisioner.runtime.gateway import MCP_PROTOCOL_VERSION, REQUEST_HEADERS
+from provisioner.runtime.gateway.server import MCP_PROTOCOL_VERSION, REQUEST_HEADERS
 
 from .sdk_peer import MCP_PATH, PROGRESS_STEPS
 

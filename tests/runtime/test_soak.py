@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from provisioner.runtime import GatewayCatalog, LoomConnection, McpGatewayServer
-from provisioner.runtime.answer import STREAM_TAIL_WAIT_S
+from provisioner.runtime.gateway.answers import STREAM_TAIL_WAIT_S
 
 from .fault_gateway import STREAM_TAIL_S
 from .tracking import TrackedTransport, TransportLog, settled_fds

@@ -18,9 +18,9 @@ from types import SimpleNamespace
 import jsonschema
 
 from provisioner.devgateway.contract import served_tools
-from provisioner.runtime.errors import BrokenAnswer, MayPass
-from provisioner.runtime.loom_answers import extraction_arguments
-from provisioner.runtime.loom_types import Extracted
+from provisioner.runtime.gateway.errors import BrokenAnswer, MayPass
+from provisioner.runtime.loom.answers import extraction_arguments
+from provisioner.runtime.loom.types import Extracted
 from provisioner.runtime.transcripts import Message
 
 GOOD_TIME = "2026-11-30T10:00:00Z"

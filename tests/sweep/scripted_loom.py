@@ -14,8 +14,8 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from provisioner.runtime.errors import GatewayCallTimeout, InternalFault
-from provisioner.runtime.loom_types import Extracted
+from provisioner.runtime.gateway.errors import GatewayCallTimeout, InternalFault
+from provisioner.runtime.loom.types import Extracted
 from provisioner.runtime.transcripts import Message
 
 LOST_ANSWER = object()  # Loom takes the batch, the caller never learns it

@@ -17,7 +17,7 @@ import pytest
 from provisioner.cli import main
 from provisioner.devgateway import RunningGateway, serve_in_thread
 from provisioner.runtime.state import StateStore
-from provisioner.runtime.sweep_lock import sweep_lock
+from provisioner.runtime.sweep.lock import sweep_lock
 from provisioner.runtime.transcripts import SqliteTranscripts
 
 

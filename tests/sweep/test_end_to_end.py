@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.config import Config, load_config
+from provisioner.config.loader import Config, load_config
 from provisioner.devgateway import RunningGateway, serve_in_thread
-from provisioner.runtime.loom import LoomMemory
+from provisioner.runtime.loom.backend import LoomMemory
 from provisioner.runtime.state import StateStore
-from provisioner.runtime.sweep import Sweeper
+from provisioner.runtime.sweep.sweeper import Sweeper
 from provisioner.runtime.transcripts import SqliteTranscripts
 
 from .conftest import add_session, fixed_clock

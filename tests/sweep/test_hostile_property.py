@@ -29,10 +29,10 @@ from unittest import mock
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from provisioner.runtime import sweep as sweep_module
-from provisioner.runtime.loom_answers import MESSAGE_ROLES
+from provisioner.runtime.loom.answers import MESSAGE_ROLES
 from provisioner.runtime.state import StateStore
-from provisioner.runtime.sweep import Sweeper
+from provisioner.runtime.sweep import sweeper as sweep_module
+from provisioner.runtime.sweep.sweeper import Sweeper
 
 from .conftest import fixed_clock
 from .hostile_source import (

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.config import load_config
+from provisioner.config.loader import load_config
 from provisioner.devgateway import RunningGateway, serve_in_thread
-from provisioner.runtime.loom import LoomMemory
-from provisioner.runtime.loom_report import WITHHELD, ErrorRecord, LastError, quotes_any
+from provisioner.runtime.loom.backend import LoomMemory
+from provisioner.runtime.loom.report import WITHHELD, ErrorRecord, LastError, quotes_any
 from provisioner.runtime.state import StateStore
-from provisioner.runtime.sweep import READ_PAGE_MESSAGES, Sweeper
+from provisioner.runtime.sweep.sweeper import READ_PAGE_MESSAGES, Sweeper
 from provisioner.runtime.transcripts import Message, loom_time
 
 from .conftest import fixed_clock

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from provisioner.runtime.errors import (
+from provisioner.runtime.gateway.errors import (
     BodyTooLarge,
     BrokenAnswer,
     CircuitOpen,
@@ -40,7 +40,7 @@ from provisioner.runtime.errors import (
     ToolRefused,
 )
 from provisioner.runtime.state import StateStore
-from provisioner.runtime.sweep import QUEUED, WAITING, Sweeper
+from provisioner.runtime.sweep.sweeper import QUEUED, WAITING, Sweeper
 from provisioner.runtime.transcripts import SqliteTranscripts
 
 from .conftest import fixed_clock

@@ -24,14 +24,14 @@ from typing import Any
 
 import pytest
 
-from provisioner import doctor_sweep
 from provisioner.cli import main
 from provisioner.devgateway import RunningGateway, serve_in_thread
-from provisioner.doctor import OK, WARN
+from provisioner.doctor import sweep as doctor_sweep
+from provisioner.doctor.check import OK, WARN
 from provisioner.runtime import sqlite_file, state
 from provisioner.runtime.sqlite_file import open_database
 from provisioner.runtime.state import MIGRATIONS, SCHEMA_VERSION, StateStore
-from provisioner.runtime.sweep_lock import sweep_lock
+from provisioner.runtime.sweep.lock import sweep_lock
 from provisioner.runtime.transcripts import SqliteTranscripts
 
 from .racing import PRELOAD, open_state_store, read_output, run_cli

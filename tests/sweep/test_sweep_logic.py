@@ -1,7 +1,7 @@
 """The sweep's rules, one class per requirement, against a scripted Loom (SWEEP-3…SWEEP-11).
 
 The scripted Loom (``scripted_loom.py``) raises the real outcome classes of
-``provisioner.runtime.errors``; the transcripts and the state are real SQLite files.
+``provisioner.runtime.gateway.errors``; the transcripts and the state are real SQLite files.
 """
 
 from __future__ import annotations
@@ -13,9 +13,6 @@ from collections import deque
 
 import pytest
 
-from provisioner.memory_backend import MemoryBackendUnavailable
-from provisioner.runtime import sweep as sweep_module
-from provisioner.runtime.batching import ENVELOPE_BYTES, wire_size
 from provisioner.runtime.budget import (
     GOOD_BATCHES_TO_GROW,
     MIN_BYTES,
@@ -25,7 +22,7 @@ from provisioner.runtime.budget import (
     WAITING_MAX_BYTES,
     WAITING_MAX_MESSAGES,
 )
-from provisioner.runtime.errors import (
+from provisioner.runtime.gateway.errors import (
     BodyTooLarge,
     BrokenAnswer,
     CatalogError,
@@ -40,8 +37,11 @@ from provisioner.runtime.errors import (
     ServerNotListed,
     ToolRefused,
 )
+from provisioner.runtime.memory_contract import MemoryBackendUnavailable
 from provisioner.runtime.state import StateStore
-from provisioner.runtime.sweep import QUEUED, WAITING, Sweeper, SweepReport, extraction_mode
+from provisioner.runtime.sweep import sweeper as sweep_module
+from provisioner.runtime.sweep.batching import ENVELOPE_BYTES, wire_size
+from provisioner.runtime.sweep.sweeper import QUEUED, WAITING, Sweeper, SweepReport, extraction_mode
 from provisioner.runtime.transcripts import SqliteTranscripts
 
 from .conftest import add_session, fixed_clock

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from starlette.applications import Starlette
 
-from provisioner.config import Config, load_config
+from provisioner.config.loader import Config, load_config
 from provisioner.web import memory_router
 from tests.runtime.loopback import LoopbackServer
 
@@ -49,8 +49,8 @@ def serve_live() -> Iterator[Serve]:
     The backend is opened in the app's lifespan, probed once (a failed probe is recorded in
     its diagnostics, as in Nerve), and closed when the server stops.
     """
-    from provisioner.runtime.errors import GatewayError
-    from provisioner.runtime.loom import LoomMemory
+    from provisioner.runtime.gateway.errors import GatewayError
+    from provisioner.runtime.loom.backend import LoomMemory
 
     servers: list[LoopbackServer] = []
 

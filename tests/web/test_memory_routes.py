@@ -9,7 +9,7 @@ import sys
 import httpx
 import pytest
 
-from provisioner.config import Config, LoomSettings
+from provisioner.config.loader import Config, LoomSettings
 from tests.web.conftest import DiagnosticsSnapshot, Serve
 
 LOOM = "memory:\n  backend: loom\nmcp_gateway_url: http://127.0.0.1:8787\n"
@@ -121,7 +121,7 @@ class TestPageResponse:
 
 class TestImportBoundary:
     @pytest.mark.parametrize(
-        "module", ["provisioner.runtime", "provisioner.cli", "provisioner.doctor"]
+        "module", ["provisioner.runtime", "provisioner.cli.main", "provisioner.doctor.run"]
     )
     def test_only_provisioner_web_loads_starlette(self, module: str) -> None:
         """The runtime and the CLI never import the web extra."""

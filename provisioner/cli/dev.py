@@ -1,0 +1,118 @@
+"""``nerve dev gateway``: a local stand-in for the MCP gateway with Loom behind it.
+
+The server lives in ``provisioner.devgateway`` and needs the ``dev`` extra; it is imported only
+when the command runs, so ``nerve --help`` stays fast and an install without the extra gets
+one line saying how to add it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import socket
+from pathlib import Path
+
+from provisioner.cli.common import EXIT_OK, ArgParser, UsageError
+
+DEFAULT_PORT = 8787  # contracts/gateway.md's example base URL
+DEV_EXTRA_HINT = "pip install 'nerve-provisioner[dev]'"
+DEV_EXTRA_MODULES = frozenset({"mcp", "mcp_types", "uvicorn", "starlette", "jsonschema"})
+LOOPBACK = "127.0.0.1"  # the dev gateway never listens beyond this machine
+LISTEN_BACKLOG = 128
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    """Add ``nerve dev`` and its ``gateway`` subcommand."""
+    dev = commands.add_parser("dev", help="local tools for trying Nerve with Loom")
+    actions = dev.add_subparsers(dest="dev_command", required=True, parser_class=ArgParser)
+    gateway = actions.add_parser(
+        "gateway",
+        help="serve a local MCP gateway with a Loom stand-in (needs the dev extra)",
+        description="Serve GET /catalog and Loom's tools at /s/loom/mcp on 127.0.0.1.",
+    )
+    gateway.add_argument(
+        "--port", type=_port, default=DEFAULT_PORT, help="port (0: any free one; default 8787)"
+    )
+    gateway.add_argument("--seed", type=int, default=0, help="seed of the per-call fault draw")
+    gateway.add_argument(
+        "--faults",
+        default="",
+        metavar="SPEC",
+        help="fault rules NAME[:ARG][@TOOL][=PROBABILITY], comma-separated (e.g. 503=0.2)",
+    )
+    gateway.add_argument(
+        "--data", type=str, default=None, metavar="DIR", help="keep memories in DIR"
+    )
+    gateway.add_argument(
+        "--answers",
+        choices=("json", "sse", "mixed"),
+        default="mixed",
+        help="answer as JSON, as event streams, or either per call (default)",
+    )
+    gateway.set_defaults(handler=_run_gateway)
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (0-65535)")
+    return port
+
+
+def _run_gateway(args: argparse.Namespace) -> int:
+    listening = _listen(args.port)
+    with listening:
+        try:
+            from provisioner.devgateway.faults import FaultSpecError, parse_fault_spec
+            from provisioner.devgateway.serve import serve_forever
+        except ImportError as error:
+            if (error.name or "").split(".")[0] not in DEV_EXTRA_MODULES:
+                raise
+            raise UsageError(
+                f"nerve dev gateway needs the dev extra ({error.name} is missing): {DEV_EXTRA_HINT}"
+            ) from None
+        try:
+            parse_fault_spec(args.faults)
+        except FaultSpecError as error:
+            raise UsageError(f"--faults: {error}") from None
+        data_dir = _data_dir(args.data)
+        port = listening.getsockname()[1]
+        print(f"mcp_gateway_url: http://{LOOPBACK}:{port}", flush=True)
+        serve_forever(
+            listening, seed=args.seed, faults=args.faults, data_dir=data_dir, answers=args.answers
+        )
+    return EXIT_OK
+
+
+def _data_dir(text: str | None) -> Path | None:
+    """The folder for the stand-in's memories (created), or None to keep them in memory."""
+    if not text:
+        return None
+    folder = Path(text).expanduser()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise UsageError(f"--data {text}: cannot use it as a folder ({error.strerror})") from None
+    return folder
+
+
+def _listen(port: int) -> socket.socket:
+    """A socket listening on 127.0.0.1:``port``, bound before the server's heavy imports.
+
+    A client that connects while the server is still loading (a command started right after
+    the gateway, say) waits in the backlog instead of being refused. The protocol is named
+    (``IPPROTO_TCP``, not 0): asyncio turns Nagle's algorithm off only on connections whose
+    socket says TCP, and with it on, an answer written as headers then body waits for the
+    client's delayed acknowledgement — about 40 ms on every call.
+    """
+    listening = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listening.bind((LOOPBACK, port))
+        listening.listen(LISTEN_BACKLOG)
+    except OSError as error:
+        listening.close()
+        raise UsageError(f"--port {port}: cannot listen on {LOOPBACK} ({error.strerror})") from None
+    return listening

@@ -1,0 +1,296 @@
+"""The ``nerve`` command line (also ``python -m provisioner``).
+
+Every command reports bad input as one line on stderr and exits with status 2, never with a
+traceback; ``nerve golden check`` exits 1 when the render drifted from the goldens, and
+``nerve diff`` exits 1 when it showed a difference. A template that cannot be rendered is one
+line naming its file and line, and exit status 3. ``nerve`` alone prints the usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import sys
+from collections.abc import Sequence
+
+from provisioner import __version__
+from provisioner.cli.common import (
+    EXIT_DIFFERENCE,
+    EXIT_OK,
+    EXIT_TEMPLATE,
+    EXIT_USAGE,
+    PROGRAM,
+    UsageError,
+    add_workspace_options,
+    path_argument,
+    workspace_and_config_dir,
+)
+from provisioner.cli.common import ArgParser as _Parser
+from provisioner.errors import TemplateBroken, UserError
+from provisioner.templating.backends import BACKEND_NAMES, BACKENDS, PROFILES
+
+# Command groups that live in modules of their own; each has ``register(commands)``, and
+# imports what its handlers need only when they run, so ``nerve --help`` stays fast.
+COMMAND_MODULES = (
+    "provisioner.cli.memory",
+    "provisioner.cli.dev",
+    "provisioner.cli.doctor",
+)
+
+
+BUILT_IN_COMMANDS = ("init", "render", "diff", "golden")
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The whole command line; ``argv`` naming a built-in command skips the command modules.
+
+    The modules' imports cost more than init's own, and a built-in command never needs them.
+    """
+    parser = _Parser(prog=PROGRAM, description="Provision Nerve workspaces per memory backend.")
+    parser.add_argument(
+        "--version", action="version", version=f"%(prog)s {__version__}", help="show the version"
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    _add_init(commands)
+    _add_render(commands)
+    _add_diff(commands)
+    _add_golden(commands)
+    if _command_named(argv) not in BUILT_IN_COMMANDS:
+        for module_name in COMMAND_MODULES:
+            importlib.import_module(module_name).register(commands)
+    return parser
+
+
+_DATA_HELP = "answer a template question (repeatable), e.g. agent_name=Orbit"
+
+
+def _add_init(commands: argparse._SubParsersAction) -> None:
+    init = commands.add_parser("init", help="provision a workspace")
+    init.add_argument(
+        "--memory-backend",
+        choices=BACKEND_NAMES,
+        default=None,
+        help="word the files for this backend (default: the configuration's memory.backend, "
+        "else the workspace's recorded wording, else memu)",
+    )
+    init.add_argument(
+        "--profile", choices=PROFILES, default=None, help="workspace profile (default: personal)"
+    )
+    add_workspace_options(init)
+    modes = init.add_mutually_exclusive_group()
+    modes.add_argument(
+        "--terminal",
+        dest="mode",
+        action="store_const",
+        const="terminal",
+        help="ask every question (default on a terminal)",
+    )
+    modes.add_argument(
+        "--slim",
+        dest="mode",
+        action="store_const",
+        const="slim",
+        help="ask only profile, names and timezone",
+    )
+    modes.add_argument(
+        "--non-interactive",
+        dest="mode",
+        action="store_const",
+        const="non-interactive",
+        help="ask nothing (default when stdin is not a terminal)",
+    )
+    init.add_argument("--data", action="append", default=[], metavar="KEY=VALUE", help=_DATA_HELP)
+    init.add_argument("--json", action="store_true", help="print the summary as JSON")
+    init.set_defaults(handler=_run_init)
+
+
+def _add_render(commands: argparse._SubParsersAction) -> None:
+    render = commands.add_parser("render", help="render a workspace into a folder for preview")
+    render.add_argument(
+        "--backend", choices=BACKEND_NAMES, default="memu", help="wording (default: memu)"
+    )
+    render.add_argument(
+        "--profile", choices=PROFILES, default=None, help="profile (default: personal)"
+    )
+    render.add_argument(
+        "--out", type=path_argument, required=True, help="a new or empty folder to render into"
+    )
+    render.add_argument("--data", action="append", default=[], metavar="KEY=VALUE", help=_DATA_HELP)
+    render.set_defaults(handler=_run_render)
+
+
+def _add_diff(commands: argparse._SubParsersAction) -> None:
+    diff = commands.add_parser(
+        "diff", help="show how workspace files differ from what init would write"
+    )
+    add_workspace_options(diff)
+    diff.add_argument(
+        "--memory-backend",
+        choices=BACKEND_NAMES,
+        default=None,
+        help="compare with this backend's wording (default: the recorded one)",
+    )
+    diff.add_argument(
+        "paths", nargs="*", metavar="FILE", help="files relative to the workspace (default: all)"
+    )
+    diff.set_defaults(handler=_run_diff)
+
+
+_GOLDEN_DIR_HELP = "the golden folder (default: golden/ of this checkout)"
+
+
+def _add_golden(commands: argparse._SubParsersAction) -> None:
+    golden = commands.add_parser("golden", help="check or update the frozen renders")
+    actions = golden.add_subparsers(dest="golden_command", required=True, parser_class=_Parser)
+    check = actions.add_parser("check", help="compare a fresh render with golden/")
+    check.add_argument("--golden-dir", type=path_argument, default=None, help=_GOLDEN_DIR_HELP)
+    check.add_argument("--json", action="store_true", help="print the report as JSON")
+    check.set_defaults(handler=_run_golden_check)
+    update = actions.add_parser("update", help="rewrite goldens (memU only when named)")
+    update.add_argument("--golden-dir", type=path_argument, default=None, help=_GOLDEN_DIR_HELP)
+    update.add_argument(
+        "--backend",
+        choices=BACKEND_NAMES,
+        action="append",
+        default=None,
+        help="update this backend's goldens (repeatable; protected ones only when named)",
+    )
+    update.set_defaults(handler=_run_golden_update)
+
+
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports Ctrl-C
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as a shell reports a reader that went away
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; returns the exit status."""
+    try:
+        argv = sys.argv[1:] if argv is None else list(argv)
+        parser = build_parser(argv)
+        args = parser.parse_args(argv)
+        if args.command is None:
+            parser.print_help(sys.stderr)
+            return EXIT_USAGE
+        if getattr(args, "handler", None) is None:  # a group such as `nerve golden` alone
+            raise UsageError(f"{args.command}: expected a subcommand; see nerve {args.command} -h")
+        return int(args.handler(args))
+    except UserError as error:
+        print(f"{PROGRAM}: error: {_one_line(error)}", file=sys.stderr)
+        return EXIT_USAGE
+    except TemplateBroken as error:
+        print(f"{PROGRAM}: template error: {_one_line(error)}", file=sys.stderr)
+        return EXIT_TEMPLATE
+    except KeyboardInterrupt:
+        print("nerve: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader went away (`nerve doctor --json | head`): stop quietly, as a shell tool
+        # does, and keep Python from reporting the same error again when it flushes stdout.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
+
+
+def _command_named(argv: Sequence[str] | None) -> str | None:
+    """The first word of ``argv`` that is not an option: the command asked for."""
+    return next((word for word in argv or () if not word.startswith("-")), None)
+
+
+def _one_line(error: Exception) -> str:
+    return " ".join(str(error).split("\n"))
+
+
+def _data(pairs: Sequence[str]) -> dict[str, str]:
+    data: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--data {pair!r}: expected KEY=VALUE")
+        data[key.strip()] = value
+    return data
+
+
+def _run_init(args: argparse.Namespace) -> int:
+    from provisioner.cli.summary import init_summary_json, init_summary_text
+    from provisioner.workspace.init import InitRequest, Prompter, run_init
+
+    workspace, config_dir = workspace_and_config_dir(args)
+    mode = args.mode or ("terminal" if sys.stdin.isatty() else "non-interactive")
+    request = InitRequest(
+        workspace=workspace,
+        config_dir=config_dir,
+        mode=mode,
+        backend=args.memory_backend,
+        profile=args.profile,
+        data=_data(args.data),
+        env=dict(os.environ),
+    )
+    prompter = None
+    if mode != "non-interactive":
+        prompter = Prompter(sys.stdin, sys.stderr, _secret_reader())
+    result = run_init(request, prompter)
+    for warning in result.warnings:
+        print(f"nerve: warning: {warning}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(init_summary_json(result, config_dir), indent=2))
+    else:
+        print(init_summary_text(result, config_dir), end="")
+    return EXIT_OK
+
+
+def _secret_reader():  # type: ignore[no-untyped-def]
+    """getpass on a terminal (no echo); plain lines when answers are piped in."""
+    if sys.stdin.isatty():
+        import getpass
+
+        return getpass.getpass
+    return None
+
+
+def _run_render(args: argparse.Namespace) -> int:
+    from provisioner.workspace.previews import render_preview
+
+    written, warnings = render_preview(args.backend, args.profile, args.out, _data(args.data))
+    for warning in warnings:
+        print(f"nerve: warning: {warning}", file=sys.stderr)
+    print(f"rendered {len(written)} files ({args.backend}) into {args.out}")
+    return EXIT_OK
+
+
+def _run_diff(args: argparse.Namespace) -> int:
+    from provisioner.workspace.previews import workspace_diff
+
+    workspace, _config_dir = workspace_and_config_dir(args)
+    output, differs = workspace_diff(workspace, args.memory_backend, args.paths)
+    sys.stdout.write(output)
+    return EXIT_DIFFERENCE if differs else EXIT_OK
+
+
+def _run_golden_check(args: argparse.Namespace) -> int:
+    from provisioner.cli.summary import golden_report_json, golden_report_text
+    from provisioner.golden import check as golden
+
+    golden_dir = args.golden_dir or golden.default_golden_dir()
+    report = golden.check(golden.usable_golden_dir(golden_dir, must_exist=True))
+    if args.json:
+        print(json.dumps(golden_report_json(report), indent=2))
+    else:
+        sys.stdout.write(golden_report_text(report))
+    return EXIT_OK if report.ok else EXIT_DIFFERENCE
+
+
+def _run_golden_update(args: argparse.Namespace) -> int:
+    from provisioner.golden import check as golden
+
+    protected = [name for name, entry in BACKENDS.items() if entry.goldens.by_name_only]
+    backends = args.backend or [name for name in BACKEND_NAMES if name not in protected]
+    golden_dir = args.golden_dir or golden.default_golden_dir()
+    touched = golden.update(golden_dir, backends, env=os.environ)
+    for path in touched:
+        print(f"updated {path}")
+    skipped = [name for name in protected if name not in backends]
+    note = "".join(f" ({name} goldens only with --backend {name})" for name in skipped)
+    print(f"{len(touched)} golden files updated for {', '.join(backends)}{note}")
+    return EXIT_OK

@@ -1,0 +1,20 @@
+"""``nerve memory …``: the Loom runtime from the command line.
+
+The group's subcommands live in two modules: ``memory_recall`` (``recall``, ``status``) and
+``memory_sweep`` (``import``, ``sweep``).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from provisioner.cli import memory_recall, memory_sweep
+from provisioner.cli.common import ArgParser
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    """Add ``nerve memory`` and its subcommands to the top-level parser."""
+    memory = commands.add_parser("memory", help="recall, status and the extraction sweep")
+    actions = memory.add_subparsers(dest="memory_command", required=True, parser_class=ArgParser)
+    memory_recall.register(actions)
+    memory_sweep.register(actions)

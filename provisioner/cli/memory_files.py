@@ -1,0 +1,50 @@
+"""Opening the memory commands' SQLite files, with a damaged file as one line, not a traceback.
+
+``nerve memory recall|status|import|sweep`` keep their state and transcripts in SQLite files
+under the configuration folder. A file that is not a database (truncated, overwritten, a
+folder in its place), one written by a newer version, or one that cannot be created is bad
+input for the command: it names the file, what is wrong and what to do, and exits 2. Nothing
+is changed; the file is left as it is for whoever wants to look at it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from provisioner.cli.common import UsageError
+
+if TYPE_CHECKING:
+    from provisioner.runtime.state import StateStore
+    from provisioner.runtime.transcripts import SqliteTranscripts
+
+
+def open_state(path: Path) -> StateStore:
+    """The runtime's state file; ``UsageError`` when it cannot be opened as one."""
+    from provisioner.runtime.state import StateStore, StateVersionError
+
+    try:
+        return StateStore(path)
+    except StateVersionError as error:
+        raise UsageError(str(error)) from None
+    except (sqlite3.Error, OSError) as error:
+        raise _unusable(path, "the memory state", error) from None
+
+
+def open_transcripts(path: Path) -> SqliteTranscripts:
+    """The built-in transcripts file; ``UsageError`` when it cannot be opened as one."""
+    from provisioner.runtime.transcripts import SqliteTranscripts
+
+    try:
+        return SqliteTranscripts(path)
+    except (sqlite3.Error, OSError) as error:
+        raise _unusable(path, "the transcripts", error) from None
+
+
+def _unusable(path: Path, what: str, error: Exception) -> UsageError:
+    reason = getattr(error, "strerror", None) or str(error) or type(error).__name__
+    return UsageError(
+        f"{path}: cannot be opened as {what} ({reason}); expected a file nerve memory wrote, "
+        "or none: move this one aside"
+    )

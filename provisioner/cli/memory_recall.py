@@ -1,0 +1,179 @@
+"""``nerve memory recall SESSION`` and ``nerve memory status``: the Loom backend by hand.
+
+``recall`` prints the session-context block the agent would get at the start of ``SESSION``
+(REC-1…REC-4, TXT-4); ``status`` probes Loom and prints the backend's diagnostics (LOOM-4).
+Both read the configuration as ``nerve init`` does (``--config-dir``, ``--workspace``). Under
+memU there is nothing of Loom to show: they say memory is kept in memU and exit 0.
+
+A recall made here is frozen in the same state file the engine uses, so it is exactly what
+that session's prompt shows (the first recall of a session wins, REC-3). Neither command
+fails when Loom cannot answer: ``recall`` prints the "could not be recalled" block and
+``status`` shows the error among the diagnostics; both exit 0, and ``--json`` says which.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from provisioner.cli.common import EXIT_OK, UsageError, add_workspace_options
+
+if TYPE_CHECKING:
+    from provisioner.runtime.state import StateStore
+
+STATE_FILE = Path("memory") / "state.sqlite3"  # under the configuration folder, as the sweep's
+SESSION_ID_MAX_CHARS = 200  # loom-ops: the session ids Loom takes
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    """Add ``recall`` and ``status`` to ``nerve memory``."""
+    recall = commands.add_parser(
+        "recall", help="print the session-context block a session starts with"
+    )
+    recall.add_argument("session", metavar="SESSION", help="the session id")
+    _add_common(recall)
+    recall.set_defaults(handler=_run_recall)
+    status = commands.add_parser("status", help="probe Loom and show the backend's diagnostics")
+    _add_common(status)
+    status.set_defaults(handler=_run_status)
+
+
+def _add_common(command: argparse.ArgumentParser) -> None:
+    add_workspace_options(command)
+    command.add_argument(
+        "--state",
+        type=Path,
+        default=None,
+        help=f"the runtime's state file (default: <config-dir>/{STATE_FILE})",
+    )
+    command.add_argument("--json", action="store_true", help="print JSON")
+
+
+def state_path(config_dir: Path, given: Path | None = None) -> Path:
+    """The runtime's state file: ``given``, else ``<config_dir>/memory/state.sqlite3``."""
+    return (given or config_dir / STATE_FILE).expanduser()
+
+
+def open_state_file(path: Path) -> StateStore:
+    """The runtime's state file, opened as ``memory_files.open_state`` does; a file another
+    process kept locked for longer than the busy timeout is one line saying it is busy (exit 2),
+    never a damaged file to move aside, which would throw its watermarks away (SWEEP-12)."""
+    from provisioner.cli.memory_files import open_state
+    from provisioner.runtime.state import StateBusyError
+
+    try:
+        return open_state(path)
+    except StateBusyError as error:
+        raise UsageError(str(error)) from None
+
+
+def _loaded_config(args: argparse.Namespace) -> tuple[Any, Path]:
+    from provisioner.cli.common import workspace_and_config_dir
+    from provisioner.config.loader import load_config
+
+    workspace, config_dir = workspace_and_config_dir(args)
+    return load_config(config_dir, workspace), config_dir
+
+
+def _kept_in_memu(args: argparse.Namespace) -> int:
+    if args.json:
+        print(json.dumps({"backend": "memu", "kept_in": "memU"}, indent=2))
+    else:
+        print("memory is kept in memU (memory.backend: memu); there is no Loom backend to ask")
+    return EXIT_OK
+
+
+def _check_session(session: str) -> str:
+    if not 0 < len(session) <= SESSION_ID_MAX_CHARS or not session.isprintable():
+        raise UsageError(
+            f"SESSION {session[:40]!r}: expected a session id of 1 to "
+            f"{SESSION_ID_MAX_CHARS} printable characters"
+        )
+    return session
+
+
+def _progress(config: Any) -> None:
+    if sys.stderr.isatty() and config.mcp_gateway_url:
+        print(f"asking Loom through {config.mcp_gateway_url} …", file=sys.stderr, flush=True)
+
+
+def _run_recall(args: argparse.Namespace) -> int:
+    session = _check_session(args.session)
+    config, config_dir = _loaded_config(args)
+    if config.memory_backend != "loom":
+        return _kept_in_memu(args)
+    import asyncio
+
+    from provisioner.runtime.loom.backend import LoomMemory
+    from provisioner.templating.texts import session_context
+
+    _progress(config)
+
+    async def recall() -> Any:
+        with open_state_file(state_path(config_dir, args.state)) as state:
+            async with LoomMemory.from_config(config, state=state) as memory:
+                return await memory.startup_recall(session)
+
+    result = asyncio.run(recall())
+    block = session_context(result.items, recalled=result.recalled)
+    if args.json:
+        report = {
+            "session": session,
+            "recalled": result.recalled,
+            "source": result.source,
+            "items": list(result.items),
+            "block": block,
+        }
+        print(json.dumps(report, indent=2, ensure_ascii=False))
+    else:
+        sys.stdout.write(block if block.endswith("\n") else block + "\n")
+    return EXIT_OK
+
+
+def _run_status(args: argparse.Namespace) -> int:
+    config, config_dir = _loaded_config(args)
+    if config.memory_backend != "loom":
+        return _kept_in_memu(args)
+    import asyncio
+
+    from provisioner.runtime.gateway.errors import GatewayError
+    from provisioner.runtime.loom.backend import LoomMemory
+    from provisioner.runtime.memory_contract import MemoryBackendUnavailable
+
+    _progress(config)
+
+    async def probe() -> dict[str, Any]:
+        with open_state_file(state_path(config_dir, args.state)) as state:
+            async with LoomMemory.from_config(config, state=state) as memory:
+                try:
+                    await memory.health()
+                except MemoryBackendUnavailable as error:
+                    memory.note_error("health", error)
+                except GatewayError:
+                    pass  # health() noted it; diagnostics show it as the last error
+                return memory.diagnostics()
+
+    report = asyncio.run(probe())
+    if args.json:
+        print(json.dumps(report, indent=2, ensure_ascii=False))
+    else:
+        sys.stdout.write("".join(_lines(report, 0)))
+    return EXIT_OK
+
+
+def _lines(report: dict[str, Any], depth: int) -> list[str]:
+    """The diagnostics as indented ``key: value`` lines, nested mappings under their key."""
+    lines = []
+    for key, value in report.items():
+        indent = "  " * depth
+        if isinstance(value, dict):
+            lines.append(f"{indent}{key}:\n")
+            lines += _lines(value, depth + 1)
+        elif isinstance(value, list):
+            lines.append(f"{indent}{key}: {', '.join(map(str, value)) or '(none)'}\n")
+        else:
+            lines.append(f"{indent}{key}: {'(none)' if value is None else value}\n")
+    return lines

@@ -1,1 +1,0 @@
-"""Command groups of the ``nerve`` command line that live outside ``provisioner.cli``."""

@@ -1,0 +1,7 @@
+"""Configuration: the three YAML layers, `${VAR}` expansion, the key checks, URL rules.
+
+Also the small files init writes (`config.local.yaml`) and where the runtime's databases
+live under the configuration folder. It may import the templating room's backend registry
+(each backend's settings section is declared there), which in turn names this room's URL
+rule and setup steps: the two rooms share a floor, with no circle between their modules.
+"""

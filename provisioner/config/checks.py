@@ -1,0 +1,144 @@
+"""The checks of the keys this package owns, after the layers are merged (CONF-4…CONF-7).
+
+``memory.backend``, the configured backend's own section (``memory.<name>``, whose keys and
+checks are on its registry entry) and ``mcp_gateway_url`` are checked here; every other key is
+carried through. A value that cannot be used raises ``ConfigError`` blamed on the file it came
+from; one that does not stop Nerve (an unknown key, say) becomes a warning.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from provisioner.config.model import (
+    ConfigError,
+    ConfigFile,
+    joined_key,
+    kind_of,
+    located,
+    source_of,
+)
+from provisioner.config.urls import absolute_http_url, redacted
+from provisioner.templating.backends import (
+    BACKEND_NAMES,
+    BACKENDS,
+    DEFAULT_BACKEND,
+    UnknownBackend,
+    get_backend,
+)
+
+LOCKDOWN_KEY = "lockdown"  # CONF-3: read from settings.yaml only
+GATEWAY_URL_KEY = "mcp_gateway_url"  # CONF-6
+TOP_LEVEL_KEYS = (LOCKDOWN_KEY, GATEWAY_URL_KEY, "memory")  # the top-level keys checked here
+BOOLEAN_WORDS = {"true": True, "false": False}  # CONF-3, CONF-5: what `${VAR:-false}` can give
+
+
+def memory_keys() -> tuple[str, ...]:
+    """The keys known under ``memory``: ``backend`` and one section per backend (CONF-7)."""
+    return ("backend", *sorted(BACKEND_NAMES))
+
+
+def known_keys() -> tuple[str, ...]:
+    """Every dotted key this loader knows, sections included, for docs held to the schema.
+
+    A backend's section is listed with the keys its registry entry declares; a section
+    without declared keys (memU's) is carried through unchecked, so only its name is known.
+    """
+    keys = [*TOP_LEVEL_KEYS, *(f"memory.{key}" for key in memory_keys())]
+    for name in sorted(BACKEND_NAMES):
+        section = BACKENDS[name].settings
+        if section is not None:
+            keys.extend(f"memory.{name}.{key}" for key in section.keys)
+    return tuple(keys)
+
+
+class KeyChecker:
+    """Checks of merged values, each blamed on the file the value came from."""
+
+    def __init__(
+        self, sources: Mapping[str, Path], warnings: list[str], files: list[ConfigFile]
+    ) -> None:
+        self.sources = sources
+        self.warnings = warnings
+        read = [f.path for f in files if f.read]
+        self.fallback = read[-1] if read else None
+
+    def where(self, key: str) -> Path | None:
+        return source_of(self.sources, key) or self.fallback
+
+    def fail(self, key: str, problem: str) -> ConfigError:
+        return ConfigError(self.where(key), key, problem)
+
+    def warn(self, key: str, problem: str) -> None:
+        self.warnings.append(located(self.where(key), key, problem))
+
+    def mapping(self, key: str, value: Any, known: tuple[str, ...]) -> Mapping[Any, Any]:
+        """``value`` as a mapping (absent or null is empty); unknown keys warn (CONF-7)."""
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            expected = ", ".join(known)
+            raise self.fail(key, f"is {kind_of(value)}; expected a mapping with keys: {expected}")
+        for item_key in value:
+            if item_key not in known:
+                self.warn(
+                    joined_key(key, item_key),
+                    f"unknown key, ignored; known keys under {key}: {', '.join(known)}",
+                )
+        return value
+
+    def backend(self, value: Any) -> str:
+        """``memory.backend``: one of the registry's names; absent or empty means memU (CONF-4)."""
+        if value is None or value == "":
+            return DEFAULT_BACKEND
+        try:
+            return get_backend(value).name
+        except UnknownBackend as exc:
+            raise self.fail("memory.backend", str(exc)) from None
+
+    def boolean(self, key: str, value: Any, default: bool) -> bool:
+        """A YAML boolean, or the words true/false (``SectionReader``)."""
+        return boolean_value(value, default, self.where(key), key)
+
+    def http_url(self, value: Any) -> str | None:
+        """``value`` when it is an absolute http(s) URL with a host (``SectionReader``)."""
+        if isinstance(value, str) and absolute_http_url(value) is not None:
+            return value
+        return None
+
+    def gateway_url(self, value: Any) -> str | None:
+        """``mcp_gateway_url``: an http(s) base URL without credentials; empty is none (CONF-6)."""
+        key = GATEWAY_URL_KEY
+        text = value.strip() if isinstance(value, str) else value
+        if text is None or text == "":
+            return None
+        expected = "expected an absolute http or https URL such as http://127.0.0.1:8787"
+        if not isinstance(text, str):
+            raise self.fail(key, f"{text!r} is {kind_of(text)}; {expected}")
+        parts = absolute_http_url(text)
+        if parts is None:
+            raise self.fail(key, f"{redacted(text)} is not a usable URL; {expected}")
+        if parts.username is not None or parts.password is not None:
+            raise self.fail(
+                key,
+                f"{redacted(text)} has credentials in it; expected a URL without user or "
+                "password (the gateway knows the agent from its connection)",
+            )
+        if parts.query or parts.fragment:
+            raise self.fail(
+                key, f"{redacted(text)} has a query or fragment; expected a plain base URL"
+            )
+        return text.rstrip("/")
+
+
+def boolean_value(value: Any, default: bool, path: Path | None, key: str) -> bool:
+    """A YAML boolean, or the words true/false a ``${VAR:-false}`` reference gives."""
+    if value is None or value == "":
+        return default
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in BOOLEAN_WORDS:
+        return BOOLEAN_WORDS[value.strip().lower()]
+    raise ConfigError(path, key, f"{value!r} is not a boolean; expected true or false")

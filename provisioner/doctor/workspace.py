@@ -1,0 +1,190 @@
+"""Doctor's workspace checks: the recorded profile and wording, and the files init shipped.
+
+``nerve init`` records its answers and a digest of every file it wrote in
+``.nerve/provisioned.json`` (INIT-4). Doctor compares each recorded file with the disk: still
+as shipped, edited, or missing; and it compares the recorded wording with the configured
+backend, since a platform that switched to Loom after its first init still has memU's wording
+until ``nerve init --memory-backend loom`` runs.
+
+The workspace belongs to the agent, which may be hostile, so the manifest is read with care:
+a recorded path that leaves the workspace, or passes through a link, is not followed; only
+regular files are opened (a FIFO would block); a file or manifest larger than any this package
+ships counts as edited without being read; and the number of entries is capped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shlex
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from provisioner.config.loader import Config
+from provisioner.doctor.check import ERR, OK, WARN, Check, joined
+from provisioner.errors import UserError
+from provisioner.templating.backends import BACKEND_NAMES
+from provisioner.workspace.render import MANIFEST_PATH, read_manifest
+
+SHIPPED_FILE_MAX_BYTES = 4 * 1024 * 1024  # our choice: no shipped file comes near this
+MANIFEST_MAX_BYTES = 4 * 1024 * 1024  # our choice: a manifest is a few KiB
+MANIFEST_MAX_FILES = 10_000  # our choice: a workspace ships a few dozen files
+NAMES_SHOWN = 5  # how many file names a line lists before "and N more"
+
+
+@dataclass
+class FileStates:
+    """The recorded files, sorted by what the disk holds now."""
+
+    shipped: list[str] = field(default_factory=list)
+    edited: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+
+
+def workspace_checks(workspace: Path, config_dir: Path, config: Config | None) -> list[Check]:
+    """The workspace's checks; a workspace that is absent or unprovisioned is one check."""
+    if not workspace.is_dir():
+        return [
+            Check(
+                "workspace.manifest",
+                ERR,
+                f"no workspace folder at {workspace}",
+                advice=f"run {_init_command(workspace, config_dir)}, or pass --workspace",
+            )
+        ]
+    manifest = _manifest(workspace)
+    if manifest is None:
+        return [
+            Check(
+                "workspace.manifest",
+                WARN,
+                f"{workspace} has no readable {MANIFEST_PATH}: it was not provisioned by "
+                "nerve init, so its profile, wording and files are unknown",
+                advice=f"run {_init_command(workspace, config_dir)}",
+            )
+        ]
+    answers = manifest.get("answers")
+    answers = answers if isinstance(answers, dict) else {}
+    source = str(workspace / MANIFEST_PATH)
+    checks = [profile_check(answers, source)]
+    checks.append(files_check(file_states(workspace, manifest["files"]), workspace, config_dir))
+    if config is not None:
+        checks.append(wording_check(answers, config, workspace, config_dir, source))
+    return checks
+
+
+def profile_check(answers: dict, source: str) -> Check:
+    profile = str(answers.get("profile", "unknown"))
+    wording = str(answers.get("memory_backend", "unknown"))
+    message = f"profile {profile}, files worded for {wording} (recorded at the last nerve init)"
+    return Check("workspace.profile", OK, message, source=source)
+
+
+def files_check(states: FileStates, workspace: Path, config_dir: Path) -> Check:
+    """OK while every shipped file is there (edits are the owner's right); WARN for missing."""
+    parts = [f"{len(states.shipped)} as shipped"]
+    if states.edited:
+        parts.append(f"{len(states.edited)} edited ({_names(states.edited)})")
+    if not states.missing:
+        return Check("workspace.files", OK, ", ".join(parts))
+    parts.append(f"{len(states.missing)} missing ({_names(states.missing)})")
+    return Check(
+        "workspace.files",
+        WARN,
+        ", ".join(parts),
+        advice=f"run {_init_command(workspace, config_dir)} to write the missing files again",
+    )
+
+
+def wording_check(
+    answers: dict, config: Config, workspace: Path, config_dir: Path, source: str
+) -> Check:
+    """WARN when the files are worded for another backend than the configured one."""
+    wording = answers.get("memory_backend")
+    backend = config.memory_backend
+    if wording == backend:
+        return Check(
+            "workspace.wording",
+            OK,
+            f"files worded for {backend}, the configured backend",
+            source=source,
+        )
+    recorded = wording if wording in BACKEND_NAMES else f"an unknown backend ({wording!r})"
+    return Check(
+        "workspace.wording",
+        WARN,
+        f"files worded for {recorded}, but memory.backend is {backend}",
+        advice=f"run {_init_command(workspace, config_dir, backend)}",
+        source=source,
+    )
+
+
+def file_states(workspace: Path, recorded: dict) -> FileStates:
+    """Sort the manifest's files into shipped, edited and missing."""
+    states = FileStates()
+    for path, digest in list(recorded.items())[:MANIFEST_MAX_FILES]:
+        if path == MANIFEST_PATH:
+            continue
+        name = str(path)
+        state = _state_of(workspace, name, digest)
+        getattr(states, state).append(name)
+    return states
+
+
+def _state_of(workspace: Path, relative: str, digest: object) -> str:
+    """``shipped``, ``edited`` or ``missing`` for one recorded path, without following links."""
+    parts = PurePosixPath(relative).parts
+    if not parts or PurePosixPath(relative).is_absolute() or ".." in parts or "\\" in relative:
+        return "edited"  # not a path init writes: never looked up
+    current = workspace
+    for part in parts[:-1]:
+        current = current / part
+        if current.is_symlink():
+            return "edited"
+    target = workspace.joinpath(*parts)
+    try:
+        info = target.lstat()
+    except OSError:
+        return "missing"
+    if not stat.S_ISREG(info.st_mode) or info.st_size > SHIPPED_FILE_MAX_BYTES:
+        return "edited"
+    return "shipped" if _digest(target) == digest else "edited"
+
+
+def _digest(path: Path) -> str | None:
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(descriptor, "rb") as handle:
+        content = handle.read(SHIPPED_FILE_MAX_BYTES + 1)
+    return "sha256:" + hashlib.sha256(content).hexdigest()
+
+
+def _manifest(workspace: Path) -> dict | None:
+    path = workspace / MANIFEST_PATH
+    try:
+        info = path.lstat()
+    except OSError:
+        return None
+    if not stat.S_ISREG(info.st_mode) or info.st_size > MANIFEST_MAX_BYTES:
+        return None
+    try:
+        return read_manifest(workspace)
+    except UserError:  # a link on the way to it: never followed, so no manifest
+        return None
+
+
+def _names(paths: list[str]) -> str:
+    shown = joined(sorted(paths)[:NAMES_SHOWN])
+    more = len(paths) - NAMES_SHOWN
+    return f"{shown} and {more} more" if more > 0 else shown
+
+
+def _init_command(workspace: Path, config_dir: Path, backend: str | None = None) -> str:
+    words = ["nerve", "init"]
+    if backend is not None:
+        words += ["--memory-backend", backend]
+    words += ["--workspace", str(workspace), "--config-dir", str(config_dir)]
+    return shlex.join(words)

@@ -1,0 +1,109 @@
+"""The one way the Loom backend reads an answer field: only fields the contract declares (CON-2).
+
+Every answer field the backend reads is named here, per op, as a path (``results[].memory_key``,
+``sections.memories.items[].text``) exactly as the contract fixture declares it
+(``tests/fixtures/loom_lifecycle_ops.json``; the contract tests check that the two agree). A
+read of any other path raises ``UndeclaredField`` — a bug in this package, caught by the
+tests before it ships — so the backend cannot quietly start relying on a field Loom never
+promised.
+
+An answer whose shape is not what the contract says (a list where an object belongs, say) is
+the gateway's or Loom's fault, not ours: that raises ``BrokenAnswer``, one of the gateway
+client's outcomes, and the caller treats it like any other failed call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from provisioner.runtime.gateway.errors import BrokenAnswer
+
+CONTEXT_PACK = "context.pack"
+SEARCH_QUERY = "search.query"
+SET_FROM_MESSAGES = "memory.set_from_messages"
+NAMESPACE_SUMMARY = "namespace.summary"
+
+TOOLS = {  # contracts/loom-ops.md: the MCP tool that serves each lifecycle op
+    CONTEXT_PACK: "loom_context_pack",
+    SEARCH_QUERY: "loom_search",
+    SET_FROM_MESSAGES: "loom_memory_set_from_messages",
+    NAMESPACE_SUMMARY: "loom_namespace_summary",
+}
+
+DECLARED_READS: dict[str, frozenset[str]] = {  # CON-2: the answer fields the backend reads
+    CONTEXT_PACK: frozenset(
+        {"sections.memories.items[].text", "sections.memories.items[].memory_key"}
+    ),
+    SEARCH_QUERY: frozenset({"results[].content_excerpt", "results[].memory_key", "abstained"}),
+    SET_FROM_MESSAGES: frozenset(
+        {"written[].memory_key", "written[].verdict", "accepted", "queue_id"}
+    ),
+    NAMESPACE_SUMMARY: frozenset({"org", "namespace", "shared_namespaces[]", "memory_count"}),
+}
+
+
+class UndeclaredField(LookupError):
+    """The backend asked for an answer field the contract does not declare (a bug here)."""
+
+
+def field(answer: Any, op: str, path: str) -> Any:
+    """The value at ``path`` (no ``[]`` in it) of ``op``'s answer, or None when absent."""
+    _declared(op, path)
+    if "[]" in path:
+        raise UndeclaredField(f"{path!r} runs through a list; read it with records() or items()")
+    return _walk(_object(answer, op, "the answer"), path.split("."), op)
+
+
+def items(answer: Any, op: str, path: str) -> list[Any]:
+    """The items of the list at ``path`` (ending in ``[]``); an absent list is empty."""
+    _declared(op, path)
+    if not path.endswith("[]") or "[]" in path[:-2]:
+        raise UndeclaredField(f"{path!r} must name one list, ending in []")
+    value = _walk(_object(answer, op, "the answer"), path[:-2].split("."), op)
+    return _list(value, op, path)
+
+
+def records(answer: Any, op: str, list_path: str, names: Sequence[str]) -> list[dict[str, Any]]:
+    """For each object in the list at ``list_path`` (``a.b[]``), its fields ``names``.
+
+    Each ``f"{list_path}.{name}"`` must be declared; a field an item lacks is None.
+    """
+    for name in names:
+        _declared(op, f"{list_path}.{name}")
+    if not list_path.endswith("[]") or "[]" in list_path[:-2]:
+        raise UndeclaredField(f"{list_path!r} must name one list, ending in []")
+    value = _walk(_object(answer, op, "the answer"), list_path[:-2].split("."), op)
+    found = []
+    for item in _list(value, op, list_path):
+        entry = _object(item, op, f"an item of {list_path}")
+        found.append({name: entry.get(name) for name in names})
+    return found
+
+
+def _declared(op: str, path: str) -> None:
+    if path not in DECLARED_READS.get(op, frozenset()):
+        raise UndeclaredField(f"the contract declares no answer field {path!r} for {op}")
+
+
+def _walk(value: dict[str, Any], steps: list[str], op: str) -> Any:
+    current: Any = value
+    for depth, step in enumerate(steps):
+        if current is None:
+            return None
+        current = _object(current, op, ".".join(steps[:depth]) or "the answer").get(step)
+    return current
+
+
+def _object(value: Any, op: str, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise BrokenAnswer(f"{op}: {where} is not an object")
+    return value
+
+
+def _list(value: Any, op: str, path: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise BrokenAnswer(f"{op}: {path} is not a list")
+    return value

@@ -1,0 +1,123 @@
+"""The last error the Loom backend met, as diagnostics show it (LOOM-4).
+
+Either side may meet an error — the backend on a recall or a health probe, the sweep on an
+extraction — and diagnostics show the most recent one: when, which op, which outcome class,
+and its one-line message. Never any message text: an error whose message quotes text that
+was sent (a Loom fault that echoes a transcript line, say) is shown without its message.
+
+Nothing here raises on what it is handed: a sent "text" that is None or no string (Nerve keeps
+NULL content), an error whose ``str()`` raises, a clock that answers no number — this is the
+error path, and a failure in it would hide the error it reports (SWEEP-12).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, cast
+
+from provisioner.runtime.gateway.errors import GatewayError, bounded_message
+
+QUOTE_WINDOW_CHARS = 24  # our choice: a shared run this long means the message quotes a text
+QUOTE_MIN_CHARS = 6  # our choice: a whole text shorter than this is too common to look for
+WITHHELD = "(message withheld: it quotes text that was sent)"
+
+
+@dataclass(frozen=True)
+class LastError:
+    """One error: wall time (seconds since the epoch), op, outcome class, one-line message."""
+
+    at: float
+    op: str
+    kind: str
+    message: str
+
+    def as_dict(self) -> dict[str, Any]:
+        """The error as diagnostics show it; ``at`` is None when the clock gave no time."""
+        try:
+            at: str | None = datetime.fromtimestamp(self.at, UTC).isoformat(timespec="seconds")
+        except (TypeError, ValueError, OverflowError, OSError):
+            at = None
+        return {
+            "at": at,
+            "op": self.op,
+            "kind": self.kind,
+            "message": self.message,
+        }
+
+
+class ErrorRecord:
+    """Keeps the most recent error; ``wall_clock`` gives seconds since the epoch."""
+
+    def __init__(self, wall_clock: Callable[[], float]) -> None:
+        self._wall_clock = wall_clock
+        self.last: LastError | None = None
+
+    def note(
+        self, op: str, error: BaseException, *, sent_texts: Iterable[object] = ()
+    ) -> LastError:
+        """Record ``error`` met during ``op``; ``sent_texts`` are texts it must not quote.
+
+        Sent bytes are read as UTF-8; None and other values that are no text quote nothing.
+        An error whose message cannot be read is named by its class.
+        """
+        kind = type(error).__name__
+        message = bounded_message(_error_text(error)) or kind
+        if quotes_any(message, sent_texts):
+            message = WITHHELD
+        self.last = LastError(self._wall_clock(), str(op), kind, message)
+        return self.last
+
+
+def quotes_any(message: object, texts: Iterable[object]) -> bool:
+    """Whether ``message`` holds a run of ``QUOTE_WINDOW_CHARS`` of any text, or a short text.
+
+    Cheap enough for the error path: the message is at most a few hundred characters, so it
+    is cut into windows and each window is looked up in the texts. Values of ``texts`` that
+    are no text are passed over (bytes are read as UTF-8); a ``message`` that is no text
+    quotes nothing. Never raises.
+    """
+    if not isinstance(message, str):
+        return False
+    plain = [text for text in map(_as_text, _listed(texts)) if text]
+    for text in plain:
+        short = text.strip()
+        if QUOTE_MIN_CHARS <= len(short) < QUOTE_WINDOW_CHARS and short in message:
+            return True
+    windows = {
+        message[start : start + QUOTE_WINDOW_CHARS]
+        for start in range(max(len(message) - QUOTE_WINDOW_CHARS + 1, 0))
+    }
+    return any(window in text for window in windows for text in plain)
+
+
+def _listed(texts: Iterable[object]) -> list[object]:
+    """``texts`` as a list; nothing when it is None, no iterable, or raises while iterated."""
+    if isinstance(texts, str | bytes | bytearray):
+        return [texts]  # one text handed on its own, not a list of its characters
+    try:
+        return list(texts or ())
+    except Exception:
+        return []
+
+
+def _as_text(value: object) -> str | None:
+    """``value`` as the plain text it would show in a message, or None (None, numbers, …)."""
+    try:
+        if issubclass(type(value), str):
+            return str.__str__(cast(str, value))
+        if issubclass(type(value), bytes | bytearray):
+            return bytes.decode(bytes(cast(bytes, value)), "utf-8", "replace")
+    except Exception:  # a subclass whose conversion raises shows nothing
+        return None
+    return None
+
+
+def _error_text(error: BaseException) -> str:
+    """The error's own message as plain text; "" when it has none that can be read."""
+    try:
+        text = error.message if isinstance(error, GatewayError) else str(error)
+    except Exception:
+        return ""
+    return str.__str__(text) if issubclass(type(text), str) else ""

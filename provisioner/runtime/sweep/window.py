@@ -1,0 +1,310 @@
+"""One session's window in one sweep: batches out, watermark forward (SWEEP-3…SWEEP-9).
+
+The window is the session's messages after its watermark. Each step reads that window afresh
+from the transcript source (a bounded page), so a window offered again sends only messages
+Loom has not taken yet (SWEEP-9), and every decision stands on what the state store holds.
+
+Isolation of a batch Loom keeps failing (SWEEP-8), as this module does it:
+
+1. A batch failing with Loom's uncoded internal error counts one failure for its session;
+   the window stops. At the third sweep in a row the isolation begins, in that same sweep.
+2. While isolating, the first half of the suspects is sent. A half that fails becomes the
+   suspects; a half that goes through is taken, and the suspects are what is left. This goes
+   on down to one suspect: the message Loom fails on is *found*.
+3. A found message is left out of the next batch and of its context. When that next batch goes
+   through, the found message is recorded as skipped (audit row: role and time, never text),
+   in the same transaction that moves the watermark past it and the batch. At the end of the
+   window it is skipped only if a batch went through since the isolation began in this sweep.
+4. When the next batch fails too, its own failure is isolated at once (another bad message
+   close behind the first), so halves of it can go through and prove Loom works. Once three
+   messages were found with no batch through since, and the batch after them fails again,
+   Loom is failing every batch: the isolation is dropped and nothing is skipped. The same
+   holds at the end of a window with no batch through since the isolation began.
+5. After a skip the isolation is over: the failure count starts again from zero.
+
+Messages the source yields that cannot go at all (SWEEP-12: no text, a role Loom does not
+take, a bad id or time, an object that cannot be read) never reach a batch: the window is read
+through ``transcripts.check_message``, and a refused message is recorded as skipped (audit row:
+role and time, never text) in the transaction that moves the watermark past it — with the batch
+that takes the next messages, so the messages around it are neither lost nor sent twice. With
+nothing to send after them, refused messages are passed on their own, all but the newest one
+read, which waits for a message to follow it; the report names its session meanwhile.
+
+Found messages are not stored: the state keeps the suspect range (``suspect_last_id``), which
+covers them, so a sweep interrupted in between finds them again by halving instead of
+trusting a failure seen in an earlier sweep.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from provisioner.runtime.budget import BatchBudget
+from provisioner.runtime.loom.types import Extracted
+from provisioner.runtime.state import AUDIT_BUDGET, AUDIT_SKIPPED, AuditEntry, SweepSession
+from provisioner.runtime.sweep.outcomes import REFUSED_KIND, SWEEP_ERRORS, error_kind, reaction_to
+from provisioner.runtime.transcripts import Message, ReadWindow, Refused, SourceFailed
+
+if TYPE_CHECKING:
+    from provisioner.runtime.sweep.sweeper import SweepRun
+
+FAILURES_TO_ISOLATE = 3  # SWEEP-8: three sweeps in a row
+MAX_FOUND_AT_ONCE = 3  # our choice (SWEEP-8): found messages awaiting proof before giving up
+CONTEXT_KEEP = 64  # our choice: recent taken messages kept for context (a cap, not a share)
+
+REFUSED_DETAIL = "refused: "  # SWEEP-12: how a refused message's audit row begins its detail
+
+_STOP = "stop"  # the window stops; the sweep goes on with the next session
+
+log = logging.getLogger("provisioner.runtime.sweep.sweeper")
+
+
+@dataclass(frozen=True)
+class _Step:
+    """One call to make: the batch, the state and window it was planned from, whether a half."""
+
+    batch: Batch
+    state: SweepSession
+    budget: BatchBudget
+    half: bool
+    read: ReadWindow
+
+
+class SessionWindow:
+    """Sweeps one session's window; ``run()`` says whether the whole sweep must end."""
+
+    def __init__(self, run: SweepRun, session_id: str) -> None:
+        self._run = run
+        self._session = session_id
+        self._found: list[Message] = []  # found messages awaiting proof, oldest first
+        self._went_through = False  # a batch went through since the isolation began
+        self._recent: list[Message] = []  # taken in this sweep, for context (SWEEP-6)
+
+    async def run(self) -> str | None:
+        """Offer the window until it is empty or stops; the sweep's end reason, or None."""
+        while True:
+            try:
+                step = self._plan()
+            except SourceFailed as failure:  # SWEEP-12: this session only; the sweep goes on
+                self._run.report.note_error(self._session, failure.kind)
+                log.info("session %s: transcripts cannot be read: %s", self._session, failure.kind)
+                return None
+            if step is None:
+                return None
+            self._run.report.batches_sent += 1
+            try:
+                extracted = await self._run.extract(step.batch, self._session)
+            except SWEEP_ERRORS as error:
+                outcome = self._failed(step, error)
+            else:
+                outcome = self._took(step, extracted)
+            if outcome == _STOP:
+                return None
+            if outcome is not None:
+                return outcome
+
+    # --- planning -----------------------------------------------------------------------------
+
+    def _plan(self) -> _Step | None:
+        """The next batch to send, or None when the window is done (or gave up its found).
+
+        Refused messages with nothing to send after them are passed on their own; each pass
+        moves the watermark forward, so the loop ends.
+        """
+        while True:
+            state = self._run.state.sweep_session(self._session)
+            budget = self._run.budget()
+            read = self._run.read_window(self._session, state.watermark, len(self._found))
+            rest = self._after_found(read)
+            if state.isolating:
+                planned = self._plan_isolating(state, budget, read, rest)
+                if isinstance(planned, _Step):
+                    return planned
+                state, rest = planned
+            if rest:
+                context = pick_context(self._recent, budget)
+                batch = build_batch(rest, context, budget, session_id=self._session)
+                return _Step(batch, state, budget, half=False, read=read)
+            if self._found:
+                self._close_found_at_window_end(read)
+                return None
+            if not self._pass_refused_alone(read):
+                return None
+
+    def _after_found(self, read: ReadWindow) -> list[Message]:
+        """The window's messages after the found ones, which must be the first it holds.
+
+        A source that no longer yields them first drops them: they are found again by
+        halving the suspects the state still keeps, never skipped on an old finding.
+        """
+        found_ids = [message.id for message in self._found]
+        if [message.id for message in read.messages[: len(found_ids)]] != found_ids:
+            self._found.clear()
+        return list(read.messages[len(self._found) :])
+
+    def _plan_isolating(
+        self, state: SweepSession, budget: BatchBudget, read: ReadWindow, rest: list[Message]
+    ) -> _Step | tuple[SweepSession, list[Message]]:
+        """While isolating (SWEEP-8): a half of the suspects to send, or what is left after them."""
+        assert state.suspect_last_id is not None
+        suspects = [message for message in rest if message.id <= state.suspect_last_id]
+        if len(suspects) >= 2:
+            half = (len(suspects) + 1) // 2
+            context = pick_context(self._recent, budget)
+            batch = build_batch(suspects, context, budget, session_id=self._session, limit=half)
+            return _Step(batch, state, budget, half=True, read=read)
+        if len(suspects) == 1:
+            self._found.append(suspects[0])
+            log.info("session %s: found message %d", self._session, suspects[0].id)
+            return state, rest[1:]
+        if not self._found:
+            state = self._end_isolation(state)
+        return state, rest
+
+    def _pass_refused_alone(self, read: ReadWindow) -> bool:
+        """Nothing to send is left: pass refused messages on their own (SWEEP-12).
+
+        Returns whether the watermark moved. When it cannot (only the newest message read is
+        refused, or none has a usable id), the report names the session, as it does for any
+        message Loom would refuse, and the window ends.
+        """
+        through = read.refused_alone_through()
+        if through is None:
+            if read.refused:
+                self._run.report.note_error(self._session, REFUSED_KIND)
+            return False
+        refused = read.refused_before(through)
+        self._run.record_skips(self._session, (), refused=refused, last_id=through)
+        return True
+
+    # --- answers ------------------------------------------------------------------------------
+
+    def _took(self, step: _Step, extracted: Extracted) -> str | None:
+        """Loom answered: move the watermark past what it took, skip found messages proven."""
+        accepted = max(0, min(extracted.accepted, len(step.batch.messages)))
+        if accepted == 0:
+            return _STOP  # Loom took nothing: offer the window again next sweep
+        taken = step.batch.messages[:accepted]
+        skipped = tuple(self._found)
+        refused = step.read.refused_before(taken[-1].id)
+        suspect_last_id = step.state.suspect_last_id
+        if skipped or not step.half or suspect_last_id is None or taken[-1].id >= suspect_last_id:
+            suspect_last_id = None  # SWEEP-8: after a skip, or without suspects, it is over
+        self._run.record_taken(
+            self._session,
+            taken,
+            step=(step.batch, step.budget),
+            skipped=skipped,
+            refused=refused,
+            queue_id=extracted.queue_id,
+            suspect_last_id=suspect_last_id,
+        )
+        self._found.clear()
+        self._went_through = suspect_last_id is not None
+        self._recent = [*self._recent, *taken][-CONTEXT_KEEP:]
+        return None  # a part taken: the rest is offered again at once (SWEEP-9)
+
+    def _failed(self, step: _Step, error: Exception) -> str | None:
+        """The call failed: stop, end the sweep, cut the budget or count it against the batch."""
+        reaction = reaction_to(error)
+        self._run.report.note_error(self._session, error_kind(error))
+        log.info("session %s: extraction failed: %s", self._session, error_kind(error))
+        if reaction.cut is not None:
+            self._cut_budget(step, reaction.cut)
+        if reaction.ends_sweep is not None:
+            return reaction.ends_sweep
+        if not reaction.counts_against_batch:
+            return _STOP  # SWEEP-7: not now; the watermark stays, nothing is counted
+        return self._batch_failed(step)
+
+    def _batch_failed(self, step: _Step) -> str | None:
+        """Loom's internal error on this batch (SWEEP-8): count it, isolate, or give up."""
+        state = step.state
+        if step.half:
+            self._store_isolation(state.failures, step.batch.last_id)
+            return None
+        if self._found:
+            if len(self._found) >= MAX_FOUND_AT_ONCE:
+                return self._give_up_isolation()
+            self._store_isolation(state.failures, step.batch.last_id)
+            return None
+        failures = state.failures + 1
+        if failures < FAILURES_TO_ISOLATE:
+            self._run.state.record_failure(self._session, failures=failures, suspect_last_id=None)
+            return _STOP
+        log.info("session %s: isolating messages up to %d", self._session, step.batch.last_id)
+        self._went_through = False
+        self._store_isolation(failures, step.batch.last_id)
+        return None
+
+    # --- isolation bookkeeping ----------------------------------------------------------------
+
+    def _store_isolation(self, failures: int, suspect_last_id: int) -> None:
+        self._run.state.record_failure(
+            self._session, failures=failures, suspect_last_id=suspect_last_id
+        )
+
+    def _give_up_isolation(self) -> str:
+        """Loom fails batches without the found messages too: skip nothing, start over."""
+        log.info("session %s: isolation dropped, nothing skipped", self._session)
+        self._found.clear()
+        self._run.state.record_failure(self._session, failures=0, suspect_last_id=None)
+        return _STOP
+
+    def _end_isolation(self, state: SweepSession) -> SweepSession:
+        """No suspect is left (all taken): the isolation is over."""
+        self._run.state.record_failure(self._session, failures=0, suspect_last_id=None)
+        return SweepSession(self._session, state.watermark)
+
+    def _close_found_at_window_end(self, read: ReadWindow) -> None:
+        """No message follows the found ones: skip them only with proof from this sweep."""
+        if not self._went_through:
+            self._give_up_isolation()
+            return
+        last = self._found[-1]
+        refused = read.refused_before(last.id)
+        self._run.record_skips(self._session, tuple(self._found), refused=refused, last_id=last.id)
+        self._found.clear()
+
+    def _cut_budget(self, step: _Step, reason: str) -> None:
+        """Halve the budget (SWEEP-5) with an audit row, unless it cannot shrink further."""
+        before = step.budget
+        after = before.halved(reason)
+        if after == before:
+            return
+        entry = AuditEntry(
+            AUDIT_BUDGET,
+            self._session,
+            step.batch.first_id,
+            detail=f"{reason}: {before.describe()} -> {after.describe()}",
+        )
+        self._run.store_budget(after, entry)
+
+
+def skip_entries(session_id: str, skipped: tuple[Message, ...]) -> list[AuditEntry]:
+    """Audit rows of skipped messages: id, role and time, never text (SWEEP-8)."""
+    return [
+        AuditEntry(AUDIT_SKIPPED, session_id, message.id, message.role, message.created_at)
+        for message in skipped
+    ]
+
+
+def refused_entries(session_id: str, refused: Sequence[Refused]) -> list[AuditEntry]:
+    """Audit rows of refused messages passed (SWEEP-12): id, role, time and why, never text.
+
+    ``detail`` is ``refused: <reason>``, which tells them from the messages Loom failed on.
+    """
+    return [
+        AuditEntry(
+            AUDIT_SKIPPED,
+            session_id,
+            item.id,
+            item.role,
+            item.created_at,
+            detail=f"{REFUSED_DETAIL}{item.reason}",
+        )
+        for item in refused
+    ]

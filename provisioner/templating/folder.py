@@ -1,0 +1,186 @@
+"""The template folder a process renders from, and everything read from it (BACK-1).
+
+One ``TemplateFolder`` per folder holds what is read from it: the folder's location, Loom's
+core tool list, the registry of shipped memU prompts, and whatever a module derives from the
+folder through ``folder_cached`` (the questions of ``copier.yml``, the Jinja environment). Each
+is read on first use and kept on the object, so a process that renders from two folders (a
+test's modified copy beside the package's own) never mixes their data, and pointing
+``$NERVE_ASSETS_DIR`` elsewhere takes effect on the next call. This module imports neither the
+questions nor the environment: they import it.
+
+``active_folder()`` is the folder the environment names, else the installed package's, else the
+source checkout's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+from provisioner.errors import UserError
+
+PACKAGE_DIR = Path(__file__).resolve().parent.parent  # the provisioner package
+WHEEL_ASSETS = PACKAGE_DIR / "_assets"
+CHECKOUT_ROOT = PACKAGE_DIR.parent
+ASSETS_ENV = "NERVE_ASSETS_DIR"  # a folder with templates/ and skills/ to render from instead
+COPIER_FILE = "copier.yml"
+SHIPPED_PROMPTS_NAME = "shipped-memu-prompts.json"  # TXT-7: in templates/
+LOOM_FIXTURE_NAME = "loom_lifecycle_ops.json"  # BACK-4, CON-1
+
+
+T = TypeVar("T")
+
+
+class AssetsMissing(UserError, RuntimeError):
+    """The templates are neither in the installed package nor in a source checkout."""
+
+
+class ContractFixtureError(UserError, RuntimeError):
+    """The Loom contract fixture is missing or unreadable, so Loom's tool list is unknown."""
+
+
+class TemplateFolder:
+    """A folder holding ``templates/`` and ``skills/``, and what is read from it, once."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._derived: dict[Callable[[TemplateFolder], Any], Any] = {}
+
+    def derived(self, read: Callable[[TemplateFolder], T]) -> T:
+        """``read(self)``, computed once per folder and kept (see ``folder_cached``)."""
+        if read not in self._derived:
+            self._derived[read] = read(self)
+        value: T = self._derived[read]
+        return value
+
+    @property
+    def template_dir(self) -> Path:
+        """The Copier template (the folder holding ``copier.yml``)."""
+        return self.root / "templates"
+
+    @property
+    def skills_dir(self) -> Path:
+        """The bundled skills, templated per backend (TXT-2)."""
+        return self.root / "skills"
+
+    @property
+    def shipped_prompts_file(self) -> Path:
+        """Where the registry of shipped memU prompts is (beside ``copier.yml``, TXT-7)."""
+        return self.template_dir / SHIPPED_PROMPTS_NAME
+
+    @property
+    def loom_fixture_path(self) -> Path:
+        """The Loom contract fixture: shipped beside a wheel's templates, else the checkout's."""
+        shipped = WHEEL_ASSETS / LOOM_FIXTURE_NAME
+        if shipped.is_file():
+            return shipped
+        return CHECKOUT_ROOT / "tests" / "fixtures" / LOOM_FIXTURE_NAME
+
+    @property
+    def copier_file(self) -> Path:
+        """The template's questions and Copier settings."""
+        return self.template_dir / COPIER_FILE
+
+    @cached_property
+    def loom_core_tools(self) -> frozenset[str]:
+        """Loom's default ("core") tool list from the contract fixture (BACK-4).
+
+        Raises ``ContractFixtureError`` when the fixture is missing or has no ``core_tools``
+        list: the list is never guessed.
+        """
+        path = self.loom_fixture_path
+        try:
+            with open(path, encoding="utf-8") as handle:
+                tools = json.load(handle)["core_tools"]
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise ContractFixtureError(
+                f"{path}: cannot read Loom's core tool list ({type(error).__name__}); expected "
+                "the fixture written by scripts/loom_contract_fixture.py"
+            ) from None
+        if not isinstance(tools, list) or not all(isinstance(tool, str) for tool in tools):
+            raise ContractFixtureError(f"{path}: core_tools: expected a list of tool names")
+        return frozenset(tools)
+
+    @cached_property
+    def shipped_memu_prompts(self) -> dict[str, dict[str, list[str]]]:
+        """``{version: {job_id: [prompt, …]}}`` as recorded; empty when the file is missing."""
+        try:
+            text = self.shipped_prompts_file.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return {}
+        loaded: dict[str, dict[str, list[str]]] = json.loads(text)
+        return loaded
+
+    def forget_shipped_memu_prompts(self) -> None:
+        """Drop the cached registry after it was rewritten."""
+        self.__dict__.pop("shipped_memu_prompts", None)
+
+
+_FOLDERS: dict[str, TemplateFolder] = {}
+
+
+def active_folder() -> TemplateFolder:
+    """The folder to render from: ``$NERVE_ASSETS_DIR``, else the wheel's, else the checkout's.
+
+    Raises ``AssetsMissing`` when the chosen folder has no ``templates/copier.yml``.
+    """
+    override = os.environ.get(ASSETS_ENV) or ""
+    folder = _FOLDERS.get(override)
+    if folder is None:
+        folder = TemplateFolder(_locate(override))
+        _FOLDERS[override] = folder
+    return folder
+
+
+def forget_folders() -> None:
+    """Drop every folder object, so the next use reads the files again (tests edit copies)."""
+    _FOLDERS.clear()
+
+
+def _locate(override: str) -> Path:
+    if override:
+        root = Path(override).expanduser().resolve()
+        if (root / "templates" / COPIER_FILE).is_file():
+            return root
+        raise AssetsMissing(f"{ASSETS_ENV}={override}: no templates/{COPIER_FILE} there")
+    for root in (WHEEL_ASSETS, CHECKOUT_ROOT):
+        if (root / "templates" / COPIER_FILE).is_file():
+            return root
+    raise AssetsMissing(
+        f"templates not found under {WHEEL_ASSETS} or {CHECKOUT_ROOT}; "
+        "expected an intact install of nerve-provisioner"
+    )
+
+
+class FolderValue(Generic[T]):
+    """A value of the active folder, called like the cached function it replaces.
+
+    ``cache_clear()`` forgets every folder object, as clearing the old caches did.
+    """
+
+    def __init__(self, read: Callable[[TemplateFolder], T]) -> None:
+        self._read = read
+
+    def __call__(self) -> T:
+        return self._read(active_folder())
+
+    def cache_clear(self) -> None:
+        forget_folders()
+
+
+def folder_value(read: Callable[[TemplateFolder], T]) -> FolderValue[T]:
+    """Wrap ``read`` as a function of the active folder (see ``FolderValue``)."""
+    return FolderValue(read)
+
+
+def folder_cached(derive: Callable[[TemplateFolder], T]) -> FolderValue[T]:
+    """Like ``folder_value``, but ``derive`` runs once per folder and its result is kept.
+
+    For what is costly to build from a folder (its parsed questions, its Jinja environment);
+    ``cache_clear()`` forgets the folders and with them every kept value.
+    """
+    return FolderValue(lambda folder: folder.derived(derive))

@@ -1,0 +1,324 @@
+"""``nerve init``: resolve the answers, render through Copier, place the files (INIT-1…INIT-7).
+
+Answers come, highest first, from flags (``--profile``), ``--data KEY=VALUE``, ``NERVE_*``
+environment variables, the answers an earlier init recorded in the workspace, and the
+template's defaults; terminal and slim mode then ask, showing that value as the default. The
+memory backend is never asked: ``--memory-backend`` wins, else the backend the existing
+configuration names, else the wording the workspace recorded, else memU (INIT-2). Init never
+sets ``memory.backend`` itself. ``NERVE_LOCKDOWN`` can turn the lockdown answer on, never off
+(CONF-3).
+
+The run holds the workspace's lock (one init at a time), renders into a scratch folder, and
+places the files through ``provisioner.workspace.placement`` (journal, atomic renames, no link
+followed).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from provisioner.config.loader import (
+    LOCKDOWN_ENV_ON,
+    Config,
+    load_config,
+)
+from provisioner.config.setup_steps import SetupContext
+from provisioner.errors import UserError
+from provisioner.templating.backends import DEFAULT_BACKEND, get_backend
+from provisioner.templating.questions import (
+    BACKEND_QUESTION,
+    SLIM_QUESTIONS,
+    AnswerError,
+    Question,
+    echo,
+    load_questions,
+)
+from provisioner.workspace.fs import WorkspaceRefused, WorkspaceRoot, prepare_workspace
+from provisioner.workspace.lock import WorkspaceLock
+from provisioner.workspace.placement import Placement, place
+from provisioner.workspace.render import Answers, render_workspace
+from provisioner.workspace.state import RecordedState, read_state
+
+MODES = ("terminal", "slim", "non-interactive")  # INIT-1
+LOCKDOWN_QUESTION = "lockdown"  # CONF-3: its variable can turn it on, never off
+_DEFAULT_ORIGIN = "the template's default"
+SOURCE_FLAG = "--memory-backend"  # INIT-2: where the wording came from, as the summary says
+SOURCE_RECORDED = "the wording the workspace recorded"
+SOURCE_DEFAULT = "default"
+
+
+class InitError(UserError, ValueError):
+    """Input init cannot work with; the message is one line naming what and where."""
+
+
+@dataclass(frozen=True)
+class InitRequest:
+    """Everything ``nerve init`` was told, before any question is asked."""
+
+    workspace: Path
+    config_dir: Path
+    mode: str
+    backend: str | None = None
+    profile: str | None = None
+    data: Mapping[str, str] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class InitResult:
+    """What init did, for the summary (INIT-6)."""
+
+    workspace: Path
+    answers: Answers
+    backend_source: str
+    placement: Placement
+    memory_step: dict[str, Any]
+    warnings: tuple[str, ...] = ()
+    locked: bool = False
+
+
+@dataclass
+class Prompter:
+    """Plain line-based prompts: the question on ``output``, the answer from ``input``.
+
+    Works over ssh and with answers piped in; no terminal UI is needed. End of input while a
+    question is open is an ``InitError`` rather than a hang or a traceback.
+    """
+
+    input: TextIO
+    output: TextIO
+    read_secret: Callable[[str], str] | None = None
+
+    def ask(self, question: Question, current: Any, answers: Mapping[str, Any]) -> Any:
+        while True:
+            raw = self._line(f"{_label(question)} [{_shown(current)}]: ")
+            if raw == "":
+                value = current
+            else:
+                try:
+                    value = question.parse(raw)
+                except AnswerError as error:
+                    self.output.write(f"  {error}\n")
+                    continue
+            try:
+                question.check(value, answers)
+            except AnswerError as error:
+                self.output.write(f"  {error}\n")
+                continue
+            return value
+
+    def ask_secret(self, label: str) -> str:
+        if self.read_secret is not None:
+            return self.read_secret(f"{label}: ").strip()
+        return self._line(f"{label}: ")
+
+    def _line(self, prompt: str) -> str:
+        self.output.write(prompt)
+        self.output.flush()
+        line = self.input.readline()
+        if line == "":
+            raise InitError(f"input ended while asking: {prompt.strip()}")
+        return line.strip()
+
+
+def _label(question: Question) -> str:
+    if question.choices and not all(choice in question.help for choice in question.choices):
+        return f"{question.help} ({', '.join(question.choices)})"
+    if question.type == "bool":
+        return f"{question.help} (yes, no)"
+    return question.help
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
+
+
+def run_init(request: InitRequest, prompter: Prompter | None) -> InitResult:
+    """Provision ``request.workspace``; raises a ``UserError`` subclass on bad input.
+
+    Nothing is written before every answer is known and the render has succeeded in a scratch
+    folder, so bad input or a failed render leaves the workspace as it was.
+    """
+    if request.mode not in MODES:
+        raise InitError(f"mode {request.mode!r} is unknown; expected one of: {', '.join(MODES)}")
+    new = not request.workspace.exists() and not request.workspace.is_symlink()
+    workspace = prepare_workspace(request.workspace)
+    try:
+        with WorkspaceRoot(workspace) as root, WorkspaceLock(root):
+            return _provision(request, root, prompter)
+    except OSError as error:
+        if isinstance(error, UserError):
+            raise
+        raise WorkspaceRefused(
+            f"{error.filename or workspace}: cannot be written ({error.strerror}); "
+            "expected a writable workspace"
+        ) from None
+    finally:
+        if new:
+            _remove_if_empty(workspace)
+
+
+def _remove_if_empty(workspace: Path) -> None:
+    """Remove a workspace this run created when it failed before writing a file."""
+    for folder in (workspace / ".nerve", workspace):
+        try:
+            folder.rmdir()
+        except OSError:
+            return  # not empty (the run succeeded, or wrote something), or already gone
+
+
+def _provision(request: InitRequest, root: WorkspaceRoot, prompter: Prompter | None) -> InitResult:
+    config = load_config(request.config_dir, request.workspace, env=request.env)
+    recorded = read_state(root)
+    backend, backend_source = choose_backend(request.backend, config, recorded)
+    warnings = list(config.warnings)
+    answers = resolve_answers(request, backend, recorded.answers, prompter, warnings)
+    locked = config.lockdown or answers.lockdown
+    with tempfile.TemporaryDirectory(prefix="nerve-init-") as scratch:
+        rendered = render_workspace(answers, Path(scratch) / "workspace")
+        memory_step = memory_setup_step(answers, config, request, prompter, locked)
+        placement = place(rendered, root, recorded, answers.record(recorded.answers))
+    return InitResult(
+        request.workspace,
+        answers,
+        backend_source,
+        placement,
+        memory_step,
+        tuple(warnings),
+        locked,
+    )
+
+
+def choose_backend(
+    flag: str | None, config: Config, recorded: RecordedState | None = None
+) -> tuple[str, str]:
+    """The wording's backend and where it came from (INIT-2).
+
+    The flag, else a backend the configuration names (a ``${VAR:-default}`` that fell back to
+    its default names none), else the wording the workspace recorded, else memU.
+    """
+    if flag is not None:
+        get_backend(flag)
+        return flag, SOURCE_FLAG
+    if "memory.backend" in config.sources and "memory.backend" not in config.defaulted:
+        return config.memory_backend, str(config.sources["memory.backend"])
+    wording = (recorded.answers if recorded else {}).get(BACKEND_QUESTION)
+    if isinstance(wording, str) and wording:
+        try:
+            return get_backend(wording).name, SOURCE_RECORDED
+        except UserError:
+            raise InitError(
+                f"{BACKEND_QUESTION} recorded in the workspace: {echo(wording)} is not a memory "
+                "backend; expected one of the registry's, or --memory-backend"
+            ) from None
+    return DEFAULT_BACKEND, SOURCE_DEFAULT
+
+
+def resolve_answers(
+    request: InitRequest,
+    backend: str,
+    recorded: Mapping[str, Any],
+    prompter: Prompter | None,
+    warnings: list[str] | None = None,
+) -> Answers:
+    """Every template answer, from the sources in the module docstring, checked.
+
+    A ``--data`` value for a question this profile does not ask is not used; a line in
+    ``warnings`` says so.
+    """
+    warnings = [] if warnings is None else warnings
+    questions = [q for q in load_questions() if q.name != BACKEND_QUESTION]
+    names = {question.name for question in questions}
+    for key in request.data:
+        if key not in names:
+            raise InitError(
+                f"--data {key}: not a question of the workspace template; "
+                f"expected one of: {', '.join(sorted(names))}"
+            )
+    answers: dict[str, Any] = {BACKEND_QUESTION: backend}
+    for question in questions:
+        if not question.asked_given(answers):
+            if question.name in request.data:
+                warnings.append(
+                    f"--data {question.name}: not used; the {answers.get('profile')} profile "
+                    "does not ask it"
+                )
+            continue
+        value, origin = _given_value(question, request, recorded, warnings)
+        if prompter is not None and _asks(request.mode, question):
+            value = prompter.ask(question, value, answers)
+        elif origin != _DEFAULT_ORIGIN:  # the template's own defaults are Copier's to check
+            try:
+                question.check(value, answers)
+            except AnswerError as error:
+                raise InitError(f"{origin}: {error}") from None
+        answers[question.name] = value
+    return Answers.from_data(answers)
+
+
+def _asks(mode: str, question: Question) -> bool:
+    return mode == "terminal" or (mode == "slim" and question.name in SLIM_QUESTIONS)
+
+
+def _given_value(
+    question: Question, request: InitRequest, recorded: Mapping[str, Any], warnings: list[str]
+) -> tuple[Any, str]:
+    """The highest-ranked value given for ``question``, and a name for where it came from."""
+    if question.name == "profile" and request.profile is not None:
+        return request.profile, "--profile"
+    env_value = request.env.get(question.env_name)
+    if question.name == LOCKDOWN_QUESTION:
+        env_value = _lockdown_from_env(env_value)
+    sources: list[tuple[str | None, str]] = [
+        (request.data.get(question.name), f"--data {question.name}"),
+        (env_value, question.env_name),
+    ]
+    for raw, origin in sources:
+        if raw is not None:
+            try:
+                return question.parse(raw), origin
+            except AnswerError as error:
+                raise InitError(f"{origin}: {error}") from None
+    if question.name in recorded:
+        return recorded[question.name], f"{question.name} recorded in the workspace"
+    return question.default, _DEFAULT_ORIGIN
+
+
+def _lockdown_from_env(raw: str | None) -> str | None:
+    """``NERVE_LOCKDOWN`` as the lockdown answer: it turns lockdown on, never off (CONF-3).
+
+    Any other word leaves the answer to the lower sources; the configuration loader has
+    already warned about a word it does not understand.
+    """
+    if raw is not None and raw.strip().lower() in LOCKDOWN_ENV_ON:
+        return "true"
+    return None
+
+
+def memory_setup_step(
+    answers: Answers,
+    config: Config,
+    request: InitRequest,
+    prompter: Prompter | None,
+    locked: bool = False,
+) -> dict[str, Any]:
+    """The setup's memory step (INIT-3): the registry entry of the wording's backend runs it.
+
+    Only terminal mode may ask; under lockdown nothing is asked or written outside the
+    workspace.
+    """
+    asks = prompter is not None and request.mode == "terminal"
+    context = SetupContext(
+        backend=answers.memory_backend,
+        config_dir=request.config_dir,
+        mcp_gateway_url=config.mcp_gateway_url,
+        locked=locked,
+        ask_secret=prompter.ask_secret if asks and prompter is not None else None,
+    )
+    return get_backend(answers.memory_backend).setup_step(context)

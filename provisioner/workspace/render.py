@@ -1,0 +1,197 @@
+"""Render a workspace through Copier (INIT-4) and describe what was rendered.
+
+``render_workspace`` is the one way a workspace is produced: ``nerve init`` renders into a
+fresh folder and then places the files, ``nerve render`` writes a preview, and ``nerve golden``
+compares the same render with the frozen copy. After Copier has written the files, the render
+records the answers and a hash of every file in ``.nerve/provisioned.json``, which is how a
+later ``nerve init`` knows whether a file is still exactly what this package shipped (INIT-5).
+
+A template that cannot be rendered (a syntax error, an undefined name) raises
+``TemplateBroken`` naming the template file and line; the CLI exits with status 3 for it, so CI
+tells a broken template from a wording change (GOLD-2).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from provisioner.errors import TemplateBroken
+from provisioner.templating import assets
+from provisioner.templating.backends import DEFAULT_BACKEND, DEFAULT_PROFILE
+
+MANIFEST_PATH = ".nerve/provisioned.json"  # INIT-4: answers and shipped hashes, per workspace
+MANIFEST_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class Answers:
+    """The answers a workspace is rendered from (the questions of ``templates/copier.yml``)."""
+
+    profile: str = DEFAULT_PROFILE
+    memory_backend: str = DEFAULT_BACKEND
+    agent_name: str = "Nerve"
+    user_name: str = ""
+    timezone: str = "UTC"
+    worker_task: str = ""
+    lockdown: bool = False
+
+    def as_data(self) -> dict[str, Any]:
+        """The answers as Copier data, leaving out questions the profile does not ask."""
+        data = asdict(self)
+        if self.profile != "personal":
+            data.pop("user_name")
+        if self.profile != "worker":
+            data.pop("worker_task")
+        return data
+
+    def record(self, earlier: Mapping[str, Any]) -> dict[str, Any]:
+        """What the manifest keeps: these answers, plus earlier ones this profile does not ask.
+
+        So a round trip through another profile (personal, worker, personal) keeps
+        ``user_name``.
+        """
+        data = self.as_data()
+        fields = self.__dataclass_fields__
+        data.update({k: v for k, v in earlier.items() if k in fields and k not in data})
+        return data
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> Answers:
+        """Answers from a recorded mapping; unknown keys are ignored, missing ones default."""
+        known = {name: data[name] for name in cls.__dataclass_fields__ if name in data}
+        return cls(**known)
+
+
+@dataclass(frozen=True)
+class RenderedFile:
+    """One file of a render: its path relative to the workspace, bytes and exec bit."""
+
+    path: str
+    content: bytes
+    executable: bool
+
+    @property
+    def digest(self) -> str:
+        return "sha256:" + hashlib.sha256(self.content).hexdigest()
+
+
+def render_workspace(answers: Answers, destination: Path) -> list[RenderedFile]:
+    """Render the workspace for ``answers`` into the empty or new folder ``destination``.
+
+    Copier runs with a clean ``Settings()`` (a user's own Copier defaults never leak in) and
+    ``defaults=True`` (the answers are given; nothing is asked). Copier errors propagate: the
+    caller renders into a scratch folder, so a failed render never touches a workspace.
+    """
+    import jinja2
+    from copier import Settings, run_copy  # deferred: Copier is slow to import
+
+    try:
+        run_copy(
+            str(assets.template_dir()),
+            destination,
+            data=answers.as_data(),
+            settings=Settings(),
+            defaults=True,
+            overwrite=True,
+            quiet=True,
+            # our own Jinja extension (provisioner.templating.jinja_env) is an "unsafe" feature
+            unsafe=True,
+            skip_tasks=True,
+            vcs_ref=None,
+        )
+    except jinja2.TemplateError as error:
+        raise template_broken(error) from None
+    files = list(read_tree(destination))
+    manifest = manifest_bytes(answers.as_data(), {f.path: f.digest for f in files})
+    manifest_file = destination / MANIFEST_PATH
+    manifest_file.parent.mkdir(parents=True, exist_ok=True)
+    manifest_file.write_bytes(manifest)
+    files.append(RenderedFile(MANIFEST_PATH, manifest, executable=False))
+    return sorted(files, key=lambda rendered: rendered.path)
+
+
+def read_tree(root: Path) -> Iterator[RenderedFile]:
+    """Every regular file below ``root`` as a ``RenderedFile`` (paths with ``/``)."""
+    for folder, _dirs, names in os.walk(root):
+        for name in names:
+            path = Path(folder) / name
+            if path.is_file():
+                yield read_file(path, path.relative_to(root).as_posix())
+
+
+def read_file(path: Path, relative: str) -> RenderedFile:
+    """The file at ``path`` as a ``RenderedFile`` named ``relative``: bytes and exec bit."""
+    executable = bool(path.stat().st_mode & stat.S_IXUSR)
+    return RenderedFile(relative, path.read_bytes(), executable)
+
+
+def manifest_bytes(answers: Mapping[str, Any], files: Mapping[str, str]) -> bytes:
+    """The manifest: the answers, and the digest of every file init counts as its own."""
+    manifest = {"format": MANIFEST_FORMAT, "answers": dict(answers), "files": dict(files)}
+    return (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode()
+
+
+def parse_manifest(content: bytes | None) -> dict[str, Any] | None:
+    """A manifest's answers and files, or None when ``content`` is absent or not a manifest.
+
+    A manifest that cannot be parsed is treated as absent: every file then counts as edited,
+    so nothing is overwritten on its strength. File entries that are not text are dropped;
+    answers are kept as they are (init checks each against its question).
+    """
+    if content is None:
+        return None
+    try:
+        data = json.loads(content.decode("utf-8"))
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("files"), dict):
+        return None
+    answers = data.get("answers")
+    files = {k: v for k, v in data["files"].items() if isinstance(k, str) and isinstance(v, str)}
+    return {"answers": answers if isinstance(answers, dict) else {}, "files": files}
+
+
+def read_manifest(workspace: Path) -> dict[str, Any] | None:
+    """The manifest a previous render left in ``workspace``, read without following links."""
+    from provisioner.workspace.fs import WorkspaceRoot
+
+    if not workspace.is_dir():
+        return None
+    with WorkspaceRoot(workspace) as root:
+        found = root.read(MANIFEST_PATH)
+    return parse_manifest(found[0] if found else None)
+
+
+def template_broken(error: Exception) -> TemplateBroken:
+    """``error`` from Jinja as one line naming the template file and line it happened in."""
+    import jinja2
+
+    filename = getattr(error, "filename", None)
+    line = getattr(error, "lineno", None)
+    if not isinstance(error, jinja2.TemplateSyntaxError):
+        filename, line = _template_frame(error) or (filename, line)
+    where = f"{filename}:{line}: " if filename else ""
+    message = " ".join(str(getattr(error, "message", None) or error).split())
+    return TemplateBroken(
+        f"{where}template cannot be rendered ({type(error).__name__}: {message}); "
+        "expected a template that renders"
+    )
+
+
+def _template_frame(error: Exception) -> tuple[str, int] | None:
+    """The innermost traceback frame that ran a template (Jinja names it by the file)."""
+    found = None
+    trace = error.__traceback__
+    while trace is not None:
+        name = trace.tb_frame.f_code.co_filename
+        if name.endswith((".jinja", ".md", ".yaml", ".yml")):
+            found = (name, trace.tb_lineno)
+        trace = trace.tb_next
+    return found

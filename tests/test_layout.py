@@ -1,0 +1,173 @@
+"""The layout shows the architecture, and the documented names live where the docs say.
+
+The package is read as text (``ast``), as a reviewer reads it: imports at module level and
+inside functions count, imports under ``if TYPE_CHECKING:`` do not (they never run). The rooms
+and their rules are described in docs/architecture.md ("The rooms").
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO_ROOT
+
+PACKAGE = REPO_ROOT / "provisioner"
+TOP_LEVEL_MODULES_MAX = 10  # modules directly in provisioner/, the rest in rooms
+RUNTIME_TOP_LEVEL_MODULES_MAX = 8  # modules directly in provisioner/runtime/
+MODULE_LINES_MAX = 450
+DOTTED_NAME = re.compile(r"`(provisioner(?:\.[A-Za-z_][A-Za-z0-9_]*)+)(?:\(\))?`")
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(REPO_ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+PACKAGES = {name for name, path in MODULES.items() if path.name == "__init__.py"}
+
+
+def _runtime_nodes(tree: ast.Module) -> Iterator[ast.AST]:
+    """Every node except those under ``if TYPE_CHECKING:``."""
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skipped.update(id(inner) for inner in ast.walk(node))
+    return (node for node in ast.walk(tree) if id(node) not in skipped)
+
+
+def imported_modules(name: str) -> set[str]:
+    """The package's own modules that ``name`` imports (a package stands for its __init__)."""
+    tree = ast.parse(MODULES[name].read_text(encoding="utf-8"))
+    found: set[str] = set()
+    for node in _runtime_nodes(tree):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            base = node.module
+            if node.level:
+                anchor = name.split(".") if name in PACKAGES else name.split(".")[:-1]
+                base = ".".join([*anchor[: len(anchor) - node.level + 1], node.module])
+            targets = [base, *(f"{base}.{alias.name}" for alias in node.names)]
+        for target in targets:
+            while target and target not in MODULES:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                found.add(target)
+    return found
+
+
+def import_circles() -> list[list[str]]:
+    """Strongly connected groups of more than one module (packages' re-exports aside)."""
+    graph = {name: imported_modules(name) - PACKAGES for name in MODULES if name not in PACKAGES}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in graph.get(node, ()):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                circles.append(sorted(group))
+
+    for node in graph:
+        if node not in index:
+            visit(node)
+    return circles
+
+
+def _modules_directly_in(folder: Path) -> list[str]:
+    return sorted(
+        path.name for path in folder.glob("*.py") if path.name not in ("__init__.py", "__main__.py")
+    )
+
+
+class TestRooms:
+    def test_no_module_imports_itself_around_a_circle(self) -> None:
+        assert import_circles() == []
+
+    def test_the_import_reader_sees_the_imports_it_must(self) -> None:
+        """The reader behind the circle test finds imports in every form the package uses."""
+        assert "provisioner.templating.backends" in imported_modules("provisioner.templating.texts")
+        assert "provisioner.doctor.check" in imported_modules("provisioner.doctor.config")
+
+    def test_few_modules_stand_outside_a_room(self) -> None:
+        assert len(_modules_directly_in(PACKAGE)) <= TOP_LEVEL_MODULES_MAX
+        assert len(_modules_directly_in(PACKAGE / "runtime")) <= RUNTIME_TOP_LEVEL_MODULES_MAX
+
+    @pytest.mark.parametrize("name", sorted(MODULES))
+    def test_no_module_is_longer_than_a_reader_can_hold(self, name: str) -> None:
+        lines = MODULES[name].read_text(encoding="utf-8").count("\n")
+        assert lines <= MODULE_LINES_MAX, f"{MODULES[name]} has {lines} lines"
+
+    @pytest.mark.parametrize("name", sorted(n for n in MODULES if n.startswith("provisioner.")))
+    def test_the_runtime_is_imported_by_others_never_the_reverse(self, name: str) -> None:
+        if name.startswith("provisioner.runtime"):
+            outside = {m for m in imported_modules(name) if not m.startswith("provisioner.runtime")}
+            assert not outside, f"{name} imports {sorted(outside)}"
+
+    @pytest.mark.parametrize("package", sorted(PACKAGES))
+    def test_every_room_says_what_lives_there(self, package: str) -> None:
+        path = MODULES[package]
+        docstring = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")))
+        assert docstring and len(docstring.split()) >= 12, f"{path} has no room docstring"
+
+
+class TestDocumentedNames:
+    def test_every_public_name_of_the_runtime_imports_from_the_runtime(self) -> None:
+        runtime = importlib.import_module("provisioner.runtime")
+        assert len(runtime.__all__) >= 40
+        for name in runtime.__all__:
+            assert getattr(runtime, name) is not None, name
+
+    @pytest.mark.parametrize(
+        "page",
+        [
+            *sorted(p.relative_to(REPO_ROOT).as_posix() for p in REPO_ROOT.glob("docs/*.md")),
+            "README.md",
+        ],
+    )
+    def test_every_dotted_name_a_page_writes_resolves(self, page: str) -> None:
+        """The documented API is where the docs say: each `provisioner.…` name imports."""
+        text = (REPO_ROOT / page).read_text(encoding="utf-8")
+        for dotted in sorted(set(DOTTED_NAME.findall(text))):
+            assert _resolves(dotted), f"{page} names {dotted}, which does not import"
+
+
+def _resolves(dotted: str) -> bool:
+    """True when ``dotted`` is a module, or a module's attribute (a class's too)."""
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            value: object = importlib.import_module(".".join(parts[:cut]))
+        except ModuleNotFoundError:
+            continue
+        for attribute in parts[cut:]:
+            if not hasattr(value, attribute):
+                return False
+            value = getattr(value, attribute)
+        return True
+    return False
