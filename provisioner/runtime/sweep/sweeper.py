@@ -44,6 +44,7 @@ from provisioner.runtime.loom.answers import MESSAGE_ROLES
 from provisioner.runtime.loom.backend import EXTRACT_DEADLINE_S
 from provisioner.runtime.loom.types import Extracted
 from provisioner.runtime.state import AUDIT_CUT, AUDIT_QUEUED, AuditEntry, StateStore
+from provisioner.runtime.sweep.batching import Batch, wire_size
 from provisioner.runtime.sweep.lock import sweep_lock
 from provisioner.runtime.sweep.outcomes import (
     BAD_SESSION_ID_KIND,

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING
 from provisioner.runtime.budget import BatchBudget
 from provisioner.runtime.loom.types import Extracted
 from provisioner.runtime.state import AUDIT_BUDGET, AUDIT_SKIPPED, AuditEntry, SweepSession
+from provisioner.runtime.sweep.batching import Batch, build_batch, pick_context
 from provisioner.runtime.sweep.outcomes import REFUSED_KIND, SWEEP_ERRORS, error_kind, reaction_to
 from provisioner.runtime.transcripts import Message, ReadWindow, Refused, SourceFailed
 
