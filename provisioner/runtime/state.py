@@ -15,8 +15,8 @@ to ``sqlite_file.BUSY_TIMEOUT_MS`` for a write lock and then fails with
 ``sqlite3.OperationalError``; opening the file then fails with ``StateBusyError`` instead, so
 that a busy file is never taken for a damaged one (SWEEP-12).
 
-The schema carries a version (SQLite's ``user_version``); ``MIGRATIONS`` brings an older file
-forward in order. Several processes may open a new file at the same moment (two sweeps, a
+The schema carries a version (SQLite's ``user_version``); ``MIGRATIONS`` (in ``state_schema``) brings an
+older file forward in order. Several processes may open a new file at the same moment (two sweeps, a
 sweep and a recall or doctor), so the version is read again inside the write transaction
 (``BEGIN IMMEDIATE``) that migrates: whoever takes the lock first brings the file to the latest
 version, and the others find it there and change nothing. All steps go in that one
@@ -39,59 +39,8 @@ from datetime import UTC, datetime
 from provisioner.runtime import sqlite_file
 from provisioner.runtime.budget import BatchBudget
 from provisioner.runtime.sqlite_file import is_busy, open_database
-
-# Each entry brings the schema from version ``index`` to ``index + 1``. Append only: a step
-# that shipped is never edited, since files on disk were migrated by it.
-MIGRATIONS: tuple[str, ...] = (
-    # 1: frozen startup recalls (REC-3).
-    """
-    CREATE TABLE frozen_recall (
-        session_id TEXT PRIMARY KEY,
-        source TEXT NOT NULL,
-        items TEXT NOT NULL,
-        frozen_at REAL NOT NULL
-    );
-    """,
-    # 2: the extraction sweep (SWEEP-2, SWEEP-5, SWEEP-8, SWEEP-11).
-    """
-    CREATE TABLE sweep_session (
-        session_id TEXT PRIMARY KEY,
-        watermark INTEGER NOT NULL DEFAULT 0,
-        failures INTEGER NOT NULL DEFAULT 0,
-        suspect_last_id INTEGER
-    );
-    CREATE TABLE sweep_budget (
-        mode TEXT PRIMARY KEY,
-        messages INTEGER NOT NULL,
-        bytes INTEGER NOT NULL,
-        cut_reason TEXT,
-        good_streak INTEGER NOT NULL
-    );
-    CREATE TABLE sweep_audit (
-        seq INTEGER PRIMARY KEY AUTOINCREMENT,
-        kind TEXT NOT NULL,
-        session_id TEXT,
-        message_id INTEGER,
-        role TEXT,
-        created_at TEXT,
-        recorded_at REAL NOT NULL,
-        detail TEXT NOT NULL DEFAULT ''
-    );
-    """,
-    # 3: the last error the backend or the sweep met (LOOM-4), for a status or doctor run in
-    # another process than the sweep's. One row; never any message text (loom_report sees to it).
-    """
-    CREATE TABLE last_error (
-        id INTEGER PRIMARY KEY CHECK (id = 1),
-        at REAL NOT NULL,
-        op TEXT NOT NULL,
-        kind TEXT NOT NULL,
-        message TEXT NOT NULL
-    );
-    """,
-)
-SCHEMA_VERSION = len(MIGRATIONS)
-
+from provisioner.runtime.state_schema import MIGRATIONS as MIGRATIONS  # re-exported
+from provisioner.runtime.state_schema import SCHEMA_VERSION, apply_migrations
 
 # Kinds of audit row (SWEEP-4, SWEEP-5, SWEEP-8, SWEEP-11). A row names a session, a message
 # id, a role and times, never the text of a message.
@@ -436,11 +385,7 @@ class StateStore:
             return
         with self.transaction() as db:
             version = self._version(db)
-            for step in range(version, SCHEMA_VERSION):
-                for statement in _statements(MIGRATIONS[step]):
-                    db.execute(statement)
-            if version < SCHEMA_VERSION:
-                db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            apply_migrations(db, version)
 
     def _version(self, db: sqlite3.Connection) -> int:
         """The file's schema version; ``StateVersionError`` when it is newer than ours."""
@@ -464,8 +409,3 @@ def _audit_row(row: sqlite3.Row) -> dict[str, object]:
     record = dict(row)
     record["recorded_at"] = datetime.fromtimestamp(row["recorded_at"], UTC).isoformat()
     return record
-
-
-def _statements(script: str) -> list[str]:
-    """The statements of a migration script (``executescript`` would commit on its own)."""
-    return [part.strip() for part in script.split(";") if part.strip()]

@@ -1,0 +1,78 @@
+"""The state file's schema, as the ordered steps that build it (SWEEP-2).
+
+The file carries its version in SQLite's ``user_version``; step ``n`` brings a file from
+version ``n`` to ``n + 1``. ``StateStore`` runs the steps a file lacks inside one write
+transaction, after reading the version again under the lock (SWEEP-12), so every step runs
+exactly once however many processes open a new file together.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+# Each entry brings the schema from version ``index`` to ``index + 1``. Append only: a step
+# that shipped is never edited, since files on disk were migrated by it.
+MIGRATIONS: tuple[str, ...] = (
+    # 1: frozen startup recalls (REC-3).
+    """
+    CREATE TABLE frozen_recall (
+        session_id TEXT PRIMARY KEY,
+        source TEXT NOT NULL,
+        items TEXT NOT NULL,
+        frozen_at REAL NOT NULL
+    );
+    """,
+    # 2: the extraction sweep (SWEEP-2, SWEEP-5, SWEEP-8, SWEEP-11).
+    """
+    CREATE TABLE sweep_session (
+        session_id TEXT PRIMARY KEY,
+        watermark INTEGER NOT NULL DEFAULT 0,
+        failures INTEGER NOT NULL DEFAULT 0,
+        suspect_last_id INTEGER
+    );
+    CREATE TABLE sweep_budget (
+        mode TEXT PRIMARY KEY,
+        messages INTEGER NOT NULL,
+        bytes INTEGER NOT NULL,
+        cut_reason TEXT,
+        good_streak INTEGER NOT NULL
+    );
+    CREATE TABLE sweep_audit (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        kind TEXT NOT NULL,
+        session_id TEXT,
+        message_id INTEGER,
+        role TEXT,
+        created_at TEXT,
+        recorded_at REAL NOT NULL,
+        detail TEXT NOT NULL DEFAULT ''
+    );
+    """,
+    # 3: the last error the backend or the sweep met (LOOM-4), for a status or doctor run in
+    # another process than the sweep's. One row; never any message text (loom_report sees to it).
+    """
+    CREATE TABLE last_error (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        at REAL NOT NULL,
+        op TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        message TEXT NOT NULL
+    );
+    """,
+)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def apply_migrations(db: sqlite3.Connection, version: int) -> None:
+    """Run every step after ``version`` and record the latest version, in the caller's
+    transaction: a failure rolls all of it back with the transaction."""
+    for step in range(version, SCHEMA_VERSION):
+        for statement in _statements(MIGRATIONS[step]):
+            db.execute(statement)
+    if version < SCHEMA_VERSION:
+        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+def _statements(script: str) -> list[str]:
+    """The statements of a migration script (``executescript`` would commit on its own)."""
+    return [part.strip() for part in script.split(";") if part.strip()]
