@@ -15,12 +15,12 @@ to ``sqlite_file.BUSY_TIMEOUT_MS`` for a write lock and then fails with
 ``sqlite3.OperationalError``; opening the file then fails with ``StateBusyError`` instead, so
 that a busy file is never taken for a damaged one (SWEEP-12).
 
-The schema carries a version (SQLite's ``user_version``); ``MIGRATIONS`` (in
-``state_schema``) brings an older file forward in order. Several processes may open a new file
-at the same moment (two sweeps, a sweep and a recall or doctor), so the version is read again
-inside the write transaction (``BEGIN IMMEDIATE``) that migrates: whoever takes the lock first brings the file to the latest
-version, and the others find it there and change nothing. All steps go in that one
-transaction, so a reader sees the file before the migration or after it, never half-way. A
+The schema carries a version (SQLite's ``user_version``); ``MIGRATIONS`` (in ``state_schema``)
+brings an older file forward in order. Several processes may open a new file at the same moment
+(two sweeps, a sweep and a recall or doctor), so the version is read again inside the write
+transaction (``BEGIN IMMEDIATE``) that migrates: whoever takes the lock first brings the file
+to the latest version, and the others find it there and change nothing. All steps go in that
+one transaction, so a reader sees the file before the migration or after it, never half-way. A
 file written by a newer version of this package is refused with ``StateVersionError`` rather
 than misread.
 """
