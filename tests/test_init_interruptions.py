@@ -58,7 +58,7 @@ os.replace = counted(os.replace)
 os.unlink = counted(os.unlink)
 if step == 0:
     atexit.register(lambda: sys.stderr.write(f"steps={seen}\\n"))
-from provisioner.cli import main
+from provisioner.cli.main import main
 sys.exit(main(sys.argv[1:]))
 """
 

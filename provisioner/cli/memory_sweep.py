@@ -40,6 +40,7 @@ from provisioner.cli.common import (
     workspace_and_config_dir,
 )
 from provisioner.config.paths import MEMORY_DIR, STATE_FILE, TRANSCRIPTS_FILE, default_paths
+from provisioner.runtime.gateway.json_depth import nested_deeper_than
 
 if TYPE_CHECKING:
     from provisioner.runtime.sweep.sweeper import SweepProgress, SweepReport
@@ -113,9 +114,6 @@ def _duration(text: str) -> float:
 IMPORT_MAX_DEPTH = 16  # our choice: a message is one flat object; deeper is never a message
 KEYS_SHOWN = 3  # our choice: how many unknown keys a bad line's problem names
 KEY_SHOWN_MAX_CHARS = 40  # our choice: how much of each unknown key it shows
-_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
-_NOT_BRACKET = bytes(byte for byte in range(256) if byte not in b"[]{}")
-_BRACKET_STEP = bytes.maketrans(b"[{]}", b"\x02\x02\x00\x00")
 
 
 @dataclass(frozen=True)
@@ -229,7 +227,7 @@ def _line_problem(line: bytes | None) -> str | None:
         text = line.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as error:
         return f"not UTF-8 text: byte {error.start + 1} cannot be decoded"
-    if _nested_deeper_than(line, IMPORT_MAX_DEPTH):
+    if nested_deeper_than(line, IMPORT_MAX_DEPTH):
         return f"JSON nested too deep (more than {IMPORT_MAX_DEPTH} levels)"
     try:
         record = json.loads(text)
@@ -250,23 +248,6 @@ def _line_problem(line: bytes | None) -> str | None:
         more = f" and {len(extra) - KEYS_SHOWN} more" if len(extra) > KEYS_SHOWN else ""
         return f"unknown keys {names}{more}; expected {', '.join(IMPORT_FIELDS)}"
     return _field_problem(record, MESSAGE_ROLES)
-
-
-def _nested_deeper_than(line: bytes, limit: int) -> bool:
-    """Whether the JSON in ``line`` opens more than ``limit`` arrays or objects at once.
-
-    One linear pass without recursion, all of it in C: strings are cut out (a bracket in a
-    message is text), every other byte but a bracket is dropped, and the running depth is
-    summed until it first passes ``limit``. Exact for UTF-8, where no byte of a multi-byte
-    character looks like a quote, a backslash or a bracket.
-    """
-    import itertools
-    import operator
-
-    brackets = _JSON_STRING.sub(b"", line).translate(None, _NOT_BRACKET)
-    steps = itertools.accumulate(brackets.translate(_BRACKET_STEP))  # twice the opens so far
-    depths = map(operator.sub, steps, itertools.count(1))  # opens minus closes
-    return next(filter(limit.__lt__, depths), None) is not None
 
 
 def _field_problem(record: dict[str, Any], roles: frozenset[str]) -> str | None:

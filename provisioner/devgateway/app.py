@@ -27,11 +27,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import itertools
 import json
-import operator
 import random
-import re
 import socket
 import struct
 import sys
@@ -51,6 +48,7 @@ from provisioner.devgateway.faults import (
 )
 from provisioner.devgateway.loom_server import MCP_PATH, build_loom_server, loom_http_app
 from provisioner.devgateway.store import LoomStandIn
+from provisioner.runtime.gateway.json_depth import nested_deeper_than
 
 ANSWER_MODES = ("json", "sse", "mixed")
 CATALOG_GENERATION = 1
@@ -69,10 +67,6 @@ CUT_PREFIX = b'event: message\ndata: {"jsonrpc": "2.0", "id": '  # a stream cut 
 
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
-
-_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
-_NOT_BRACKET = bytes(byte for byte in range(256) if byte not in b"[]{}")
-_BRACKET_STEP = bytes.maketrans(b"[{]}", b"\x02\x02\x00\x00")
 
 
 class BodyTooLarge(ValueError):
@@ -408,20 +402,6 @@ def _sends_json(scope: dict[str, Any]) -> bool:
             media_type = value.decode("latin-1").split(";", 1)[0].strip().lower()
             return media_type == JSON_CONTENT_TYPE
     return False
-
-
-def nested_deeper_than(body: bytes, limit: int) -> bool:
-    """Whether the JSON in ``body`` opens more than ``limit`` arrays or objects at once.
-
-    One linear pass without recursion, all of it in C: strings are cut out (a bracket in a
-    string is text), every other byte but a bracket is dropped, and the running depth is
-    summed until it first passes ``limit``. Exact for UTF-8 bodies; for anything else it may
-    misjudge, which the decoders' own refusal then settles.
-    """
-    brackets = _JSON_STRING.sub(b"", body).translate(None, _NOT_BRACKET)
-    steps = itertools.accumulate(brackets.translate(_BRACKET_STEP))  # twice the opens so far
-    depths = map(operator.sub, steps, itertools.count(1))  # opens minus closes
-    return next(filter(limit.__lt__, depths), None) is not None
 
 
 def replay_body(body: bytes, receive: Receive) -> Receive:

@@ -245,7 +245,7 @@ class TestCommandLine:
             "        if name.split('.')[0] in ('mcp', 'mcp_types'):\n"
             "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
             "sys.meta_path.insert(0, Block())\n"
-            "from provisioner.cli import main\n"
+            "from provisioner.cli.main import main\n"
             "sys.exit(main(['dev', 'gateway', '--port', '0']))\n"
         )
         done = subprocess.run(

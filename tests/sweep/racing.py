@@ -74,7 +74,7 @@ def run_cli(argv: list[str], output: str, environment: dict[str, str], barrier: 
         os.dup2(target, descriptor)
         os.close(target)
     os.environ.update(environment)
-    from provisioner.cli import main
+    from provisioner.cli.main import main
 
     barrier.wait(BARRIER_TIMEOUT_S)
     status = main(argv)

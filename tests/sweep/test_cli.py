@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.cli import main
+from provisioner.cli.main import main
 from provisioner.devgateway import RunningGateway, serve_in_thread
 from provisioner.runtime.state import StateStore
 from provisioner.runtime.sweep.lock import sweep_lock

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from provisioner.cli import main
+from provisioner.cli.main import main
 from provisioner.devgateway import RunningGateway, serve_in_thread
 from provisioner.doctor import sweep as doctor_sweep
 from provisioner.doctor.check import OK, WARN
