@@ -4,7 +4,9 @@
 under the configuration folder. A file that is not a database (truncated, overwritten, a
 folder in its place), one written by a newer version, or one that cannot be created is bad
 input for the command: it names the file, what is wrong and what to do, and exits 2. Nothing
-is changed; the file is left as it is for whoever wants to look at it.
+is changed; the file is left as it is for whoever wants to look at it. A file another process
+kept locked past the busy timeout is said to be busy and fine, never damaged: moving it aside
+would throw its watermarks away (SWEEP-12).
 """
 
 from __future__ import annotations
@@ -22,11 +24,11 @@ if TYPE_CHECKING:
 
 def open_state(path: Path) -> StateStore:
     """The runtime's state file; ``UsageError`` when it cannot be opened as one."""
-    from provisioner.runtime.state import StateStore, StateVersionError
+    from provisioner.runtime.state import StateBusyError, StateStore, StateVersionError
 
     try:
         return StateStore(path)
-    except StateVersionError as error:
+    except (StateVersionError, StateBusyError) as error:
         raise UsageError(str(error)) from None
     except (sqlite3.Error, OSError) as error:
         raise _unusable(path, "the memory state", error) from None
@@ -43,6 +45,13 @@ def open_transcripts(path: Path) -> SqliteTranscripts:
 
 
 def _unusable(path: Path, what: str, error: Exception) -> UsageError:
+    from provisioner.runtime.sqlite_file import BUSY_TIMEOUT_MS, is_busy
+
+    if isinstance(error, sqlite3.OperationalError) and is_busy(error):
+        return UsageError(
+            f"{path}: busy — another nerve process kept {what} locked for more than "
+            f"{BUSY_TIMEOUT_MS / 1000:g} s; the file is fine, try again once that process is done"
+        )
     reason = getattr(error, "strerror", None) or str(error) or type(error).__name__
     return UsageError(
         f"{path}: cannot be opened as {what} ({reason}); expected a file nerve memory wrote, "

@@ -20,11 +20,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from provisioner.cli.common import EXIT_OK, UsageError, add_workspace_options
+from provisioner.cli.memory_files import open_state
+from provisioner.config.paths import MEMORY_DIR, STATE_FILE, default_paths
 
 if TYPE_CHECKING:
-    from provisioner.runtime.state import StateStore
+    pass
 
-STATE_FILE = Path("memory") / "state.sqlite3"  # under the configuration folder, as the sweep's
 SESSION_ID_MAX_CHARS = 200  # loom-ops: the session ids Loom takes
 
 
@@ -47,27 +48,14 @@ def _add_common(command: argparse.ArgumentParser) -> None:
         "--state",
         type=Path,
         default=None,
-        help=f"the runtime's state file (default: <config-dir>/{STATE_FILE})",
+        help=f"the runtime's state file (default: <config-dir>/{MEMORY_DIR}/{STATE_FILE})",
     )
     command.add_argument("--json", action="store_true", help="print JSON")
 
 
 def state_path(config_dir: Path, given: Path | None = None) -> Path:
     """The runtime's state file: ``given``, else ``<config_dir>/memory/state.sqlite3``."""
-    return (given or config_dir / STATE_FILE).expanduser()
-
-
-def open_state_file(path: Path) -> StateStore:
-    """The runtime's state file, opened as ``memory_files.open_state`` does; a file another
-    process kept locked for longer than the busy timeout is one line saying it is busy (exit 2),
-    never a damaged file to move aside, which would throw its watermarks away (SWEEP-12)."""
-    from provisioner.cli.memory_files import open_state
-    from provisioner.runtime.state import StateBusyError
-
-    try:
-        return open_state(path)
-    except StateBusyError as error:
-        raise UsageError(str(error)) from None
+    return (given or default_paths(config_dir)[1]).expanduser()
 
 
 def _loaded_config(args: argparse.Namespace) -> tuple[Any, Path]:
@@ -113,7 +101,7 @@ def _run_recall(args: argparse.Namespace) -> int:
     _progress(config)
 
     async def recall() -> Any:
-        with open_state_file(state_path(config_dir, args.state)) as state:
+        with open_state(state_path(config_dir, args.state)) as state:
             async with LoomMemory.from_config(config, state=state) as memory:
                 return await memory.startup_recall(session)
 
@@ -146,7 +134,7 @@ def _run_status(args: argparse.Namespace) -> int:
     _progress(config)
 
     async def probe() -> dict[str, Any]:
-        with open_state_file(state_path(config_dir, args.state)) as state:
+        with open_state(state_path(config_dir, args.state)) as state:
             async with LoomMemory.from_config(config, state=state) as memory:
                 try:
                     await memory.health()

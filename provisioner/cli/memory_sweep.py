@@ -295,13 +295,12 @@ async def _sweep(
 ) -> int:
     import asyncio
 
-    from provisioner.cli.memory_files import open_transcripts
-    from provisioner.cli.memory_recall import open_state_file
+    from provisioner.cli.memory_files import open_state, open_transcripts
     from provisioner.runtime.loom.backend import LoomMemory
     from provisioner.runtime.sweep.sweeper import Sweeper, extraction_mode
 
     transcripts_path, state_path = paths
-    with open_transcripts(transcripts_path) as source, open_state_file(state_path) as state:
+    with open_transcripts(transcripts_path) as source, open_state(state_path) as state:
         async with LoomMemory.from_config(config, state=state) as memory:
             mode = extraction_mode(config.loom.defer_extraction)
             sweeper = Sweeper(memory, source, state, mode=mode)

@@ -221,6 +221,32 @@ class TestABusyFile:
         assert not [word for word in DAMAGE_WORDS if word in err]
         assert held_state.read_bytes() == before
 
+    def test_an_import_meeting_busy_transcripts_says_busy_in_one_line(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """SWEEP-12: the transcripts file too is busy and fine when another process holds it
+        locked, never a damaged file to move aside; nothing is imported."""
+        monkeypatch.setattr(sqlite_file, "BUSY_TIMEOUT_MS", 200)
+        transcripts = tmp_path / "cfg" / "memory" / "transcripts.sqlite3"
+        holder = open_database(transcripts)
+        holder.execute("BEGIN EXCLUSIVE")
+        lines = tmp_path / "chat.jsonl"
+        lines.write_text(
+            '{"session_id": "s1", "role": "user", "content": "hi",'
+            ' "created_at": "2026-11-30T10:00:00Z"}\n',
+            encoding="utf-8",
+        )
+        try:
+            status = main(["memory", "import", str(lines), *cli_paths(tmp_path, tmp_path / "cfg")])
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        err = capsys.readouterr().err
+        assert status == 2
+        assert err.count("\n") == 1 and "Traceback" not in err
+        assert f"{transcripts}: busy" in err and "the file is fine" in err
+        assert not [word for word in DAMAGE_WORDS if word in err]
+
 
 class TestDoctorAlongsideASweep:
     def test_a_state_file_no_process_has_set_up_yet_is_a_sweep_not_run(
