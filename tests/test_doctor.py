@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from provisioner.doctor.check import ADVICE_PREFIX, Check, Report, one_line
+from provisioner.doctor.workspace import MEMORY_MD_LINES_SHOWN, MEMORY_MD_MAX_BYTES
 from tests.conftest import RunNerve, assert_one_line_error, clean_environment
 
 
@@ -311,6 +312,101 @@ class TestWorkspace:
         manifest = by_id(instance.doctor_json("--offline"))["workspace.manifest"]
         assert manifest["status"] == "WARN"
         assert "was not provisioned by nerve init" in manifest["message"]
+
+
+def write_lines(path: Path, count: int, *, ending: str = "\n", padding: str = "") -> None:
+    body = ending.join(f"- fact number {number}" for number in range(1, count + 1))
+    path.write_bytes((padding + body + ending + padding).encode("utf-8"))
+
+
+class TestMemoryMd:
+    """NERVE-6: Nerve shows a session only the first 300 lines of MEMORY.md; doctor says so."""
+
+    def test_the_limit_is_the_one_nerve_has(self) -> None:
+        assert MEMORY_MD_LINES_SHOWN == 300
+
+    def test_a_memory_md_of_300_lines_is_ok(self, instance: Instance) -> None:
+        write_lines(instance.workspace / "MEMORY.md", 300)
+        check = by_id(instance.doctor_json("--offline"))["workspace.memory_md"]
+        assert check["status"] == "OK"
+        assert check["message"] == "MEMORY.md has 300 lines, all within the 300 Nerve shows"
+
+    def test_one_line_more_warns_with_how_many_are_never_seen(self, instance: Instance) -> None:
+        write_lines(instance.workspace / "MEMORY.md", 301)
+        result = instance.doctor("--offline")
+        assert result.returncode == 0, result.stdout  # a warning, not an error
+        check = by_id(instance.doctor_json("--offline"))["workspace.memory_md"]
+        assert check["status"] == "WARN"
+        assert check["message"].startswith("MEMORY.md has 301 lines: the last 1 are never seen")
+        assert "at most 300 lines" in check["advice"]
+        assert check["source"] == str(instance.workspace / "MEMORY.md")
+
+    @pytest.mark.parametrize("ending", ["\r\n", "\r"])
+    def test_lines_are_counted_with_any_line_ending_as_nerve_reads_them(
+        self, instance: Instance, ending: str
+    ) -> None:
+        write_lines(instance.workspace / "MEMORY.md", 301, ending=ending)
+        check = by_id(instance.doctor_json("--offline"))["workspace.memory_md"]
+        assert check["status"] == "WARN" and "has 301 lines" in check["message"]
+
+    def test_blank_lines_at_either_end_do_not_count(self, instance: Instance) -> None:
+        """Nerve strips the file before it counts, so padding never pushes a line out."""
+        write_lines(instance.workspace / "MEMORY.md", 300, padding="\n\n \n\t\n")
+        check = by_id(instance.doctor_json("--offline"))["workspace.memory_md"]
+        assert check["status"] == "OK" and "has 300 lines" in check["message"]
+
+    def test_the_shipped_memory_md_is_within_the_limit(self, instance: Instance) -> None:
+        check = by_id(instance.doctor_json("--offline"))["workspace.memory_md"]
+        assert check["status"] == "OK"
+
+    def test_without_a_memory_md_there_is_no_such_line(self, instance: Instance) -> None:
+        (instance.workspace / "MEMORY.md").unlink()
+        assert "workspace.memory_md" not in by_id(instance.doctor_json("--offline"))
+
+    def test_a_workspace_nerve_set_up_itself_is_checked_too(self, instance: Instance) -> None:
+        """A workspace without this package's manifest is exactly where MEMORY.md has grown."""
+        (instance.workspace / ".nerve/provisioned.json").unlink()
+        write_lines(instance.workspace / "MEMORY.md", 450)
+        checks = by_id(instance.doctor_json("--offline"))
+        assert checks["workspace.manifest"]["status"] == "WARN"
+        assert checks["workspace.memory_md"]["status"] == "WARN"
+        assert "the last 150 are never seen" in checks["workspace.memory_md"]["message"]
+
+    def test_a_memory_md_that_is_a_link_is_never_followed(
+        self, instance: Instance, tmp_path: Path
+    ) -> None:
+        """INIT-7: the agent may make it a link anywhere; doctor opens nothing through it."""
+        outside = tmp_path / "outside.md"
+        write_lines(outside, 500)
+        (instance.workspace / "MEMORY.md").unlink()
+        (instance.workspace / "MEMORY.md").symlink_to(outside)
+        check = by_id(instance.doctor_json("--offline"))["workspace.memory_md"]
+        assert check["status"] == "WARN"
+        assert check["message"] == (
+            "MEMORY.md is a link or not a plain file; doctor does not open it"
+        )
+
+    def test_a_memory_md_that_is_a_fifo_does_not_block_doctor(self, instance: Instance) -> None:
+        (instance.workspace / "MEMORY.md").unlink()
+        os.mkfifo(instance.workspace / "MEMORY.md")
+        check = by_id(instance.doctor_json("--offline"))["workspace.memory_md"]
+        assert check["status"] == "WARN" and "not a plain file" in check["message"]
+
+    def test_a_memory_md_that_is_not_utf8_warns_that_nerve_shows_none_of_it(
+        self, instance: Instance
+    ) -> None:
+        (instance.workspace / "MEMORY.md").write_bytes(b"caf\xe9 au lait\n")
+        check = by_id(instance.doctor_json("--offline"))["workspace.memory_md"]
+        assert check["status"] == "WARN"
+        assert "not UTF-8" in check["message"] and "shows none of it" in check["message"]
+
+    def test_a_huge_memory_md_warns_without_being_read_whole(self, instance: Instance) -> None:
+        path = instance.workspace / "MEMORY.md"
+        with path.open("wb") as handle:
+            handle.truncate(MEMORY_MD_MAX_BYTES + 1)
+        check = by_id(instance.doctor_json("--offline"))["workspace.memory_md"]
+        assert check["status"] == "WARN"
+        assert f"is over {MEMORY_MD_MAX_BYTES // (1024 * 1024)} MiB" in check["message"]
 
 
 class TestMemu:

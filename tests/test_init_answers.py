@@ -205,7 +205,9 @@ class TestCommandLine:
 
     def test_render_follows_data_profile(self, run_nerve, tmp_path):
         """Defect 11: `render --data profile=worker` renders the worker."""
-        result = run_nerve("render", "--out", "out", "--data", "profile=worker")
+        result = run_nerve(
+            "render", "--out", "out", "--data", "profile=worker", "--data", "worker_task=triage"
+        )
         assert result.returncode == 0, result.stderr
         assert (tmp_path / "out" / "TASK.md").is_file()
         assert not (tmp_path / "out" / "USER.md").exists()

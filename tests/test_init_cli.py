@@ -60,6 +60,8 @@ class TestNonInteractive:
             "worker",
             "--workspace",
             "w2",
+            "--data",
+            "worker_task=triage",
         )
         ws = tmp_path / "w2"
         assert (ws / "TASK.md").is_file() and not (ws / "USER.md").exists()
@@ -283,7 +285,11 @@ class TestRerun:
         """INIT-5: switching profile removes nothing; the files it no longer renders are named."""
         init(run_nerve, "--workspace", "ws")
         summary = json.loads(
-            init(run_nerve, "--workspace", "ws", "--profile", "worker", "--json").stdout
+            init(
+                run_nerve,
+                *("--workspace", "ws", "--profile", "worker", "--data", "worker_task=triage"),
+                "--json",
+            ).stdout
         )
         assert summary["no_longer_rendered"] == ["IDENTITY.md", "USER.md"]
         assert "TASK.md" in summary["created"]

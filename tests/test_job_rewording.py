@@ -20,6 +20,7 @@ import yaml
 
 from provisioner import __version__
 from provisioner.templating import jobs
+from provisioner.templating.backends import MEMU_TOOLS, loom_core_tools
 from provisioner.templating.jobs import (
     NERVE_BOOTSTRAP,
     effective_job_prompt,
@@ -31,7 +32,8 @@ from provisioner.templating.jobs import (
     shipped_memu_digests,
     unrecorded_memu_prompts,
 )
-from provisioner.templating.texts import JOB_PROMPTS, job_prompt
+from provisioner.templating.texts import JOB_PROMPTS, NERVES_OWN_LOOM_TOOLS, job_prompt
+from provisioner.templating.wording import loom_tools_named, memu_tools_named
 from provisioner.workspace.render import Answers, render_workspace
 
 
@@ -200,7 +202,7 @@ class TestUserJobsReplaceBuiltInOnes:
         (cron_dir / "jobs.yaml").write_text(yaml.safe_dump({"jobs": [own, mine]}), encoding="utf-8")
         loaded = load_cron_jobs(cron_dir, "loom")
         ids = [job["id"] for job in loaded]
-        assert sorted(ids) == ["inbox-processor", "memory-maintenance", "weekly-review"]
+        assert sorted(ids) == sorted([*JOB_PROMPTS, "weekly-review"])
         by_id = jobs_by_id(loaded)
         assert by_id["memory-maintenance"] == own
         assert by_id["weekly-review"] == mine
@@ -336,3 +338,89 @@ class TestCronFilesThatAreNotJobLists:
         )
         with pytest.raises(ValueError, match=r"jobs\[1\].*'id'"):
             load_cron_jobs(cron_dir, "loom")
+
+
+# NERVE-6: the built-in jobs Nerve has besides memory-maintenance and inbox-processor.
+NERVES_OTHER_JOBS = ("task-planner", "skill-extractor", "skill-reviser")
+
+
+@pytest.fixture(scope="module")
+def memu_worker_cron(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``config/cron`` of a worker workspace really rendered for memU."""
+    destination = tmp_path_factory.mktemp("memu-worker") / "workspace"
+    render_workspace(Answers(profile="worker", memory_backend="memu"), destination)
+    return destination / "config" / "cron"
+
+
+class TestNervesOtherJobsUnderLoom:
+    """NERVE-6, TXT-7: the task and skill jobs, worded per backend and re-worded like the rest."""
+
+    def test_a_memu_worker_switched_to_loom_runs_every_job_in_its_loom_wording(
+        self, memu_worker_cron: Path
+    ) -> None:
+        loaded = jobs_by_id(load_cron_jobs(memu_worker_cron, "loom"))
+        assert set(loaded) == {"memory-maintenance", *NERVES_OTHER_JOBS}
+        for job_id, job in loaded.items():
+            assert job["prompt"] == job_prompt(job_id, "loom"), job_id
+
+    @pytest.mark.parametrize("job_id", NERVES_OTHER_JOBS)
+    def test_the_memu_prompt_names_memory_only_through_memus_tools(self, job_id: str) -> None:
+        prompt = job_prompt(job_id, "memu")
+        assert memu_tools_named(prompt), job_id
+        assert loom_tools_named(prompt) == set()
+        assert all(f"mcp__nerve__{tool}" in prompt for tool in memu_tools_named(prompt))
+
+    @pytest.mark.parametrize("job_id", NERVES_OTHER_JOBS)
+    def test_the_loom_prompt_names_only_loom_tools_the_agent_has_by_default(
+        self, job_id: str
+    ) -> None:
+        """Loom's default list, less the extraction tool that is Nerve's own, never memU's."""
+        prompt = job_prompt(job_id, "loom")
+        allowed = loom_core_tools() - NERVES_OWN_LOOM_TOOLS
+        assert loom_tools_named(prompt) and loom_tools_named(prompt) <= allowed
+        assert all(f"mcp__loom__{tool}" in prompt for tool in loom_tools_named(prompt))
+        assert memu_tools_named(prompt) == set()
+
+    @pytest.mark.parametrize("job_id", NERVES_OTHER_JOBS)
+    def test_both_wordings_ask_for_the_same_nerve_tools_apart_from_memory(
+        self, job_id: str
+    ) -> None:
+        """Only the memory steps are re-worded: tasks, plans, skills and notify stay the same."""
+
+        def nerve_tools(prompt: str) -> set[str]:
+            named = set(re.findall(r"mcp__nerve__(\w+)", prompt))
+            return named - set(MEMU_TOOLS)
+
+        memu, loom = job_prompt(job_id, "memu"), job_prompt(job_id, "loom")
+        assert nerve_tools(memu) == nerve_tools(loom)
+        assert "notify" in nerve_tools(memu)
+
+    @pytest.mark.parametrize(
+        ("job_id", "plan_type"),
+        [("skill-extractor", "skill-create"), ("skill-reviser", "skill-update")],
+    )
+    def test_a_skill_job_proposes_through_the_approval_flow_with_its_plan_type(
+        self, job_id: str, plan_type: str
+    ) -> None:
+        """Nerve carries out an approved skill plan with skill_create or skill_update by its
+        plan type; a plan without one would be carried out as a generic task."""
+        for backend in ("memu", "loom"):
+            prompt = " ".join(job_prompt(job_id, backend).split())
+            assert f'`mcp__nerve__task_create` and `source: "{job_id}"`' in prompt
+            assert f'`mcp__nerve__plan_propose` and `plan_type: "{plan_type}"`' in prompt
+
+    def test_a_skill_job_turned_on_in_jobs_yaml_keeps_its_loom_wording(
+        self, cron_dir: Path
+    ) -> None:
+        """docs/cron.md: copy the job into jobs.yaml to turn it on; its unedited prompt is still
+        a shipped one, so under Loom it runs in Loom's wording."""
+        job = {**file_jobs(cron_dir / "system.yaml")["skill-extractor"], "enabled": True}
+        (cron_dir / "jobs.yaml").write_text(yaml.safe_dump({"jobs": [job]}), encoding="utf-8")
+        loaded = jobs_by_id(load_cron_jobs(cron_dir, "loom"))["skill-extractor"]
+        assert loaded["enabled"] is True
+        assert loaded["prompt"] == job_prompt("skill-extractor", "loom")
+
+    def test_a_task_planner_prompt_this_package_did_not_ship_runs_as_written(self) -> None:
+        """Nerve's own prompts of these jobs are not recorded (they name no memory tool)."""
+        prompt = "Pick one open task and propose a plan with plan_propose.\n"
+        assert effective_job_prompt("task-planner", prompt, "loom") == prompt

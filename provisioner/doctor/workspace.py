@@ -4,7 +4,8 @@
 ``.nerve/provisioned.json`` (INIT-4). Doctor compares each recorded file with the disk: still
 as shipped, edited, or missing; and it compares the recorded wording with the configured
 backend, since a platform that switched to Loom after its first init still has memU's wording
-until ``nerve init --memory-backend loom`` runs.
+until ``nerve init --memory-backend loom`` runs. It also counts ``MEMORY.md`` as Nerve does:
+Nerve puts only its first 300 lines into a session's system prompt, so the rest is never seen.
 
 The workspace belongs to the agent, which may be hostile, so the manifest is read with care:
 a recorded path that leaves the workspace, or passes through a link, is not followed; only
@@ -31,6 +32,9 @@ SHIPPED_FILE_MAX_BYTES = 4 * 1024 * 1024  # our choice: no shipped file comes ne
 MANIFEST_MAX_BYTES = 4 * 1024 * 1024  # our choice: a manifest is a few KiB
 MANIFEST_MAX_FILES = 10_000  # our choice: a workspace ships a few dozen files
 NAMES_SHOWN = 5  # how many file names a line lists before "and N more"
+MEMORY_MD = "MEMORY.md"
+MEMORY_MD_LINES_SHOWN = 300  # NERVE-6: Nerve's system prompt shows MEMORY.md's first 300 lines
+MEMORY_MD_MAX_BYTES = 4 * 1024 * 1024  # our choice: counted up to here, far past 300 lines
 
 
 @dataclass
@@ -55,15 +59,14 @@ def workspace_checks(workspace: Path, config_dir: Path, config: Config | None) -
         ]
     manifest = _manifest(workspace)
     if manifest is None:
-        return [
-            Check(
-                "workspace.manifest",
-                WARN,
-                f"{workspace} has no readable {MANIFEST_PATH}: it was not provisioned by "
-                "nerve init, so its profile, wording and files are unknown",
-                advice=f"run {_init_command(workspace, config_dir)}",
-            )
-        ]
+        unprovisioned = Check(
+            "workspace.manifest",
+            WARN,
+            f"{workspace} has no readable {MANIFEST_PATH}: it was not provisioned by "
+            "nerve init, so its profile, wording and files are unknown",
+            advice=f"run {_init_command(workspace, config_dir)}",
+        )
+        return [unprovisioned, *memory_md_checks(workspace)]
     answers = manifest.get("answers")
     answers = answers if isinstance(answers, dict) else {}
     source = str(workspace / MANIFEST_PATH)
@@ -71,7 +74,7 @@ def workspace_checks(workspace: Path, config_dir: Path, config: Config | None) -
     checks.append(files_check(file_states(workspace, manifest["files"]), workspace, config_dir))
     if config is not None:
         checks.append(wording_check(answers, config, workspace, config_dir, source))
-    return checks
+    return [*checks, *memory_md_checks(workspace)]
 
 
 def profile_check(answers: dict, source: str) -> Check:
@@ -118,6 +121,87 @@ def wording_check(
         advice=f"run {_init_command(workspace, config_dir, backend)}",
         source=source,
     )
+
+
+def memory_md_checks(workspace: Path) -> list[Check]:
+    """How much of ``MEMORY.md`` a session sees (NERVE-6); no check when there is no such file.
+
+    Nerve puts only the first 300 lines of ``MEMORY.md`` into a session's system prompt, so a
+    longer file WARNs: what is past that line is never seen. Lines are counted as Nerve counts
+    them (the text read as UTF-8 with any line ending, blank lines at either end dropped). A
+    file that is not plain (a link, a FIFO) is never opened, and one Nerve cannot read as UTF-8
+    shows nothing at all: both WARN too.
+    """
+    path = workspace / MEMORY_MD
+    try:
+        info = path.lstat()
+    except OSError:
+        return []
+    if not stat.S_ISREG(info.st_mode):
+        return [
+            _memory_md_warning(
+                f"{MEMORY_MD} is a link or not a plain file; doctor does not open it",
+                f"make {MEMORY_MD} a plain file in the workspace",
+                path,
+            )
+        ]
+    if info.st_size > MEMORY_MD_MAX_BYTES:
+        size = f"{MEMORY_MD_MAX_BYTES // (1024 * 1024)} MiB"
+        return [_too_long(f"{MEMORY_MD} is over {size}, far more than Nerve shows", path)]
+    content = _read_plain(path, MEMORY_MD_MAX_BYTES)
+    if content is None:
+        return [
+            _memory_md_warning(
+                f"{MEMORY_MD} cannot be read: Nerve shows none of it",
+                f"make {MEMORY_MD} readable by the user Nerve runs as",
+                path,
+            )
+        ]
+    try:
+        lines = nerve_line_count(content.decode("utf-8"))
+    except UnicodeDecodeError:
+        return [
+            _memory_md_warning(
+                f"{MEMORY_MD} is not UTF-8 text: Nerve cannot read it and shows none of it",
+                f"save {MEMORY_MD} as UTF-8",
+                path,
+            )
+        ]
+    if lines > MEMORY_MD_LINES_SHOWN:
+        hidden = lines - MEMORY_MD_LINES_SHOWN
+        return [_too_long(f"{MEMORY_MD} has {lines} lines: the last {hidden} are never seen", path)]
+    message = f"{MEMORY_MD} has {lines} lines, all within the {MEMORY_MD_LINES_SHOWN} Nerve shows"
+    return [Check("workspace.memory_md", OK, message, source=str(path))]
+
+
+def nerve_line_count(text: str) -> int:
+    """How many lines Nerve counts in ``text``: any line ending, blank lines at the ends dropped."""
+    stripped = text.replace("\r\n", "\n").replace("\r", "\n").strip()
+    return len(stripped.split("\n")) if stripped else 0
+
+
+def _too_long(message: str, path: Path) -> Check:
+    shown = f"Nerve shows only the first {MEMORY_MD_LINES_SHOWN} lines in a session"
+    advice = (
+        f"keep in {MEMORY_MD} only what every session needs, at most {MEMORY_MD_LINES_SHOWN} "
+        "lines; move the rest to long-term memory or a skill"
+    )
+    return _memory_md_warning(f"{message} ({shown})", advice, path)
+
+
+def _memory_md_warning(message: str, advice: str, path: Path) -> Check:
+    return Check("workspace.memory_md", WARN, message, advice=advice, source=str(path))
+
+
+def _read_plain(path: Path, limit: int) -> bytes | None:
+    """Up to ``limit`` bytes of the plain file at ``path``, never through a link; None if it
+    cannot be opened."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(descriptor, "rb") as handle:
+        return handle.read(limit)
 
 
 def file_states(workspace: Path, recorded: dict) -> FileStates:

@@ -36,9 +36,12 @@ EXTERNAL_AGENTS = {  # TXT-5: as Nerve's external-agent setup writes them
         "Claude Code", "`~/.claude/CLAUDE.md`", "`~/.claude/settings.json`"
     ),
 }
-JOB_PROMPTS = {  # TXT-6: built-in job id -> its partial
+JOB_PROMPTS = {  # TXT-6, NERVE-6: built-in job id -> its partial, in system.yaml's order
     "memory-maintenance": "job-memory-maintenance.md",
     "inbox-processor": "job-inbox-processor.md",
+    "task-planner": "job-task-planner.md",
+    "skill-extractor": "job-skill-extractor.md",
+    "skill-reviser": "job-skill-reviser.md",
 }
 # contracts/loom-ops.md: in Loom's default list, but Nerve's own (extraction), not the agent's.
 NERVES_OWN_LOOM_TOOLS = frozenset({"loom_memory_set_from_messages"})
