@@ -7,8 +7,10 @@
   ``/api/memory/memu``) answers 409 with a one-line reason. Under memU those paths are not
   routed here, so Nerve's own memU routes serve them.
 
-Nerve adds these routes to its application (``routes=[*memory_router(...).routes, ...]``) or
-mounts the router; the routes hold the configuration they were built with.
+A Starlette app adds these routes (``routes=[*memory_router(...).routes, ...]``) or mounts the
+router; the routes hold the configuration they were built with. Nerve's own app is FastAPI and
+includes ``fastapi_router`` instead (``fastapi_routes.py``): the same endpoints, built here by
+``memory_endpoints``, without the page and with Nerve's auth dependencies.
 
 Every answer of these routes — the page, the JSON, a 409, a 405 for a method a route does not
 take — carries the page's security headers (``PAGE_HEADERS``: no script, no outside resource,
@@ -21,7 +23,8 @@ into one, would otherwise meet real markup. Parsed as JSON, the text is unchange
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from starlette.requests import Request
@@ -31,12 +34,14 @@ from starlette.types import Receive, Scope, Send
 
 from provisioner.config.loader import Config
 from provisioner.web.page import PAGE_HEADERS, render_memory_page
-from provisioner.web.view import MemoryDiagnostics, backend_view, diagnostics_of
+from provisioner.web.view import MemorySource, backend_view, current_memory, diagnostics_of
 
 MEMU_EDIT_PATH = "/api/memory/memu"
+MEMU_EDIT_PATHS = (MEMU_EDIT_PATH, MEMU_EDIT_PATH + "/{rest:path}")  # the store and below it
 MEMU_EDIT_METHODS = ["POST", "PUT", "PATCH", "DELETE"]  # DOC-3: memU's edit operations
 HTTP_CONFLICT = 409  # DOC-3
 HTTP_METHOD_NOT_ALLOWED = 405
+Endpoint = Callable[[Request], Awaitable[Response]]
 # JSON escapes that keep a document from ever reading as markup (or, pasted into a script, from
 # ending it at a line separator); JSON parsers read them back as the same characters.
 _MARKUP_SAFE = str.maketrans(
@@ -73,55 +78,85 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
-class _Route(Route):
-    """A route whose 405, for a method it does not take, carries the same headers as the rest.
+def refused_method(scope: Scope, methods: Collection[str] | None) -> Response | None:
+    """The 405 for a method a route does not take, with the page's headers; None if it takes it.
 
-    Starlette's own 405 is plain text without them. The matching is Starlette's: a path that
-    another route serves with that method still goes to that route.
+    Starlette's and FastAPI's own 405 are plain text or ``{"detail"}`` without those headers;
+    both routers' routes answer this one instead. The matching stays the framework's: a path
+    that another route serves with that method still goes to that route.
     """
+    if not methods or scope["method"] in methods:
+        return None
+    allowed = ", ".join(sorted(methods))
+    return SafeJSONResponse(
+        {"error": f"method {scope['method'][:20]} not allowed here; use {allowed}"},
+        HTTP_METHOD_NOT_ALLOWED,
+        {"Allow": allowed},
+    )
+
+
+class _Route(Route):
+    """A Starlette route whose 405 carries the same headers as the rest (``refused_method``)."""
 
     async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if self.methods and scope["method"] not in self.methods:
-            allowed = ", ".join(sorted(self.methods))
-            response = SafeJSONResponse(
-                {"error": f"method {scope['method'][:20]} not allowed here; use {allowed}"},
-                HTTP_METHOD_NOT_ALLOWED,
-                {"Allow": allowed},
-            )
-            await response(scope, receive, send)
-        else:
+        refusal = refused_method(scope, self.methods)
+        if refusal is None:
             await super().handle(scope, receive, send)
+        else:
+            await refusal(scope, receive, send)
 
 
-def memory_router(config: Config, memory: MemoryDiagnostics | None = None) -> Router:
-    """The Memory page's routes for ``config``; ``memory`` is the running Loom backend, if any."""
+@dataclass(frozen=True)
+class MemoryEndpoints:
+    """The answers both routers serve, built once from the configuration (DOC-3, NERVE-4).
+
+    ``memory_router`` (Starlette, the standalone page) and ``fastapi_router`` (Nerve's app) add
+    these same endpoints as routes, so a header, an escape or a refusal is written once.
+    """
+
+    card: tuple[tuple[str, Endpoint], ...]  # GET routes: the card's JSON
+    page: Endpoint  # GET /memory: the server-rendered page (the standalone router only)
+    refuse_memu_edits: Endpoint | None  # under Loom: every memU edit, on MEMU_EDIT_PATHS
+
+
+def memory_endpoints(config: Config, memory: MemorySource = None) -> MemoryEndpoints:
+    """The endpoints for ``config``; ``memory`` is the running backend, or how to reach it."""
     view = backend_view(config)
 
     async def backend(request: Request) -> Response:
         return SafeJSONResponse(view.as_json())
 
     async def diagnostics(request: Request) -> Response:
-        return SafeJSONResponse(diagnostics_of(config, memory))
+        return SafeJSONResponse(diagnostics_of(config, current_memory(memory)))
 
     async def page(request: Request) -> Response:
-        html = render_memory_page(view, diagnostics_of(config, memory), _dashboard_set(config))
+        found = diagnostics_of(config, current_memory(memory))
+        html = render_memory_page(view, found, _dashboard_set(config))
         return HTMLResponse(html, headers=PAGE_HEADERS)
 
-    routes: list[Route] = [
-        _Route("/api/memory/backend", backend, methods=["GET"]),
-        _Route("/api/diagnostics/memory", diagnostics, methods=["GET"]),
-        _Route("/memory", page, methods=["GET"]),
-    ]
-    if config.memory_backend != "memu":
-        refuse = _refuse_memu_edits(view.kept_in)
+    refuse = None if config.memory_backend == "memu" else _refuse_memu_edits(view.kept_in)
+    card = (("/api/memory/backend", backend), ("/api/diagnostics/memory", diagnostics))
+    return MemoryEndpoints(card=card, page=page, refuse_memu_edits=refuse)
+
+
+def memory_router(config: Config, memory: MemorySource = None) -> Router:
+    """The Memory page's routes for ``config``; ``memory`` is the running Loom backend, if any.
+
+    ``memory`` may also be a function answering the backend (or None while none runs), asked
+    on every request, for an app whose backend starts after its routes are built.
+    """
+    endpoints = memory_endpoints(config, memory)
+    routes = [_Route(path, endpoint, methods=["GET"]) for path, endpoint in endpoints.card]
+    routes.append(_Route("/memory", endpoints.page, methods=["GET"]))
+    if endpoints.refuse_memu_edits is not None:
         routes += [
-            _Route(MEMU_EDIT_PATH, refuse, methods=MEMU_EDIT_METHODS),
-            _Route(MEMU_EDIT_PATH + "/{rest:path}", refuse, methods=MEMU_EDIT_METHODS),
+            _Route(path, endpoints.refuse_memu_edits, methods=MEMU_EDIT_METHODS)
+            for path in MEMU_EDIT_PATHS
         ]
     return Router(routes=routes)
 
 
-def _refuse_memu_edits(kept_in: str) -> Any:
+def _refuse_memu_edits(kept_in: str) -> Endpoint:
     reason = f"memory is kept in {kept_in}; memU's store is not used and cannot be edited"
 
     async def refuse(request: Request) -> Response:

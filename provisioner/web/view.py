@@ -8,10 +8,10 @@ of the Diagnostics card. Every value stays a string here; escaping is the templa
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 from provisioner.config.loader import Config
 from provisioner.templating.backends import get_backend
@@ -39,10 +39,23 @@ LABELS = {
 }
 
 
+@runtime_checkable
 class MemoryDiagnostics(Protocol):
     """What the router needs of a memory backend: ``LoomMemory`` is the real one."""
 
     def diagnostics(self) -> Mapping[str, Any]: ...
+
+
+# The backend itself, or a function answering it (None while none runs): Nerve builds its routes
+# before its lifespan starts the backend, so its routers ask for the backend on each request.
+MemorySource: TypeAlias = MemoryDiagnostics | Callable[[], MemoryDiagnostics | None] | None
+
+
+def current_memory(memory: MemorySource) -> MemoryDiagnostics | None:
+    """The backend ``memory`` stands for now; whatever a function raises is left to rise."""
+    if memory is None or isinstance(memory, MemoryDiagnostics):
+        return memory
+    return memory()
 
 
 @dataclass(frozen=True)
