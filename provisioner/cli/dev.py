@@ -8,16 +8,20 @@ one line saying how to add it.
 from __future__ import annotations
 
 import argparse
-import socket
 from pathlib import Path
 
-from provisioner.cli.common import EXIT_OK, ArgParser, UsageError
+from provisioner.cli.common import (
+    EXIT_OK,
+    LOOPBACK,
+    ArgParser,
+    UsageError,
+    listen_on_loopback,
+    port_argument,
+)
 
 DEFAULT_PORT = 8787  # contracts/gateway.md's example base URL
 DEV_EXTRA_HINT = "pip install 'nerve-provisioner[dev]'"
 DEV_EXTRA_MODULES = frozenset({"mcp", "mcp_types", "uvicorn", "starlette", "jsonschema"})
-LOOPBACK = "127.0.0.1"  # the dev gateway never listens beyond this machine
-LISTEN_BACKLOG = 128
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -30,7 +34,10 @@ def register(commands: argparse._SubParsersAction) -> None:
         description="Serve GET /catalog and Loom's tools at /s/loom/mcp on 127.0.0.1.",
     )
     gateway.add_argument(
-        "--port", type=_port, default=DEFAULT_PORT, help="port (0: any free one; default 8787)"
+        "--port",
+        type=port_argument,
+        default=DEFAULT_PORT,
+        help="port (0: any free one; default 8787)",
     )
     gateway.add_argument("--seed", type=int, default=0, help="seed of the per-call fault draw")
     gateway.add_argument(
@@ -51,18 +58,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     gateway.set_defaults(handler=_run_gateway)
 
 
-def _port(text: str) -> int:
-    try:
-        port = int(text)
-    except ValueError:
-        port = -1
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (0-65535)")
-    return port
-
-
 def _run_gateway(args: argparse.Namespace) -> int:
-    listening = _listen(args.port)
+    listening = listen_on_loopback(args.port)
     with listening:
         try:
             from provisioner.devgateway.faults import FaultSpecError, parse_fault_spec
@@ -96,23 +93,3 @@ def _data_dir(text: str | None) -> Path | None:
     except OSError as error:
         raise UsageError(f"--data {text}: cannot use it as a folder ({error.strerror})") from None
     return folder
-
-
-def _listen(port: int) -> socket.socket:
-    """A socket listening on 127.0.0.1:``port``, bound before the server's heavy imports.
-
-    A client that connects while the server is still loading (a command started right after
-    the gateway, say) waits in the backlog instead of being refused. The protocol is named
-    (``IPPROTO_TCP``, not 0): asyncio turns Nagle's algorithm off only on connections whose
-    socket says TCP, and with it on, an answer written as headers then body waits for the
-    client's delayed acknowledgement — about 40 ms on every call.
-    """
-    listening = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        listening.bind((LOOPBACK, port))
-        listening.listen(LISTEN_BACKLOG)
-    except OSError as error:
-        listening.close()
-        raise UsageError(f"--port {port}: cannot listen on {LOOPBACK} ({error.strerror})") from None
-    return listening

@@ -36,7 +36,6 @@ from collections import deque
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 from provisioner.devgateway.contract import ServedTool, served_tools
 from provisioner.devgateway.faults import (
@@ -48,6 +47,7 @@ from provisioner.devgateway.faults import (
 )
 from provisioner.devgateway.loom_server import MCP_PATH, build_loom_server, loom_http_app
 from provisioner.devgateway.store import LoomStandIn
+from provisioner.loopback import is_loopback_request
 from provisioner.runtime.gateway.json_depth import nested_deeper_than
 
 ANSWER_MODES = ("json", "sse", "mixed")
@@ -61,7 +61,6 @@ JSON_CONTENT_TYPE = "application/json"
 LENGTH_MAX_DIGITS = 18  # a Content-Length of more digits is past every limit here
 PARSE_ERROR = -32700  # JSON-RPC: the body is not JSON the server can read
 CALLS_KEPT = 10_000  # how many recent calls ``calls`` remembers
-LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 GATEWAY_CALL_TIMEOUT_MESSAGE = "MCP server timed out"
 CUT_PREFIX = b'event: message\ndata: {"jsonrpc": "2.0", "id": '  # a stream cut off mid-answer
 
@@ -137,7 +136,7 @@ class DevGateway:
             return
         if scope["type"] != "http":
             return
-        if not _is_loopback_request(scope):
+        if not is_loopback_request(scope["headers"]):
             await _json(send, 403, {"reason": "not_loopback"})
             return
         route = (scope["method"], scope["path"])
@@ -336,24 +335,6 @@ def _reset_connection(send: Send) -> None:
 
 
 # --- plumbing -------------------------------------------------------------------------------
-
-
-def _is_loopback_request(scope: dict[str, Any]) -> bool:
-    """Whether ``Host`` (and ``Origin``, when sent) name loopback; a malformed one does not."""
-    headers = {
-        name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]
-    }
-    try:
-        host = urlsplit(f"//{headers.get('host', '')}").hostname
-        if host not in LOOPBACK_HOSTS:
-            return False
-        origin = headers.get("origin")
-        if origin is None:
-            return True
-        parts = urlsplit(origin)
-        return parts.scheme in ("http", "https") and parts.hostname in LOOPBACK_HOSTS
-    except ValueError:  # an unclosed IPv6 bracket, say: urlsplit refuses it
-        return False
 
 
 async def read_body(receive: Receive, limit: int, scope: dict[str, Any] | None = None) -> bytes:
