@@ -13,9 +13,10 @@ from provisioner.config.loader import (
     Config,
     ConfigError,
     configured_backend,
+    known_keys,
     load_config,
 )
-from provisioner.templating.backends import BACKEND_NAMES
+from provisioner.templating.backends import BACKEND_NAMES, NERVE_MEMORY_KEYS
 
 
 @pytest.fixture
@@ -471,6 +472,62 @@ class TestBackendChoice:
         assert configured_backend(config_dir, workspace, env={}) == "memu"
         env = {"NERVE_MEMORY_BACKEND": "loom"}
         assert configured_backend(config_dir, workspace, env=env) == "loom"
+
+
+NERVES_MEMORY_BLOCK = """\
+    memory:
+      backend: {backend}
+      recall_model: claude-sonnet-4-6
+      memorize_model: claude-sonnet-4-6
+      fast_model: claude-haiku-4-5
+      embed_model: text-embedding-3-small
+      sqlite_dsn: sqlite:////home/ada/.nerve/memu.sqlite
+      semantic_dedup_threshold: 0.9
+      knowledge_filter: true
+      categories:
+        - name: people
+          description: who is who
+        - name: projects
+    """
+
+
+class TestNervesOwnMemoryKeys:
+    """NERVE-5, CONF-7: the keys Nerve itself reads under memory are known, and left alone."""
+
+    @pytest.mark.parametrize("backend", BACKEND_NAMES)
+    def test_nerves_own_keys_load_without_a_warning(self, config_dir, backend):
+        shared(config_dir, NERVES_MEMORY_BLOCK.format(backend=backend))
+        config = load(config_dir)
+        assert config.memory_backend == backend
+        assert config.warnings == ()
+
+    def test_their_values_are_carried_through_as_written(self, config_dir):
+        """Unchecked: values the loader has no rule for pass to Nerve, whatever they are."""
+        shared(config_dir, NERVES_MEMORY_BLOCK.format(backend="loom"))
+        local(config_dir, "memory:\n  semantic_dedup_threshold: high\n  knowledge_filter: 3\n")
+        config = load(config_dir)
+        memory = config.data["memory"]
+        assert memory["categories"] == [
+            {"name": "people", "description": "who is who"},
+            {"name": "projects"},
+        ]
+        assert memory["semantic_dedup_threshold"] == "high"
+        assert memory["knowledge_filter"] == 3
+        assert memory["fast_model"] == "claude-haiku-4-5"
+        assert config.warnings == ()
+
+    def test_an_unknown_key_beside_them_still_warns(self, config_dir):
+        path = shared(config_dir, NERVES_MEMORY_BLOCK.format(backend="memu") + "  recal_model: x\n")
+        config = load(config_dir)
+        (warning,) = config.warnings
+        assert warning.startswith(f"{path}: memory.recal_model: unknown key, ignored")
+        assert "recall_model" in warning
+
+    def test_the_known_keys_name_each_of_them_once(self):
+        """The docs are held to known_keys(); Nerve's keys are listed there, once each."""
+        keys = known_keys()
+        for key in NERVE_MEMORY_KEYS:
+            assert keys.count(f"memory.{key}") == 1
 
 
 def loom_config(config_dir: Path, loom_block: str) -> Path:

@@ -24,7 +24,9 @@ from provisioner.config.urls import absolute_http_url, redacted
 from provisioner.templating.backends import (
     BACKEND_NAMES,
     BACKENDS,
+    BOOLEAN_WORDS,
     DEFAULT_BACKEND,
+    NERVE_MEMORY_KEYS,
     UnknownBackend,
     get_backend,
 )
@@ -32,19 +34,23 @@ from provisioner.templating.backends import (
 LOCKDOWN_KEY = "lockdown"  # CONF-3: read from settings.yaml only
 GATEWAY_URL_KEY = "mcp_gateway_url"  # CONF-6
 TOP_LEVEL_KEYS = (LOCKDOWN_KEY, GATEWAY_URL_KEY, "memory")  # the top-level keys checked here
-BOOLEAN_WORDS = {"true": True, "false": False}  # CONF-3, CONF-5: what `${VAR:-false}` can give
 
 
 def memory_keys() -> tuple[str, ...]:
-    """The keys known under ``memory``: ``backend`` and one section per backend (CONF-7)."""
-    return ("backend", *sorted(BACKEND_NAMES))
+    """The keys known under ``memory`` (CONF-7, NERVE-5).
+
+    ``backend``, one section per backend, and Nerve's own keys, which Nerve reads and this
+    loader carries through unchecked; any other key warns.
+    """
+    return ("backend", *sorted(BACKEND_NAMES), *NERVE_MEMORY_KEYS)
 
 
 def known_keys() -> tuple[str, ...]:
     """Every dotted key this loader knows, sections included, for docs held to the schema.
 
     A backend's section is listed with the keys its registry entry declares; a section
-    without declared keys (memU's) is carried through unchecked, so only its name is known.
+    without declared keys (memU's) is carried through unchecked, so only its name is known,
+    and so are Nerve's own keys under ``memory``, whatever their values.
     """
     keys = [*TOP_LEVEL_KEYS, *(f"memory.{key}" for key in memory_keys())]
     for name in sorted(BACKEND_NAMES):

@@ -17,7 +17,11 @@ Public names of the gateway client (GW-1…GW-8):
 Built on it:
 
 * ``LoomMemory`` — the Loom backend: startup recall, extraction, health, diagnostics
-  (LOOM-1…LOOM-4, REC-1…REC-4), answering ``Recall``, ``Extracted`` and ``Identity``;
+  (LOOM-1…LOOM-4, REC-1…REC-4), answering ``Recall``, ``Extracted`` and ``Identity``; built
+  from plain values, from Nerve's own configuration (``LoomMemory.from_settings``) or from
+  this package's, opened with ``async with`` or ``open()`` and closed with ``aclose()``;
+* ``memory_backend`` — the backend Nerve's configuration names, ``memu`` or ``loom``
+  (NERVE-5), read strictly without the config loader;
 * ``Sweeper``, ``SweepReport`` — the extraction sweep (SWEEP-1…SWEEP-11);
 * ``TranscriptSource``, ``Message``, ``SqliteTranscripts`` — where the sweep reads from;
 * ``StateStore`` — the SQLite state both keep (SWEEP-2, REC-3).
@@ -66,6 +70,7 @@ if TYPE_CHECKING:
     from provisioner.runtime.gateway.outcomes import ToolResult
     from provisioner.runtime.gateway.server import EXTRACTION, READ, CallPolicy, McpGatewayServer
     from provisioner.runtime.loom.backend import LoomMemory
+    from provisioner.runtime.loom.settings import memory_backend
     from provisioner.runtime.loom.types import Extracted, Identity, Recall, WrittenMemory
     from provisioner.runtime.state import StateStore
     from provisioner.runtime.sweep.sweeper import Sweeper, SweepReport
@@ -115,6 +120,7 @@ _HOME = {
     "ToolResult": "provisioner.runtime.gateway.outcomes",
     "TranscriptSource": "provisioner.runtime.transcripts",
     "WrittenMemory": "provisioner.runtime.loom.types",
+    "memory_backend": "provisioner.runtime.loom.settings",
     "parse_catalog": "provisioner.runtime.gateway.catalog",
 }
 
@@ -162,6 +168,7 @@ __all__ = [
     "ToolResult",
     "TranscriptSource",
     "WrittenMemory",
+    "memory_backend",
     "parse_catalog",
 ]
 

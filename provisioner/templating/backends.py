@@ -30,6 +30,9 @@ from provisioner.config.setup_steps import (
 )
 from provisioner.config.urls import redacted
 from provisioner.errors import UserError
+from provisioner.runtime.loom.settings import BOOLEAN_WORDS as BOOLEAN_WORDS  # re-export
+from provisioner.runtime.loom.settings import LOOM_NAME_MAX as LOOM_NAME_MAX  # re-export
+from provisioner.runtime.loom.settings import LOOM_NAME_PATTERN, LOOM_NAME_RULE
 from provisioner.runtime.memory_contract import LOOM_SERVER, NERVE_SERVER
 from provisioner.templating.folder import ContractFixtureError, folder_value
 
@@ -37,6 +40,7 @@ __all__ = [
     "BACKENDS",
     "BACKEND_NAMES",
     "DEFAULT_BACKEND",
+    "NERVE_MEMORY_KEYS",
     "Backend",
     "ContractFixtureError",
     "GoldenGuard",
@@ -70,6 +74,21 @@ MEMU_TOOLS: tuple[str, ...] = (
 )
 
 LOOM_TOOL_PREFIX = "loom_"
+
+# NERVE-5: Nerve's own keys under ``memory`` (its ``MemoryConfig``: the models and store of
+# its memU bridge, the dedup threshold, the knowledge filter, the categories). Nerve reads them
+# whatever the backend; the loader knows them, so they load without a warning, and carries
+# them through unchecked.
+NERVE_MEMORY_KEYS: tuple[str, ...] = (
+    "recall_model",
+    "memorize_model",
+    "fast_model",
+    "embed_model",
+    "sqlite_dsn",
+    "semantic_dedup_threshold",
+    "knowledge_filter",
+    "categories",
+)
 
 
 class UnknownBackend(UserError, ValueError):
@@ -183,11 +202,6 @@ def _loom_core() -> frozenset[str]:
 
 # CONF-5: memory.loom, checked only while the backend is loom.
 LOOM_KEYS = ("org", "namespace", "dashboard_url", "defer_extraction")  # CONF-5
-LOOM_NAME_MAX = 63  # CONF-5
-LOOM_NAME_PATTERN = re.compile(rf"[a-z][a-z0-9_-]{{0,{LOOM_NAME_MAX - 1}}}")  # CONF-5
-LOOM_NAME_RULE = (
-    f"1 to {LOOM_NAME_MAX} characters of a-z, 0-9, '-' or '_', starting with a letter"  # CONF-5
-)
 DEFAULT_DEFER_EXTRACTION = False  # CONF-5, SWEEP-3: waiting extraction unless asked otherwise
 
 

@@ -12,25 +12,29 @@ answers "could not be recalled" (``Recall.recalled`` False), which is never the 
 memories", and freezes nothing. A successful recall is frozen per session in the state store
 (REC-3), so every later prompt of that session — also after a restart — shows the same bytes.
 
-Use it as an async context manager::
+Build it from plain values, from Nerve's own configuration (``from_settings``: the merged
+mapping, or a config object of its shape) or from this package's ``Config`` (``from_config``);
+all three hold the values to the same rules (NERVE-5). Use it as an async context manager, or
+call ``open()`` where an engine starts and ``aclose()`` where it stops::
 
-    async with LoomMemory.from_config(config, state=store) as memory:
+    async with LoomMemory.from_settings(settings, state_path=path) as memory:
         recall = await memory.startup_recall(session_id)
 
-Entering it reads the catalog once (bounded by the catalog's own 5 s), so ``available`` and
-``agent_tools()`` answer from the start; leaving it closes every HTTP client it opened.
+Opening reads the catalog once (bounded by the catalog's own 5 s), so ``available`` and
+``agent_tools()`` answer from the start; closing closes every HTTP client it opened and the
+state file it opened itself, and may be called any number of times.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import sqlite3
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
-from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
 import httpx
 
@@ -41,6 +45,7 @@ from provisioner.runtime.gateway.outcomes import ToolResult
 from provisioner.runtime.gateway.server import EXTRACTION, READ, Clock, Sleep
 from provisioner.runtime.loom import contract
 from provisioner.runtime.loom.answers import extracted_from, extraction_arguments, identity_from
+from provisioner.runtime.loom.diagnostics import agent_tools_of, diagnostics_report, newest_error
 from provisioner.runtime.loom.recall import (
     RECALL_DEADLINE_S,
     pack_arguments,
@@ -48,7 +53,8 @@ from provisioner.runtime.loom.recall import (
     search_arguments,
     search_lines,
 )
-from provisioner.runtime.loom.report import ErrorRecord, LastError
+from provisioner.runtime.loom.report import ErrorRecord
+from provisioner.runtime.loom.settings import LOOM_BACKEND, ConfigLike, checked_values, loom_values
 from provisioner.runtime.loom.types import Extracted, Identity, Recall
 from provisioner.runtime.memory_contract import LOOM_SERVER, MemoryBackendUnavailable
 from provisioner.runtime.state import StateStore
@@ -57,56 +63,56 @@ from provisioner.runtime.transcripts import Message
 EXTRACT_DEADLINE_S = 130.0  # SWEEP-3: a little past the gateway's 120 s call limit
 HEALTH_DEADLINE_S = 5.0  # LOOM-3 (our choice): a read, bounded like the recall
 RECALL_GUARD_S = 0.05  # REC-1 (our choice): a backstop past the 5 s, should the clock be off
-LOOM_BACKEND = "loom"
+IN_MEMORY_STATE = ":memory:"  # REC-3 holds only while the backend is open without a state file
 
 NOT_RECALLED = Recall(items=(), recalled=False, source=None)  # REC-4
+NOT_OPEN = "LoomMemory is not open: use it inside 'async with', or between open() and aclose()"
 
 TransportFactory = Callable[[], httpx.AsyncBaseTransport]
-
-
-class LoomSettingsLike(Protocol):
-    """What the backend reads of ``memory.loom`` (``provisioner.config.loader.LoomSettings``)."""
-
-    @property
-    def org(self) -> str | None: ...
-    @property
-    def namespace(self) -> str | None: ...
-
-
-class ConfigLike(Protocol):
-    """What the backend reads of a loaded configuration (``provisioner.config.loader.Config``).
-
-    A protocol rather than the class itself: the runtime imports nothing of the provisioning
-    half, so Nerve's engine can build the backend without loading the config loader.
-    """
-
-    @property
-    def memory_backend(self) -> str: ...
-    @property
-    def mcp_gateway_url(self) -> str | None: ...
-    @property
-    def loom(self) -> LoomSettingsLike: ...
+StatePath = str | os.PathLike[str]
 
 
 class LoomMemory:
-    """Memory kept in Loom, reached through the MCP gateway. Build it with ``from_config``."""
+    """Memory kept in Loom, reached through the MCP gateway (LOOM-1…LOOM-4, NERVE-5).
+
+    Built from plain values: ``gateway_url`` (None or empty: no gateway, so unavailable),
+    ``org`` and ``namespace`` (overrides of what Loom resolves), ``defer_extraction`` (the
+    sweep's queued mode), and where frozen recalls are kept — ``state`` (a store that stays the
+    caller's) or ``state_path`` (a file the backend opens when opened and closes when closed);
+    with neither, an in-memory store lives as long as the backend is open. ``ValueError`` names
+    the parameter of a value that breaks its rule (CONF-5, CONF-6). ``transport_factory``
+    (builds each HTTP client's transport), ``clock`` (monotonic seconds), ``sleep`` and
+    ``wall_clock`` (epoch seconds, for diagnostics) are seams for tests.
+    """
 
     def __init__(
         self,
         *,
-        gateway_url: str | None,
-        org: str | None,
-        namespace: str | None,
+        gateway_url: str | None = None,
+        org: str | None = None,
+        namespace: str | None = None,
+        defer_extraction: bool = False,
         state: StateStore | None = None,
+        state_path: StatePath | None = None,
         transport_factory: TransportFactory | None = None,
         clock: Clock | None = None,
         sleep: Sleep | None = None,
         wall_clock: Callable[[], float] | None = None,
     ) -> None:
-        self._gateway_url = gateway_url
-        self._org = org
-        self._namespace = namespace
+        values = checked_values(
+            gateway_url=gateway_url,
+            org=org,
+            namespace=namespace,
+            defer_extraction=defer_extraction,
+        )
+        if state is not None and state_path is not None:
+            raise ValueError("state, state_path: both given; expected one place for the state")
+        self._gateway_url = values.gateway_url
+        self._org = values.org
+        self._namespace = values.namespace
+        self._defer_extraction = values.defer_extraction
         self._given_state = state
+        self._state_path = state_path
         self._state = state
         self._transport_factory = transport_factory
         self._clock = clock or time.monotonic
@@ -120,24 +126,52 @@ class LoomMemory:
         self._batch_budget: dict[str, Any] | None = None
 
     @classmethod
-    def from_config(
+    def from_settings(
         cls,
-        config: ConfigLike,
+        settings: object,
         *,
+        state_path: StatePath | None = None,
         state: StateStore | None = None,
         transport_factory: TransportFactory | None = None,
         clock: Clock | None = None,
         sleep: Sleep | None = None,
         wall_clock: Callable[[], float] | None = None,
     ) -> LoomMemory:
-        """The backend for a loaded configuration whose ``memory.backend`` is ``loom``.
+        """The backend for Nerve's own configuration, whose ``memory.backend`` is ``loom``.
 
-        ``state`` keeps frozen recalls (an in-memory store when None, closed with the
-        backend; a given store stays the caller's). ``transport_factory`` (a test seam)
-        builds the transport of each HTTP client; ``clock`` (monotonic seconds), ``sleep`` and
-        ``wall_clock`` (epoch seconds, for diagnostics) are injectable too. Raises
-        ``ValueError`` when the configuration names another backend (LOOM-1).
+        ``settings`` is the mapping Nerve merges from its layers, or a config object of that
+        shape (sections as attributes): ``memory.backend``, ``memory.loom.org``,
+        ``.namespace``, ``.defer_extraction`` and the top-level ``mcp_gateway_url`` are read,
+        nothing else. Raises ``ValueError`` naming the key for a value it cannot use, and for a
+        backend other than ``loom`` (LOOM-1). The other arguments are the constructor's.
         """
+        values = loom_values(settings)
+        return cls(
+            gateway_url=values.gateway_url,
+            org=values.org,
+            namespace=values.namespace,
+            defer_extraction=values.defer_extraction,
+            state=state,
+            state_path=state_path,
+            transport_factory=transport_factory,
+            clock=clock,
+            sleep=sleep,
+            wall_clock=wall_clock,
+        )
+
+    @classmethod
+    def from_config(
+        cls,
+        config: ConfigLike,
+        *,
+        state: StateStore | None = None,
+        state_path: StatePath | None = None,
+        transport_factory: TransportFactory | None = None,
+        clock: Clock | None = None,
+        sleep: Sleep | None = None,
+        wall_clock: Callable[[], float] | None = None,
+    ) -> LoomMemory:
+        """The backend for this package's ``Config``; ``ValueError`` under another backend."""
         if config.memory_backend != LOOM_BACKEND:
             raise ValueError(
                 f"memory.backend is {config.memory_backend!r}; LoomMemory serves only 'loom'"
@@ -146,7 +180,9 @@ class LoomMemory:
             gateway_url=config.mcp_gateway_url or None,
             org=config.loom.org,
             namespace=config.loom.namespace,
+            defer_extraction=config.loom.defer_extraction,
             state=state,
+            state_path=state_path,
             transport_factory=transport_factory,
             clock=clock,
             sleep=sleep,
@@ -155,14 +191,25 @@ class LoomMemory:
 
     # --- lifecycle --------------------------------------------------------------------------
 
-    async def __aenter__(self) -> LoomMemory:
+    async def open(self) -> LoomMemory:
+        """Open the state and the gateway clients, and read the catalog once; returns self.
+
+        Never fails for the gateway's state (LOOM-2). Raises ``RuntimeError`` while already
+        open, and what ``StateStore`` raises for a ``state_path`` that cannot be opened; a
+        failed open leaves nothing open. Opening again after ``aclose()`` is allowed.
+        """
+        if self._stack is not None:
+            raise RuntimeError("LoomMemory is open already; close it before opening it again")
         stack = AsyncExitStack()
         try:
             if self._state is None:
-                self._state = stack.enter_context(StateStore(":memory:"))
+                path = IN_MEMORY_STATE if self._state_path is None else self._state_path
+                self._state = stack.enter_context(StateStore(path))
             if self._gateway_url is not None:
                 await self._open_gateway(stack, self._gateway_url)
         except BaseException:
+            self._connection = None
+            self._state = self._given_state
             await stack.aclose()
             raise
         self._stack = stack
@@ -170,12 +217,23 @@ class LoomMemory:
             await self._catalog.current()
         return self
 
-    async def __aexit__(self, *exc_info: object) -> None:
+    async def aclose(self) -> None:
+        """Close every HTTP client the backend opened, and the state file it opened itself.
+
+        Safe to call any number of times, and before ``open()``. A ``state`` the caller gave
+        stays open: it is the caller's.
+        """
         stack, self._stack = self._stack, None
-        if stack is not None:
-            await stack.aclose()
         self._connection = None
         self._state = self._given_state
+        if stack is not None:
+            await stack.aclose()
+
+    async def __aenter__(self) -> LoomMemory:
+        return await self.open()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
     async def _open_gateway(self, stack: AsyncExitStack, url: str) -> None:
         factory = self._transport_factory
@@ -204,9 +262,17 @@ class LoomMemory:
 
     def agent_tools(self) -> frozenset[str]:
         """The Loom tools the catalog lists for the agent; empty without ``loom`` (TXT-3)."""
-        catalog = self._catalog.latest if self._catalog else None
-        server = catalog.server(LOOM_SERVER) if catalog else None
-        return frozenset(server.tools) if server else frozenset()
+        return agent_tools_of(self._catalog)
+
+    @property
+    def state(self) -> StateStore:
+        """The state store in use while open: frozen recalls, and what a ``Sweeper`` keeps."""
+        return self._require_state()
+
+    @property
+    def defer_extraction(self) -> bool:
+        """Whether the sweep should queue its batches (``memory.loom.defer_extraction``)."""
+        return self._defer_extraction
 
     async def startup_recall(self, session_id: str) -> Recall:
         """The memories for a session's start, frozen for that session (REC-1…REC-4).
@@ -311,40 +377,20 @@ class LoomMemory:
 
     def diagnostics(self) -> dict[str, Any]:
         """What ``nerve memory status`` shows (LOOM-4). Never any message text."""
-        catalog = self._catalog.latest if self._catalog else None
-        catalog_error = self._catalog.last_error if self._catalog else None
-        last = self._last_error()
-        return {
-            "backend": LOOM_BACKEND,
-            "available": self.available,
-            "gateway_url": self._gateway_url,
-            "catalog": {
-                "generation": catalog.generation if catalog else None,
-                "lists_loom": bool(catalog and catalog.lists(LOOM_SERVER)),
-                "loom_tools": sorted(self.agent_tools()),
-                "read_error": catalog_error.reason if catalog_error else None,
-            },
-            "identity": self._identity_report(),
-            "breaker": self._breaker_report(),
-            "batch_budget": self._batch_budget,
-            "last_error": last.as_dict() if last else None,
-        }
+        return diagnostics_report(
+            backend=LOOM_BACKEND,
+            available=self.available,
+            gateway_url=self._gateway_url,
+            catalog=self._catalog,
+            connection=self._connection,
+            identity=self._identity,
+            overrides=(self._org, self._namespace),
+            batch_budget=self._batch_budget,
+            last_error=newest_error(self._errors.last, self._state),
+            wall_clock=self._wall_clock,
+        )
 
     # --- inside -----------------------------------------------------------------------------
-
-    def _last_error(self) -> LastError | None:
-        """The newer of this process's last error and the one kept in the state store."""
-        mine = self._errors.last
-        kept = None
-        if self._state is not None:
-            try:
-                row = self._state.last_error()
-            except sqlite3.Error:
-                row = None
-            kept = LastError(*row) if row is not None else None
-        if mine is None or (kept is not None and kept.at > mine.at):
-            return kept
-        return mine
 
     async def _recall_from_loom(self, connection: LoomConnection) -> tuple[str, tuple[str, ...]]:
         """Pack first; search when the pack brings nothing or is refused by policy (REC-1)."""
@@ -380,7 +426,7 @@ class LoomMemory:
 
     def _require_connection(self) -> LoomConnection:
         if self._stack is None:
-            raise RuntimeError("LoomMemory is used outside its 'async with' block")
+            raise RuntimeError(NOT_OPEN)
         if self._connection is None:
             raise MemoryBackendUnavailable(
                 "memory.backend is loom but mcp_gateway_url is not set", backend=LOOM_BACKEND
@@ -389,34 +435,8 @@ class LoomMemory:
 
     def _require_state(self) -> StateStore:
         if self._stack is None or self._state is None:
-            raise RuntimeError("LoomMemory is used outside its 'async with' block")
+            raise RuntimeError(NOT_OPEN)
         return self._state
-
-    def _identity_report(self) -> dict[str, Any]:
-        identity = self._identity
-        return {
-            "org": identity.org if identity else self._org,
-            "org_source": identity.org_source if identity else _source(self._org),
-            "namespace": identity.namespace if identity else self._namespace,
-            "namespace_source": identity.namespace_source if identity else _source(self._namespace),
-            "shared_namespaces": list(identity.shared_namespaces) if identity else None,
-            "memory_count": identity.memory_count if identity else None,
-        }
-
-    def _breaker_report(self) -> dict[str, Any] | None:
-        if self._connection is None:
-            return None
-        snapshot = self._connection.breaker.snapshot()
-        closes_at = None
-        if snapshot["state"] == "open":
-            when = self._wall_clock() + snapshot["retry_in_s"]
-            closes_at = datetime.fromtimestamp(when, UTC).isoformat(timespec="seconds")
-        return {**snapshot, "closes_at": closes_at}
-
-
-def _source(override: str | None) -> str | None:
-    """Before a probe: ``config`` for an override, else unknown until Loom is asked."""
-    return "config" if override else None
 
 
 async def _enter(stack: AsyncExitStack, resource: Any) -> Any:

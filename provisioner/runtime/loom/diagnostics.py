@@ -1,0 +1,110 @@
+"""What ``LoomMemory.diagnostics()`` shows, assembled from the backend's parts (LOOM-4).
+
+The backend hands over what it holds — its gateway URL, catalog reader, connection, the
+identity of its last health probe, the overrides it was built with, the sweep's batch budget
+and the last errors — and gets back the plain dictionary ``nerve memory status``, ``nerve
+doctor`` and the Memory page show. Never any message text. Nothing here makes a call: a
+diagnostics read costs no network, whatever the gateway's state.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from provisioner.runtime.gateway.catalog import GatewayCatalog
+from provisioner.runtime.gateway.connection import LoomConnection
+from provisioner.runtime.loom.report import LastError
+from provisioner.runtime.loom.types import Identity
+from provisioner.runtime.memory_contract import LOOM_SERVER
+from provisioner.runtime.state import StateStore
+
+
+def agent_tools_of(catalog: GatewayCatalog | None) -> frozenset[str]:
+    """The Loom tools the last good catalog lists for the agent; empty without ``loom``."""
+    latest = catalog.latest if catalog else None
+    server = latest.server(LOOM_SERVER) if latest else None
+    return frozenset(server.tools) if server else frozenset()
+
+
+def diagnostics_report(
+    *,
+    backend: str,
+    available: bool,
+    gateway_url: str | None,
+    catalog: GatewayCatalog | None,
+    connection: LoomConnection | None,
+    identity: Identity | None,
+    overrides: tuple[str | None, str | None],
+    batch_budget: Mapping[str, Any] | None,
+    last_error: LastError | None,
+    wall_clock: Callable[[], float],
+) -> dict[str, Any]:
+    """The diagnostics dictionary (LOOM-4); ``overrides`` are the configured org, namespace."""
+    latest = catalog.latest if catalog else None
+    catalog_error = catalog.last_error if catalog else None
+    return {
+        "backend": backend,
+        "available": available,
+        "gateway_url": gateway_url,
+        "catalog": {
+            "generation": latest.generation if latest else None,
+            "lists_loom": bool(latest and latest.lists(LOOM_SERVER)),
+            "loom_tools": sorted(agent_tools_of(catalog)),
+            "read_error": catalog_error.reason if catalog_error else None,
+        },
+        "identity": _identity_report(identity, *overrides),
+        "breaker": _breaker_report(connection, wall_clock),
+        "batch_budget": dict(batch_budget) if batch_budget is not None else None,
+        "last_error": last_error.as_dict() if last_error else None,
+    }
+
+
+def newest_error(mine: LastError | None, state: StateStore | None) -> LastError | None:
+    """The newer of this process's last error and the one kept in the state store.
+
+    A store that cannot be read shows this process's error alone.
+    """
+    kept = None
+    if state is not None:
+        try:
+            row = state.last_error()
+        except sqlite3.Error:
+            row = None
+        kept = LastError(*row) if row is not None else None
+    if mine is None or (kept is not None and kept.at > mine.at):
+        return kept
+    return mine
+
+
+def _identity_report(
+    identity: Identity | None, org: str | None, namespace: str | None
+) -> dict[str, Any]:
+    return {
+        "org": identity.org if identity else org,
+        "org_source": identity.org_source if identity else _source(org),
+        "namespace": identity.namespace if identity else namespace,
+        "namespace_source": identity.namespace_source if identity else _source(namespace),
+        "shared_namespaces": list(identity.shared_namespaces) if identity else None,
+        "memory_count": identity.memory_count if identity else None,
+    }
+
+
+def _breaker_report(
+    connection: LoomConnection | None, wall_clock: Callable[[], float]
+) -> dict[str, Any] | None:
+    if connection is None:
+        return None
+    snapshot = connection.breaker.snapshot()
+    closes_at = None
+    if snapshot["state"] == "open":
+        when = wall_clock() + snapshot["retry_in_s"]
+        closes_at = datetime.fromtimestamp(when, UTC).isoformat(timespec="seconds")
+    return {**snapshot, "closes_at": closes_at}
+
+
+def _source(override: str | None) -> str | None:
+    """Before a probe: ``config`` for an override, else unknown until Loom is asked."""
+    return "config" if override else None
