@@ -10,9 +10,15 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-_HOME: dict[str, str] = {}
+_HOME: dict[str, str] = {
+    "extend_cli": "provisioner.integrations.nerve.cli",
+    "NerveTranscripts": "provisioner.integrations.nerve.transcripts",
+}
 
-__all__: list[str] = []
+__all__: list[str] = [
+    "NerveTranscripts",
+    "extend_cli",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -1,0 +1,1 @@
+"""A stand-in for Nerve's command line (the distribution ``nerve``), used by the tests."""
