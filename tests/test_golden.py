@@ -477,7 +477,7 @@ class TestUpdateOfMemu:
         self, memu_update
     ):
         """GOLD-3: memU's frozen wording changes only when someone asks for it by name."""
-        assert memu_update["unnamed"].returncode == 0, memu_update["unnamed"].stderr
+        assert memu_update["unnamed"].returncode == 1, memu_update["unnamed"].stderr
         assert memu_update["after_unnamed"] == memu_update["before"]
 
     def test_update_without_a_backend_says_memu_must_be_named(self, memu_update):

@@ -37,6 +37,7 @@ COMMAND_MODULES = (
     "provisioner.cli.memory",
     "provisioner.cli.dev",
     "provisioner.cli.doctor",
+    "provisioner.cli.web",
 )
 
 
@@ -269,28 +270,52 @@ def _run_diff(args: argparse.Namespace) -> int:
 
 
 def _run_golden_check(args: argparse.Namespace) -> int:
-    from provisioner.cli.summary import golden_report_json, golden_report_text
+    from provisioner.cli.summary import golden_report_json, golden_report_text, wants_colour
     from provisioner.golden import check as golden
+    from provisioner.golden.advice import acceptance
+    from provisioner.golden.source import template_source
 
-    golden_dir = args.golden_dir or golden.default_golden_dir()
-    report = golden.check(golden.usable_golden_dir(golden_dir, must_exist=True))
+    golden_dir = golden.usable_golden_dir(
+        args.golden_dir or golden.default_golden_dir(), must_exist=True
+    )
+    source = template_source(golden_dir)
+    with source.active():
+        report = golden.check(golden_dir)
+    advice = acceptance(report, golden_dir_option=args.golden_dir, env=os.environ)
     if args.json:
-        print(json.dumps(golden_report_json(report), indent=2))
+        print(json.dumps(golden_report_json(report, source=source, advice=advice), indent=2))
     else:
-        sys.stdout.write(golden_report_text(report))
+        colour = wants_colour(sys.stdout, os.environ)
+        sys.stdout.write(golden_report_text(report, source=source, advice=advice, colour=colour))
     return EXIT_OK if report.ok else EXIT_DIFFERENCE
 
 
 def _run_golden_update(args: argparse.Namespace) -> int:
+    """Update the backends named, else every backend not protected by name (GOLD-3).
+
+    Without ``--backend`` it also checks the protected ones and says in one line what is
+    left; the exit status is then 1 while a check would still fail, as the check's is.
+    """
     from provisioner.golden import check as golden
+    from provisioner.golden.advice import left_line
+    from provisioner.golden.source import template_source
 
     protected = [name for name, entry in BACKENDS.items() if entry.goldens.by_name_only]
     backends = args.backend or [name for name in BACKEND_NAMES if name not in protected]
+    also_check = () if args.backend else protected
     golden_dir = args.golden_dir or golden.default_golden_dir()
-    touched = golden.update(golden_dir, backends, env=os.environ)
-    for path in touched:
+    source = template_source(golden_dir)
+    with source.active():
+        result = golden.apply_update(golden_dir, backends, env=os.environ, also_check=also_check)
+    for path in result.touched:
         print(f"updated {path}")
-    skipped = [name for name in protected if name not in backends]
-    note = "".join(f" ({name} goldens only with --backend {name})" for name in skipped)
-    print(f"{len(touched)} golden files updated for {', '.join(backends)}{note}")
+    count = len(result.touched)
+    print(
+        f"{count} golden file{'' if count == 1 else 's'} updated for {', '.join(backends)} "
+        f"from {source.describe()}"
+    )
+    left = left_line(result.left, args.golden_dir)
+    if left:
+        print(left)
+        return EXIT_DIFFERENCE
     return EXIT_OK

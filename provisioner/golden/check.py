@@ -4,6 +4,8 @@
 ``golden/<backend>/texts/<name>[@<case>].md`` each runtime text. ``check`` renders everything
 into a scratch folder and reports every difference in one run; it never writes to ``golden/``.
 ``update`` rewrites the goldens of the backends it is asked for and removes their orphans.
+Both render the folder that is active when they run; the command line makes it the
+checkout's own (``provisioner.golden.source``, OPS-1).
 
 Both work on a source checkout only (``golden/`` beside ``templates/`` and a pyproject.toml
 naming this package), or on a folder named with ``--golden-dir``: an installed package has no
@@ -22,8 +24,11 @@ from pathlib import Path
 
 from provisioner.errors import UserError
 from provisioner.files import file_mode, write_atomically
+from provisioner.golden.places import WordingPlace, wording_places
+from provisioner.golden.shown import is_manifest, manifest_summary, new_file_detail
 from provisioner.templating import jobs
 from provisioner.templating.backends import BACKEND_NAMES, BACKENDS, PROFILES
+from provisioner.templating.folder import active_folder
 from provisioner.templating.wording import (
     WordingProblem,
     lint_runtime_texts,
@@ -55,7 +60,15 @@ class Difference:
 
     kind: str  # "changed", "mode", "missing", "orphan" (golden only), "unrecorded" (TXT-7)
     path: str  # relative to the golden folder
-    detail: str = ""
+    detail: str = ""  # the diff (for MISSING, the whole file as a diff from nothing)
+    summary: str = ""  # one line shown instead of the diff (a manifest's), "" for none
+
+    @property
+    def backends(self) -> tuple[str, ...]:
+        """The backends whose update accepts this difference."""
+        if self.kind == "unrecorded":
+            return tuple(n for n, b in BACKENDS.items() if b.goldens.records_shipped_prompts)
+        return (self.path.split("/", 1)[0],)
 
     def headline(self) -> str:
         explanations = {
@@ -70,15 +83,44 @@ class Difference:
 
 @dataclass
 class CheckReport:
-    """Everything ``check`` found: differences, wording problems, and how many files it saw."""
+    """Everything ``check`` found: differences, wording problems, and how many files it saw.
+
+    ``rendered_from`` is the folder whose templates were rendered; ``places`` says where in
+    them each wording problem was written (see ``provisioner.golden.places``).
+    """
 
     differences: list[Difference] = field(default_factory=list)
     wording: list[WordingProblem] = field(default_factory=list)
     files_checked: int = 0
+    rendered_from: Path | None = None
+    places: dict[WordingProblem, WordingPlace] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
         return not self.differences and not self.wording
+
+    @property
+    def problem_count(self) -> int:
+        return len(self.differences) + len(self.wording)
+
+    def backends_differing(self) -> list[str]:
+        """Backends with a difference an update of theirs would accept, in registry order."""
+        named = {backend for difference in self.differences for backend in difference.backends}
+        return [name for name in BACKEND_NAMES if name in named]
+
+    def backends_misworded(self) -> list[str]:
+        """Backends with wording problems, which their update refuses to freeze (GOLD-5)."""
+        named = {problem.backend for problem in self.wording}
+        return [name for name in BACKEND_NAMES if name in named]
+
+
+@dataclass
+class UpdateResult:
+    """What ``apply_update`` wrote, and what a check would still find in the backends left."""
+
+    touched: list[str]
+    backends: tuple[str, ...]
+    left: CheckReport
 
 
 def default_golden_dir() -> Path:
@@ -160,10 +202,30 @@ def check(golden_dir: Path) -> CheckReport:
     """Compare a fresh render with ``golden_dir``; writes nothing there (GOLD-2, GOLD-5)."""
     with tempfile.TemporaryDirectory(prefix="nerve-golden-") as scratch:
         expected = render_expected(Path(scratch))
-    report = CheckReport(files_checked=len(expected))
-    report.differences = compare(expected, read_goldens(golden_dir, BACKEND_NAMES), golden_dir)
-    report.wording = lint_renders(expected) + lint_runtime_texts(BACKEND_NAMES)
-    if any(backend.goldens.records_shipped_prompts for backend in BACKENDS.values()):
+    return _report(expected, golden_dir, BACKEND_NAMES, prompts=True)
+
+
+def _report(
+    expected: Mapping[str, RenderedFile],
+    golden_dir: Path,
+    backends: Iterable[str],
+    *,
+    prompts: bool,
+) -> CheckReport:
+    """The check of the renders of ``backends`` in ``expected`` against ``golden_dir``.
+
+    ``prompts``: also report memU job prompts missing from the shipped-prompt registry.
+    """
+    chosen = tuple(backends)
+    mine = {path: file for path, file in expected.items() if path.split("/", 1)[0] in chosen}
+    root = active_folder().root
+    report = CheckReport(files_checked=len(mine), rendered_from=root)
+    if not chosen:
+        return report
+    report.differences = compare(mine, read_goldens(golden_dir, chosen), golden_dir)
+    report.wording = lint_renders(mine) + lint_runtime_texts(chosen)
+    report.places = wording_places(report.wording, mine, root)
+    if prompts and any(BACKENDS[name].goldens.records_shipped_prompts for name in chosen):
         report.differences += [
             Difference("unrecorded", f"templates/{jobs.SHIPPED_PROMPTS_NAME}: {job}")
             for job in jobs.unrecorded_memu_prompts()
@@ -190,16 +252,20 @@ def compare(
     for path in sorted(set(expected) | set(goldens)):
         rendered, golden = expected.get(path), goldens.get(path)
         if golden is None:
-            differences.append(Difference("missing", path))
+            assert rendered is not None  # a path comes from one side or the other
+            differences.append(Difference("missing", path, new_file_detail(path, rendered.content)))
         elif rendered is None:
             differences.append(Difference("orphan", path))
         else:
             if rendered.content != golden.content:
                 detail = unified_diff(golden.content, rendered.content, path)
-                summary = structural_summary(path, golden.content, rendered.content)
-                if summary:
-                    detail += "structure:\n" + "".join(f"  {line}\n" for line in summary)
-                differences.append(Difference("changed", path, detail))
+                structure = structural_summary(path, golden.content, rendered.content)
+                if structure:
+                    detail += "structure:\n" + "".join(f"  {line}\n" for line in structure)
+                summary = ""
+                if is_manifest(path):
+                    summary = manifest_summary(golden.content, rendered.content)
+                differences.append(Difference("changed", path, detail, summary))
             if rendered.executable != golden.executable:
                 states = {True: "executable", False: "not executable"}
                 detail = f"golden {states[golden.executable]}, render {states[rendered.executable]}"
@@ -218,6 +284,11 @@ def lint_renders(expected: Mapping[str, RenderedFile]) -> list[WordingProblem]:
     return problems
 
 
+def ci_is_set(env: Mapping[str, str]) -> bool:
+    """Whether ``CI`` is true, under which ``update`` is refused (GOLD-3)."""
+    return env.get("CI", "").strip().lower() in CI_TRUE_WORDS
+
+
 def update(golden_dir: Path, backends: Iterable[str], *, env: Mapping[str, str]) -> list[str]:
     """Rewrite the goldens of ``backends`` and remove their orphans (GOLD-3).
 
@@ -226,17 +297,38 @@ def update(golden_dir: Path, backends: Iterable[str], *, env: Mapping[str, str])
     Returns the golden paths that were written or removed. Files are replaced one by one
     through a temporary name, so an interrupted update leaves each file whole.
     """
-    if env.get("CI", "").strip().lower() in CI_TRUE_WORDS:
+    return apply_update(golden_dir, backends, env=env).touched
+
+
+def apply_update(
+    golden_dir: Path,
+    backends: Iterable[str],
+    *,
+    env: Mapping[str, str],
+    also_check: Iterable[str] = (),
+) -> UpdateResult:
+    """``update``, and the check of the backends ``also_check`` it leaves as they are.
+
+    One render serves both, so ``nerve golden update`` without ``--backend`` can say what is
+    left for the protected backends (memU) without rendering twice. ``left`` is that check;
+    it includes unrecorded memU prompts unless this update recorded them.
+    """
+    if ci_is_set(env):
         raise GoldenRefused("golden update is refused while CI is set; run it locally")
     golden_dir = usable_golden_dir(golden_dir, must_exist=False)
     chosen = tuple(backends)
+    others = tuple(name for name in also_check if name not in chosen)
     with tempfile.TemporaryDirectory(prefix="nerve-golden-") as scratch:
-        expected = render_expected(Path(scratch), chosen)
+        rendered = render_expected(Path(scratch), chosen + others)
+    expected = {path: file for path, file in rendered.items() if path.split("/", 1)[0] in chosen}
     problems = lint_renders(expected) + lint_runtime_texts(chosen)
     if problems:
+        first = problems[0]
+        place = wording_places([first], expected, active_folder().root)[first]
+        where = f" at {place.sources[0]}" if place.sources else ""
+        count = f"{len(problems)} wording problem{'s' if len(problems) != 1 else ''}"
         raise GoldenRefused(
-            f"golden update refused: {len(problems)} wording problem(s), the first: "
-            f"{problems[0]}; see nerve golden check"
+            f"golden update refused: {count}, the first: {first}{where}; see nerve golden check"
         )
     goldens = read_goldens(golden_dir, chosen)
     touched: list[str] = []
@@ -251,10 +343,11 @@ def update(golden_dir: Path, backends: Iterable[str], *, env: Mapping[str, str])
             target.unlink()
             _remove_empty_parents(target.parent, golden_dir)
         else:
-            rendered = expected[difference.path]
-            write_atomically(target, rendered.content, file_mode(rendered.executable))
+            written = expected[difference.path]
+            write_atomically(target, written.content, file_mode(written.executable))
         touched.append(difference.path)
-    return sorted(set(touched))
+    left = _report(rendered, golden_dir, others, prompts=not recording)
+    return UpdateResult(sorted(set(touched)), chosen, left)
 
 
 def _remove_empty_parents(folder: Path, stop: Path) -> None:

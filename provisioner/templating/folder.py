@@ -8,15 +8,17 @@ test's modified copy beside the package's own) never mixes their data, and point
 ``$NERVE_ASSETS_DIR`` elsewhere takes effect on the next call. This module imports neither the
 questions nor the environment: they import it.
 
-``active_folder()`` is the folder the environment names, else the installed package's, else the
-source checkout's.
+``active_folder()`` is the folder pinned by ``rendering_from`` (``nerve golden`` pins the
+checkout whose goldens it works on, OPS-1), else the folder the environment names, else the
+installed package's, else the source checkout's.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -30,6 +32,7 @@ ASSETS_ENV = "NERVE_ASSETS_DIR"  # a folder with templates/ and skills/ to rende
 COPIER_FILE = "copier.yml"
 SHIPPED_PROMPTS_NAME = "shipped-memu-prompts.json"  # TXT-7: in templates/
 LOOM_FIXTURE_NAME = "loom_lifecycle_ops.json"  # BACK-4, CON-1
+CHECKOUT_FIXTURE = Path("tests", "fixtures", LOOM_FIXTURE_NAME)  # where a checkout keeps it
 
 
 T = TypeVar("T")
@@ -74,11 +77,18 @@ class TemplateFolder:
 
     @property
     def loom_fixture_path(self) -> Path:
-        """The Loom contract fixture: shipped beside a wheel's templates, else the checkout's."""
+        """The Loom contract fixture this folder's templates are worded against.
+
+        A checkout's own (``tests/fixtures/``), else the one shipped beside a wheel's
+        templates, else the package's checkout's.
+        """
+        own = self.root / CHECKOUT_FIXTURE
+        if own.is_file():
+            return own
         shipped = WHEEL_ASSETS / LOOM_FIXTURE_NAME
         if shipped.is_file():
             return shipped
-        return CHECKOUT_ROOT / "tests" / "fixtures" / LOOM_FIXTURE_NAME
+        return CHECKOUT_ROOT / CHECKOUT_FIXTURE
 
     @property
     def copier_file(self) -> Path:
@@ -121,13 +131,17 @@ class TemplateFolder:
 
 
 _FOLDERS: dict[str, TemplateFolder] = {}
+_PINNED: list[TemplateFolder] = []  # innermost ``rendering_from`` last
 
 
 def active_folder() -> TemplateFolder:
-    """The folder to render from: ``$NERVE_ASSETS_DIR``, else the wheel's, else the checkout's.
+    """The folder to render from: the pinned one, else ``$NERVE_ASSETS_DIR``, else the wheel's,
+    else the checkout's.
 
     Raises ``AssetsMissing`` when the chosen folder has no ``templates/copier.yml``.
     """
+    if _PINNED:
+        return _PINNED[-1]
     override = os.environ.get(ASSETS_ENV) or ""
     folder = _FOLDERS.get(override)
     if folder is None:
@@ -139,6 +153,40 @@ def active_folder() -> TemplateFolder:
 def forget_folders() -> None:
     """Drop every folder object, so the next use reads the files again (tests edit copies)."""
     _FOLDERS.clear()
+
+
+@contextmanager
+def rendering_from(root: Path) -> Iterator[TemplateFolder]:
+    """Make ``root`` (holding ``templates/`` and ``skills/``) the active folder inside the block.
+
+    Whatever the install, ``nerve golden`` must render the templates of the checkout whose
+    goldens it compares (OPS-1), not the copy an installed wheel carries. Raises
+    ``AssetsMissing``, before anything renders, when ``root`` lacks either folder: a render
+    mixing the checkout's templates with the installed skills would be no checkout's.
+    """
+    root = root.resolve()
+    missing = [
+        name
+        for name, present in (
+            (f"templates/{COPIER_FILE}", (root / "templates" / COPIER_FILE).is_file()),
+            ("skills/", (root / "skills").is_dir()),
+        )
+        if not present
+    ]
+    if missing:
+        raise AssetsMissing(
+            f"{root}: no {' and no '.join(missing)} there; expected templates/ and skills/ "
+            "to render from"
+        )
+    key = f"pinned:{root}"
+    folder = _FOLDERS.get(key)
+    if folder is None:
+        folder = _FOLDERS[key] = TemplateFolder(root)
+    _PINNED.append(folder)
+    try:
+        yield folder
+    finally:
+        _PINNED.pop()
 
 
 def _locate(override: str) -> Path:
