@@ -13,11 +13,12 @@ Loom and what is skipped):
 bad line by its number; then it writes all lines in one transaction.
 
 ``sweep`` runs one sweep (``--once``, the default) or one every DURATION (``--every 5m``) until
-interrupted. On a terminal it shows a progress line per session; it prints the report at the
-end (``--json`` for a machine). Exit status: 0 when the sweep offered every window, 1 when it
-ended early (another sweep running, the breaker open, the gateway not answering, memory
-unavailable), 2 for bad input. Interrupting it loses nothing: every batch is recorded in its
-own transaction.
+interrupted; ``--nerve-db PATH`` reads Nerve's own ``nerve.db`` (read only, NERVE-2) instead of
+the transcripts database. On a terminal it shows a progress line per session; it prints the
+report at the end (``--json`` for a machine). Exit status: 0 when the sweep offered every
+window, 1 when it ended early (another sweep running, the breaker open, the gateway not
+answering, memory unavailable), 2 for bad input. Interrupting it loses nothing: every batch is
+recorded in its own transaction.
 """
 
 from __future__ import annotations
@@ -77,6 +78,13 @@ def register(commands: argparse._SubParsersAction) -> None:
         help="sweep again every DURATION until interrupted, e.g. 30s, 5m, 1h",
     )
     _add_path_options(sweep, state=True)
+    sweep.add_argument(
+        "--nerve-db",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="sweep from Nerve's own nerve.db instead of the transcripts database (NERVE-2)",
+    )
     sweep.add_argument("--json", action="store_true", help="print each report as JSON")
     sweep.set_defaults(handler=_run_sweep)
 
@@ -287,11 +295,22 @@ def _run_sweep(args: argparse.Namespace) -> int:
         )
     transcripts_path, state_path = default_paths(config_dir)
     paths = (args.transcripts or transcripts_path, args.state or state_path)
-    return asyncio.run(_sweep(config, paths, every_s=args.every, as_json=args.json))
+    if args.nerve_db is not None:
+        if args.transcripts is not None:
+            raise UsageError("--nerve-db and --transcripts name two sources to sweep; give one")
+        paths = (args.nerve_db, paths[1])
+    from_nerve = args.nerve_db is not None
+    sweep = _sweep(config, paths, every_s=args.every, as_json=args.json, from_nerve=from_nerve)
+    return asyncio.run(sweep)
 
 
 async def _sweep(
-    config: Any, paths: tuple[Path, Path], *, every_s: float | None, as_json: bool
+    config: Any,
+    paths: tuple[Path, Path],
+    *,
+    every_s: float | None,
+    as_json: bool,
+    from_nerve: bool = False,
 ) -> int:
     import asyncio
 
@@ -300,7 +319,8 @@ async def _sweep(
     from provisioner.runtime.sweep.sweeper import Sweeper, extraction_mode
 
     transcripts_path, state_path = paths
-    with open_transcripts(transcripts_path) as source, open_state(state_path) as state:
+    source = _nerve_db(transcripts_path) if from_nerve else open_transcripts(transcripts_path)
+    with source, open_state(state_path) as state:
         async with LoomMemory.from_config(config, state=state) as memory:
             mode = extraction_mode(config.loom.defer_extraction)
             sweeper = Sweeper(memory, source, state, mode=mode)
@@ -310,6 +330,16 @@ async def _sweep(
                 if every_s is None:
                     return EXIT_OK if report.stopped == "done" else EXIT_DIFFERENCE
                 await asyncio.sleep(every_s)
+
+
+def _nerve_db(path: Path) -> Any:
+    """Nerve's ``nerve.db``, read only (NERVE-2); a file that is not it is one line, exit 2."""
+    from provisioner.integrations.nerve.transcripts import NerveDatabaseError, NerveTranscripts
+
+    try:
+        return NerveTranscripts(path)
+    except NerveDatabaseError as error:
+        raise UsageError(str(error)) from None
 
 
 def _progress_printer() -> Any:

@@ -23,12 +23,12 @@ DASHBOARD_KEY = "memory.loom.dashboard_url"  # CONF-5
 def memory_checks(config: Config, workspace: Path, config_dir: Path) -> list[Check]:
     """The checks of the configured backend."""
     if config.memory_backend == "loom":
-        from provisioner.doctor.sweep import sweep_state_check
+        from provisioner.doctor.sweep import sweep_checks
 
         return [
             gateway_check(config, config_dir),
             dashboard_check(config),
-            sweep_state_check(config_dir),
+            *sweep_checks(config_dir),
         ]
     return [memu_store_check(config), embeddings_key_check(config)]
 

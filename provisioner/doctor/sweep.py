@@ -12,11 +12,19 @@ Diagnostics card and ``nerve memory status`` show it.
 Doctor may run while another process is creating the file or holds its lock (SWEEP-12): a file
 not set up yet is a sweep that has not run yet, and a file still locked after the wait is busy
 — one WARN saying so, never a file that "cannot be read".
+
+``sweep_checks`` adds what the state records of the sweep's source (NERVE-3): a WARN naming the
+sessions whose watermark had to be re-aligned because the source went back below it (a
+restored ``nerve.db``), for a week after it happened; and, when the sweep reads Nerve's
+``nerve.db``, whether its pages stay cheap: Nerve has no index on ``messages (session_id, id)``,
+and past ``NERVE_DB_LARGE_SESSION`` messages in one session doctor says which index Nerve could
+add (see ``benchmarks/bench_nerve_db.py`` for what a page costs without it).
 """
 
 from __future__ import annotations
 
 import sqlite3
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -28,6 +36,140 @@ READ_TIMEOUT_S = 1.0  # our choice: a sweep or a new file's setup holds its lock
 # SWEEP-8: runtime.state's AUDIT_SKIPPED (a test holds them equal); importing the runtime here
 # would load httpx into every offline run.
 AUDIT_SKIPPED = "skipped"
+AUDIT_WENT_BACK = "went_back"  # NERVE-3: runtime.state's AUDIT_WENT_BACK (a test holds them equal)
+NERVE_DB_KIND = "nerve.db"  # NERVE-2: NerveTranscripts.kind, as the state keeps the source
+WENT_BACK_SHOWN_S = 7 * 24 * 3600  # our choice: how long doctor names a source that went back
+WENT_BACK_ROWS_READ = 1_000  # our choice: the newest re-alignments doctor reads
+NERVE_DB_LARGE_SESSION = 20_000  # our choice: past this many messages in one session a page
+# costs milliseconds without an index on (session_id, id) (benchmarks/bench_nerve_db.py)
+SESSION_ID_INDEX = "CREATE INDEX idx_messages_session_id ON messages (session_id, id)"
+
+
+def sweep_checks(config_dir: Path, *, now: float | None = None) -> list[Check]:
+    """The sweep's state, then what it records of its source (NERVE-3, NERVE-2); see above.
+
+    ``now`` (seconds since the epoch) decides which re-alignments are recent; the clock when
+    None. Nothing beyond the state check when the state cannot be read: that check says so.
+    """
+    checks = [sweep_state_check(config_dir)]
+    _transcripts, path = default_paths(config_dir)
+    if not path.is_file():
+        return checks
+    try:
+        went_back, source = _source_notes(path)
+    except sqlite3.Error:
+        return checks
+    clock = time.time() if now is None else now
+    recent = [row for row in went_back if clock - row[3] <= WENT_BACK_SHOWN_S]
+    if recent:
+        checks.append(_went_back_check(recent, path))
+    if source is not None and source[0] == NERVE_DB_KIND:
+        checks.append(nerve_db_check(Path(source[1])))
+    return checks
+
+
+def nerve_db_check(path: Path) -> Check:
+    """Whether a sweep page from Nerve's ``nerve.db`` stays cheap (NERVE-2), read only.
+
+    With an index on ``messages (session_id, id)`` a page is one index lookup. Without it (as
+    Nerve ships), the largest session decides: past ``NERVE_DB_LARGE_SESSION`` messages a WARN
+    names the index Nerve could add. A file that cannot be read is a WARN too.
+    """
+    try:
+        indexed, largest = _nerve_db_facts(path)
+    except (sqlite3.Error, OSError) as error:
+        return Check(
+            "loom.sweep.nerve_db",
+            WARN,
+            f"the sweep reads {path}, which cannot be read: {error}",
+            advice=f"run nerve memory sweep --nerve-db {path} to see what the sweep meets",
+            source=str(path),
+        )
+    if indexed:
+        message = f"the sweep reads {path}; its index on messages (session_id, id) serves each page"
+        return Check("loom.sweep.nerve_db", OK, message, source=str(path))
+    if largest <= NERVE_DB_LARGE_SESSION:
+        message = (
+            f"the sweep reads {path}; its largest session has {largest} messages, few enough "
+            "to page by id without an index on messages (session_id, id)"
+        )
+        return Check("loom.sweep.nerve_db", OK, message, source=str(path))
+    return Check(
+        "loom.sweep.nerve_db",
+        WARN,
+        f"the sweep reads {path}, whose largest session has {largest} messages and no index on "
+        "messages (session_id, id): a page of it may read the session's whole index",
+        advice=f"if sweeps of it take long, an index Nerve could add makes each page one lookup "
+        f"(with Nerve stopped): {SESSION_ID_INDEX}; the sweep uses it at once",
+        source=str(path),
+    )
+
+
+def _went_back_check(rows: list[tuple[str, int, str, float]], path: Path) -> Check:
+    sessions = len({row[0] for row in rows})
+    session_id, _message_id, detail, at = rows[0]
+    when = datetime.fromtimestamp(at, UTC).isoformat(timespec="seconds")
+    return Check(
+        "loom.sweep.went_back",
+        WARN,
+        f"the transcripts went back below the sweep's watermark in {sessions} sessions "
+        f"(last {when}, session {session_id}: {detail}); the sweep re-aligned them",
+        advice="if nerve.db was restored from a backup, nothing is lost: every message written "
+        "since is sent, and at most one batch per session again; if it was not, find what "
+        "replaced the file or removed messages from it",
+        source=str(path),
+    )
+
+
+def _source_notes(
+    path: Path,
+) -> tuple[list[tuple[str, int, str, float]], tuple[str, str] | None]:
+    """The newest re-alignments (newest first) and the source kept, read only; none of either
+    in a state file written before they were kept."""
+    database = sqlite3.connect(
+        f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=READ_TIMEOUT_S
+    )
+    try:
+        try:
+            source = database.execute("SELECT kind, location FROM sweep_source").fetchone()
+        except sqlite3.OperationalError:  # a state file from before sources were kept
+            return [], None
+        rows = database.execute(
+            "SELECT session_id, message_id, detail, recorded_at FROM sweep_audit"
+            " WHERE kind = ? ORDER BY seq DESC LIMIT ?",
+            (AUDIT_WENT_BACK, WENT_BACK_ROWS_READ),
+        ).fetchall()
+    finally:
+        database.close()
+    return [tuple(row) for row in rows], (tuple(source) if source else None)
+
+
+def _nerve_db_facts(path: Path) -> tuple[bool, int]:
+    """Whether ``messages`` has an index leading with (session_id, id), and the size of the
+    largest session (Nerve's own ``message_count``, else counted)."""
+    if not path.is_file():
+        raise OSError(f"no such file {path}")
+    database = sqlite3.connect(
+        f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=READ_TIMEOUT_S
+    )
+    try:
+        indexed = False
+        for _seq, name, _unique, _origin, partial in database.execute(
+            "PRAGMA index_list(messages)"
+        ).fetchall():
+            quoted = '"' + str(name).replace('"', '""') + '"'
+            leading = [row[2] for row in database.execute(f"PRAGMA index_info({quoted})")][:2]
+            indexed = indexed or (not partial and leading == ["session_id", "id"])
+        try:
+            (largest,) = database.execute("SELECT MAX(message_count) FROM sessions").fetchone()
+        except sqlite3.OperationalError:  # a nerve.db from before message_count
+            row = database.execute(
+                "SELECT COUNT(*) FROM messages GROUP BY session_id ORDER BY 1 DESC LIMIT 1"
+            ).fetchone()
+            largest = row[0] if row else 0
+    finally:
+        database.close()
+    return indexed, int(largest or 0)
 
 
 def sweep_state_check(config_dir: Path) -> Check:

@@ -48,7 +48,8 @@ AUDIT_QUEUED = "queued"  # SWEEP-4: a batch Loom queued (detail: its queue id an
 AUDIT_SKIPPED = "skipped"  # SWEEP-8: the one message Loom fails on, left out for good
 AUDIT_CUT = "cut"  # SWEEP-11: a message sent cut to fit the byte budget
 AUDIT_BUDGET = "budget"  # SWEEP-5: the batch budget was halved (detail: why, and the new one)
-AUDIT_KINDS = (AUDIT_QUEUED, AUDIT_SKIPPED, AUDIT_CUT, AUDIT_BUDGET)
+AUDIT_WENT_BACK = "went_back"  # NERVE-3: the source went back; the watermark was re-aligned
+AUDIT_KINDS = (AUDIT_QUEUED, AUDIT_SKIPPED, AUDIT_CUT, AUDIT_BUDGET, AUDIT_WENT_BACK)
 
 
 class StateVersionError(RuntimeError):
@@ -95,6 +96,16 @@ class SweepSession:
     @property
     def isolating(self) -> bool:
         return self.suspect_last_id is not None
+
+
+@dataclass(frozen=True)
+class Mark:
+    """The fingerprint of the message a watermark stopped on (NERVE-3): its id, its time and a
+    digest of its role and text (never the text), so a source that went back is noticed."""
+
+    message_id: int
+    created_at: str | None
+    digest: str
 
 
 @dataclass(frozen=True)
@@ -257,12 +268,14 @@ class StateStore:
         suspect_last_id: int | None,
         audit: Sequence[AuditEntry],
         now: float,
+        mark: Mark | None = None,
     ) -> None:
         """Loom took messages up to ``last_taken_id``: move the watermark, in one transaction.
 
         The same transaction resets the failure count, keeps or ends the isolation
-        (``suspect_last_id``), stores the budget after this batch and writes ``audit``. The
-        watermark never moves back: a smaller ``last_taken_id`` raises ``ValueError``.
+        (``suspect_last_id``), stores the budget after this batch, writes ``audit`` and keeps
+        ``mark``, the fingerprint of the message at ``last_taken_id``. The watermark never
+        moves back here: a smaller ``last_taken_id`` raises ``ValueError``.
         """
         with self.transaction() as db:
             current = self._watermark_in(db, session_id)
@@ -273,6 +286,22 @@ class StateStore:
             self._put_session(db, SweepSession(session_id, last_taken_id, 0, suspect_last_id))
             self._put_budget(db, *budget)
             self._put_audit(db, audit, now)
+            if mark is not None:
+                put_mark(db, session_id, mark)
+
+    def record_went_back(
+        self, session_id: str, *, watermark: int, audit: AuditEntry, now: float
+    ) -> None:
+        """The source went back (NERVE-3): the watermark moves back to ``watermark``, marks
+        past it go (their ids name other messages now), the failures and isolation end and
+        ``audit`` says so, in one transaction. The only way a watermark ever moves back."""
+        with self.transaction() as db:
+            self._put_session(db, SweepSession(session_id, watermark))
+            db.execute(
+                "DELETE FROM sweep_mark WHERE session_id = ? AND message_id > ?",
+                (session_id, watermark),
+            )
+            self._put_audit(db, [audit], now)
 
     def record_failure(
         self, session_id: str, *, failures: int, suspect_last_id: int | None
@@ -403,6 +432,15 @@ class StateStore:
             f"itself) kept it locked for more than {sqlite_file.BUSY_TIMEOUT_MS / 1000:g} s; "
             "the file is fine, try again once that process is done"
         )
+
+
+def put_mark(db: sqlite3.Connection, session_id: str, mark: Mark) -> None:
+    """Keep ``mark`` in the caller's transaction (the newest fingerprint of an id wins)."""
+    db.execute(
+        "INSERT OR REPLACE INTO sweep_mark (session_id, message_id, created_at, digest)"
+        " VALUES (?, ?, ?, ?)",
+        (session_id, mark.message_id, mark.created_at, mark.digest),
+    )
 
 
 def _audit_row(row: sqlite3.Row) -> dict[str, object]:

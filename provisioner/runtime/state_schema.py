@@ -59,6 +59,24 @@ MIGRATIONS: tuple[str, ...] = (
         message TEXT NOT NULL
     );
     """,
+    # 4: a source that went back (NERVE-3): per session, a fingerprint of the message at each
+    # watermark the sweep stored (its time and a digest of its role and text, never the text),
+    # and which source the sweep read, for doctor.
+    """
+    CREATE TABLE sweep_mark (
+        session_id TEXT NOT NULL,
+        message_id INTEGER NOT NULL,
+        created_at TEXT,
+        digest TEXT NOT NULL,
+        PRIMARY KEY (session_id, message_id)
+    );
+    CREATE TABLE sweep_source (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        kind TEXT NOT NULL,
+        location TEXT NOT NULL,
+        recorded_at REAL NOT NULL
+    );
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -20,7 +20,7 @@ import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Protocol, cast
+from typing import Protocol, cast, runtime_checkable
 
 from provisioner.runtime.sqlite_file import open_database
 
@@ -63,6 +63,23 @@ class TranscriptSource(Protocol):
     def messages_after(self, session_id: str, after_id: int, limit: int) -> Sequence[Message]:
         """At most ``limit`` messages of ``session_id`` with ``id > after_id``, oldest first."""
         ...
+
+
+@runtime_checkable
+class HostTranscripts(Protocol):
+    """A host application's own store of conversations, such as Nerve's ``nerve.db``.
+
+    Optional beside ``TranscriptSource``. ``kind`` and ``location`` say what the sweep reads
+    (the state keeps them, so doctor can look at it); ``swept_through`` is called after each
+    session's window with the id its watermark stands on, so the host can keep its own
+    bookkeeping in step (Nerve's ``sessions.last_memorized_at``, NERVE-3). It may be called
+    again with the same id; what it raises is logged and costs nothing else.
+    """
+
+    kind: str
+    location: str
+
+    def swept_through(self, session_id: str, message_id: int) -> None: ...
 
 
 class SourceFailed(Exception):

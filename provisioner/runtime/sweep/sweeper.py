@@ -43,7 +43,7 @@ from provisioner.runtime.gateway.errors import NoAnswer
 from provisioner.runtime.loom.answers import MESSAGE_ROLES
 from provisioner.runtime.loom.backend import EXTRACT_DEADLINE_S
 from provisioner.runtime.loom.types import Extracted
-from provisioner.runtime.state import AUDIT_CUT, AUDIT_QUEUED, AuditEntry, StateStore
+from provisioner.runtime.state import AUDIT_CUT, AUDIT_QUEUED, AuditEntry, Mark, StateStore
 from provisioner.runtime.sweep.batching import Batch, wire_size
 from provisioner.runtime.sweep.lock import sweep_lock
 from provisioner.runtime.sweep.outcomes import (
@@ -52,6 +52,7 @@ from provisioner.runtime.sweep.outcomes import (
     STOPPED_DONE,
     STOPPED_SOURCE,
 )
+from provisioner.runtime.sweep.realign import note_source, tell_host
 from provisioner.runtime.sweep.window import SessionWindow, refused_entries, skip_entries
 from provisioner.runtime.transcripts import (
     Message,
@@ -150,6 +151,7 @@ class SweepReport:
     budget_cut_reason: str | None = None
     stopped: str = STOPPED_DONE
     errors: list[dict[str, str]] = field(default_factory=list)
+    sessions_realigned: int = 0  # NERVE-3: watermarks moved back to a source that went back
 
     def note_error(self, session_id: str, kind: str) -> None:
         self.errors.append({"session_id": session_id, "kind": kind})
@@ -243,7 +245,7 @@ class SweepRun:
         self._memory = memory
         self._source = source
         self._mode = mode
-        self._clock = clock
+        self.clock = clock
 
     async def sweep(self, report: SweepReport, progress: ProgressCallback | None) -> None:
         """Offer every session's window in turn; fill ``report`` as it goes.
@@ -261,12 +263,14 @@ class SweepRun:
             self.report.stopped = STOPPED_SOURCE
             return
         self.report.sessions_seen = len(sessions)
+        note_source(self._source, self.state, self.clock())
         for index, listed in enumerate(sessions, start=1):
             session_id = check_session_id(listed)
             if session_id is None:
                 self.report.note_error(shown_session_id(listed), BAD_SESSION_ID_KIND)
             else:
                 ended = await SessionWindow(self, session_id).run()
+                tell_host(self._source, self.state, session_id)  # NERVE-3
                 if ended is not None:
                     self.report.stopped = ended
                     return
@@ -297,7 +301,7 @@ class SweepRun:
         while len(messages) + len(refused) < wanted and size <= byte_cap:
             limit = min(READ_PAGE_MESSAGES, wanted - len(messages) - len(refused))
             last, behind = after, len(refused)  # refused[behind:] lie after ``last``
-            for raw in self._page(session_id, after, limit):
+            for raw in self.page(session_id, after, limit):
                 item = check_message(raw, after_id=last, roles=MESSAGE_ROLES)
                 if isinstance(item, Message):
                     messages.append(item)
@@ -313,7 +317,7 @@ class SweepRun:
             after = last
         return ReadWindow(tuple(messages), tuple(refused))
 
-    def _page(self, session_id: str, after: int, limit: int) -> list[object]:
+    def page(self, session_id: str, after: int, limit: int) -> list[object]:
         """One page of the source, at most ``limit`` items; ``SourceFailed`` when it raises."""
         try:
             page = self._source.messages_after(session_id, after, limit)
@@ -345,11 +349,13 @@ class SweepRun:
         refused: Sequence[Refused] = (),
         queue_id: str | None,
         suspect_last_id: int | None,
+        mark: Mark | None = None,
     ) -> None:
         """Store what Loom took, skips and audit rows included, in one transaction.
 
         ``skipped`` are found messages (SWEEP-8), ``refused`` the refused ones the watermark
-        passes (SWEEP-12): each gets its audit row in the same transaction.
+        passes (SWEEP-12): each gets its audit row in the same transaction. ``mark`` is the
+        fingerprint of the last message taken, as the source holds it (NERVE-3).
         """
         batch, budget = step
         audit = skip_entries(session_id, skipped) + refused_entries(session_id, refused)
@@ -366,7 +372,8 @@ class SweepRun:
             budget=(self._mode.name, budget.after_good_batch()),
             suspect_last_id=suspect_last_id,
             audit=audit,
-            now=self._clock(),
+            now=self.clock(),
+            mark=mark,
         )
         self.report.messages_taken += len(taken)
         self.report.messages_skipped += len(skipped) + len(refused)
@@ -379,6 +386,7 @@ class SweepRun:
         *,
         refused: Sequence[Refused] = (),
         last_id: int,
+        mark: Mark | None = None,
     ) -> None:
         """Skip found (SWEEP-8) or refused (SWEEP-12) messages with no batch, in one transaction."""
         self.state.record_taken(
@@ -387,12 +395,13 @@ class SweepRun:
             budget=(self._mode.name, self.budget()),
             suspect_last_id=None,
             audit=skip_entries(session_id, skipped) + refused_entries(session_id, refused),
-            now=self._clock(),
+            now=self.clock(),
+            mark=mark,
         )
         self.report.messages_skipped += len(skipped) + len(refused)
 
     def store_budget(self, budget: BatchBudget, entry: AuditEntry) -> None:
-        self.state.record_budget(self._mode.name, budget, audit=[entry], now=self._clock())
+        self.state.record_budget(self._mode.name, budget, audit=[entry], now=self.clock())
 
 
 def _queued_entry(session_id: str, taken: Sequence[Message], queue_id: str | None) -> AuditEntry:

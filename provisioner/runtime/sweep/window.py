@@ -47,6 +47,7 @@ from provisioner.runtime.loom.types import Extracted
 from provisioner.runtime.state import AUDIT_BUDGET, AUDIT_SKIPPED, AuditEntry, SweepSession
 from provisioner.runtime.sweep.batching import Batch, build_batch, pick_context
 from provisioner.runtime.sweep.outcomes import REFUSED_KIND, SWEEP_ERRORS, error_kind, reaction_to
+from provisioner.runtime.sweep.realign import mark_of, realign_if_went_back
 from provisioner.runtime.transcripts import Message, ReadWindow, Refused, SourceFailed
 
 if TYPE_CHECKING:
@@ -85,13 +86,21 @@ class SessionWindow:
         self._recent: list[Message] = []  # taken in this sweep, for context (SWEEP-6)
 
     async def run(self) -> str | None:
-        """Offer the window until it is empty or stops; the sweep's end reason, or None."""
+        """Offer the window until it is empty or stops; the sweep's end reason, or None.
+
+        First the watermark is checked against the source, and re-aligned when the source
+        went back below it (NERVE-3, ``realign``).
+        """
+        try:
+            realign_if_went_back(self._run, self._session)
+        except SourceFailed as failure:
+            self._source_failed(failure)
+            return None
         while True:
             try:
                 step = self._plan()
             except SourceFailed as failure:  # SWEEP-12: this session only; the sweep goes on
-                self._run.report.note_error(self._session, failure.kind)
-                log.info("session %s: transcripts cannot be read: %s", self._session, failure.kind)
+                self._source_failed(failure)
                 return None
             if step is None:
                 return None
@@ -106,6 +115,11 @@ class SessionWindow:
                 return None
             if outcome is not None:
                 return outcome
+
+    def _source_failed(self, failure: SourceFailed) -> None:
+        """SWEEP-12: the source raised; this session's window stops, the sweep goes on."""
+        self._run.report.note_error(self._session, failure.kind)
+        log.info("session %s: transcripts cannot be read: %s", self._session, failure.kind)
 
     # --- planning -----------------------------------------------------------------------------
 
@@ -178,7 +192,10 @@ class SessionWindow:
                 self._run.report.note_error(self._session, REFUSED_KIND)
             return False
         refused = read.refused_before(through)
-        self._run.record_skips(self._session, (), refused=refused, last_id=through)
+        last = next(item for item in read.refused if item.id == through)
+        self._run.record_skips(
+            self._session, (), refused=refused, last_id=through, mark=mark_of(last)
+        )
         return True
 
     # --- answers ------------------------------------------------------------------------------
@@ -189,6 +206,7 @@ class SessionWindow:
         if accepted == 0:
             return _STOP  # Loom took nothing: offer the window again next sweep
         taken = step.batch.messages[:accepted]
+        as_read = next(m for m in step.read.messages if m.id == taken[-1].id)  # not cut
         skipped = tuple(self._found)
         refused = step.read.refused_before(taken[-1].id)
         suspect_last_id = step.state.suspect_last_id
@@ -202,6 +220,7 @@ class SessionWindow:
             refused=refused,
             queue_id=extracted.queue_id,
             suspect_last_id=suspect_last_id,
+            mark=mark_of(as_read),
         )
         self._found.clear()
         self._went_through = suspect_last_id is not None
@@ -267,7 +286,9 @@ class SessionWindow:
             return
         last = self._found[-1]
         refused = read.refused_before(last.id)
-        self._run.record_skips(self._session, tuple(self._found), refused=refused, last_id=last.id)
+        self._run.record_skips(
+            self._session, tuple(self._found), refused=refused, last_id=last.id, mark=mark_of(last)
+        )
         self._found.clear()
 
     def _cut_budget(self, step: _Step, reason: str) -> None:

@@ -1,0 +1,195 @@
+"""A source that went back, and a host told how far the sweep got (NERVE-3).
+
+A watermark is an id of the source, and ids only grow while the source is the same file. A
+copy restored from a backup (Nerve's backup keeps ``nerve.db``, not this package's state) starts
+again from the ids of the day it was taken: the messages written after the restore get ids at
+or below the watermarks kept here, and a sweep asking for the messages *after* its watermark
+would never send them.
+
+So every watermark the sweep stores comes with a **mark**: the time of the message it stopped
+on and a digest of that message's role and text (never the text). Before a session's window,
+the message at the watermark is read again. Unchanged, the window goes on as always. Gone, or
+another message in its place: the source went back. The watermark is re-aligned to the newest
+mark whose message the source still holds unchanged — found by stepping back over the marks in
+growing steps, then halving — and the window goes on from there. There is one mark per batch
+Loom took, so what is sent again is at most the one batch around the moment the copy was
+taken, and every message written since reaches Loom. An audit row (``went_back``) records the
+move; ``nerve doctor`` names it.
+
+When no mark matches (the copy is older than the session's first batch), the watermark goes
+back to 0 and the session is sent from its start: a copy that old holds at most one batch of
+it. A watermark stored before marks existed has none; the message at it is taken as it is then
+(trust on first use), and its mark kept. A message deleted at the watermark looks like a source
+that went back, and costs one batch sent again.
+
+``tell_host`` passes each session's watermark to a source that asks for it
+(``HostTranscripts.swept_through``), and ``note_source`` keeps in the state which source the
+sweep read, for doctor. Neither raises for what the source does (SWEEP-12).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from provisioner.runtime.loom.answers import MESSAGE_ROLES
+from provisioner.runtime.state import AUDIT_WENT_BACK, AuditEntry, Mark, StateStore, put_mark
+from provisioner.runtime.transcripts import (
+    HostTranscripts,
+    Message,
+    Refused,
+    TranscriptSource,
+    check_message,
+)
+
+if TYPE_CHECKING:
+    from provisioner.runtime.sweep.sweeper import SweepRun
+
+DIGEST_HEX_CHARS = 32  # our choice: 128 bits of SHA-256 tell two messages apart
+GONE = "its message is gone"  # NERVE-3: why a watermark was re-aligned, as the audit says
+REPLACED = "another message stands at it"
+
+log = logging.getLogger("provisioner.runtime.sweep.sweeper")
+
+
+def mark_of(item: Message | Refused) -> Mark:
+    """The fingerprint of ``item`` as a watermark keeps it: id, time, digest of role and text.
+
+    A refused message has no text that counts; its role and the reason it was refused stand
+    in, which the same row yields again every time it is read.
+    """
+    if isinstance(item, Message):
+        parts = ("message", item.role, item.content)
+    else:
+        parts = ("refused", item.role, item.reason)
+    digest = hashlib.sha256("\0".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
+    assert item.id is not None  # a watermark stands only on a usable id
+    return Mark(item.id, item.created_at, digest[:DIGEST_HEX_CHARS])
+
+
+def realign_if_went_back(run: SweepRun, session_id: str) -> None:
+    """Re-align the session's watermark when the source went back below it (see above).
+
+    One read of the source when nothing changed. Raises ``SourceFailed`` when the source
+    raises; the window then stops as for any other read.
+    """
+    state = run.state
+    watermark = state.watermark(session_id)
+    if watermark <= 0:
+        return
+    current = _found_at(run, session_id, watermark)
+    kept = _marks(state, session_id, only=watermark)
+    if current is not None and (not kept or kept[0] == current):
+        if not kept:  # a watermark from before marks: trust on first use
+            with state.transaction() as db:
+                put_mark(db, session_id, current)
+        return
+    marks = [mark for mark in _marks(state, session_id) if mark.message_id < watermark]
+
+    def still_held(index: int) -> bool:
+        return _found_at(run, session_id, marks[index].message_id) == marks[index]
+
+    index = newest_matching(len(marks), still_held)
+    target = marks[index].message_id if index >= 0 else 0
+    reason = GONE if current is None else REPLACED
+    detail = f"watermark {watermark} -> {target}: {reason}"
+    entry = AuditEntry(AUDIT_WENT_BACK, session_id, watermark, detail=detail)
+    state.record_went_back(session_id, watermark=target, audit=entry, now=run.clock())
+    run.report.sessions_realigned += 1
+    log.warning(
+        "session %s: the transcripts went back below watermark %d (%s); re-aligned to %d",
+        session_id,
+        watermark,
+        reason,
+        target,
+    )
+
+
+def newest_matching(count: int, matches: Callable[[int], bool]) -> int:
+    """The highest index below ``count`` for which ``matches`` holds, or -1 for none.
+
+    ``matches`` holds up to some index and not after it (a restored copy holds the marks up to
+    the moment it was taken). Steps back 1, 2, 4, … from the newest, then halves the gap:
+    about twice the logarithm of the marks passed, never each of them.
+    """
+    bad, step = count, 1
+    while True:
+        probe = max(bad - step, 0)
+        if probe >= bad:
+            return -1
+        if matches(probe):
+            good = probe
+            break
+        if probe == 0:
+            return -1
+        bad, step = probe, step * 2
+    while bad - good > 1:
+        middle = (good + bad) // 2
+        if matches(middle):
+            good = middle
+        else:
+            bad = middle
+    return good
+
+
+def tell_host(source: TranscriptSource, state: StateStore, session_id: str) -> None:
+    """Tell a host source where the session's watermark stands; log what it raises."""
+    if not isinstance(source, HostTranscripts):
+        return
+    watermark = state.watermark(session_id)
+    if watermark <= 0:
+        return
+    try:
+        source.swept_through(session_id, watermark)
+    except Exception as error:
+        log.warning(
+            "session %s: the transcripts could not follow the watermark: %s",
+            session_id,
+            type(error).__name__,
+        )
+
+
+def note_source(source: TranscriptSource, state: StateStore, now: float) -> None:
+    """Keep which host source the sweep reads (kind and location), for doctor.
+
+    Written only when it changed, so a sweep that reads the same source writes nothing here.
+    A source whose ``kind`` or ``location`` is no text is not kept.
+    """
+    if not isinstance(source, HostTranscripts):
+        return
+    kind, location = getattr(source, "kind", None), getattr(source, "location", None)
+    if not isinstance(kind, str) or not isinstance(location, str):
+        return
+    rows = state.read("SELECT kind, location FROM sweep_source WHERE id = 1")
+    if rows and tuple(rows[0]) == (kind, location):
+        return
+    with state.transaction() as db:
+        db.execute(
+            "INSERT OR REPLACE INTO sweep_source (id, kind, location, recorded_at)"
+            " VALUES (1, ?, ?, ?)",
+            (kind, location, now),
+        )
+
+
+def _found_at(run: SweepRun, session_id: str, message_id: int) -> Mark | None:
+    """The mark of the message the source holds at ``message_id``, or None when there is none."""
+    page = run.page(session_id, message_id - 1, 1)
+    if not page:
+        return None
+    item = check_message(page[0], after_id=message_id - 1, roles=MESSAGE_ROLES)
+    if item.id != message_id:
+        return None
+    return mark_of(item)
+
+
+def _marks(state: StateStore, session_id: str, *, only: int | None = None) -> list[Mark]:
+    """The session's marks, oldest first (only the one at ``only`` when given)."""
+    sql = "SELECT message_id, created_at, digest FROM sweep_mark WHERE session_id = ?"
+    parameters: tuple[object, ...] = (session_id,)
+    if only is not None:
+        sql += " AND message_id = ?"
+        parameters = (session_id, only)
+    rows = state.read(sql + " ORDER BY message_id", parameters)
+    return [Mark(int(row[0]), row[1], str(row[2])) for row in rows]
