@@ -635,6 +635,30 @@ class TestLoomSettings:
         assert warning.startswith(f"{path}: memory.loom.dashboard_url: ")
         assert "dropped" in warning and "\n" not in warning
 
+    @pytest.mark.parametrize(
+        "url",
+        [
+            "https://ada:s3cret@loom.example.com/ns/ada",
+            "https://token@loom.example.com",
+            "http://@loom.example.com",
+        ],
+    )
+    def test_credentials_in_the_dashboard_url_are_refused_and_not_repeated(self, config_dir, url):
+        """CONF-5, CONF-6: the link would show them on the Memory page, so the configuration
+        refuses to load, as it does for the gateway URL; the error does not print the secret.
+        """
+        path = loom_config(config_dir, f"dashboard_url: '{url}'\n")
+        text = assert_one_line(load_error(config_dir), path, "memory.loom.dashboard_url")
+        assert "credentials" in text
+        assert "s3cret" not in text and "token" not in text
+
+    def test_credentials_in_a_dashboard_url_from_the_environment_are_refused(self, config_dir):
+        """CONF-3, CONF-5: `${LOOM_DASHBOARD_URL:-}` is held to the same rule."""
+        loom_config(config_dir, "dashboard_url: ${LOOM_DASHBOARD_URL:-}\n")
+        assert load(config_dir).loom.dashboard_url is None
+        with pytest.raises(ConfigError, match="credentials"):
+            load(config_dir, LOOM_DASHBOARD_URL="https://ada:s3cret@loom.example.com")
+
     def test_defer_extraction_defaults_to_false(self, config_dir):
         """CONF-5, SWEEP-3: waiting extraction unless asked for the queued mode."""
         shared(config_dir, "memory:\n  backend: loom\n")

@@ -20,7 +20,7 @@ from provisioner.config.model import (
     located,
     source_of,
 )
-from provisioner.config.urls import absolute_http_url, redacted
+from provisioner.config.urls import absolute_http_url, has_credentials, redacted
 from provisioner.templating.backends import (
     BACKEND_NAMES,
     BACKENDS,
@@ -33,6 +33,7 @@ from provisioner.templating.backends import (
 
 LOCKDOWN_KEY = "lockdown"  # CONF-3: read from settings.yaml only
 GATEWAY_URL_KEY = "mcp_gateway_url"  # CONF-6
+DASHBOARD_URL_KEY = "memory.loom.dashboard_url"  # CONF-5
 TOP_LEVEL_KEYS = (LOCKDOWN_KEY, GATEWAY_URL_KEY, "memory")  # the top-level keys checked here
 
 
@@ -114,6 +115,23 @@ class KeyChecker:
             return value
         return None
 
+    def refuse_credentials(self, key: str, url: str | None, *, why: str) -> None:
+        """Refuse an http(s) ``url`` with a user or password in it (CONF-5, CONF-6).
+
+        The error names the file and ``key`` and says ``why``; it quotes the URL without its
+        secret. ``None``, or anything that is not an absolute http(s) URL, passes (other checks
+        judge those).
+        """
+        if url is None:
+            return
+        parts = absolute_http_url(url)
+        if parts is not None and has_credentials(parts):
+            raise self.fail(
+                key,
+                f"{redacted(url)} has credentials in it; expected a URL without user or "
+                f"password ({why})",
+            )
+
     def gateway_url(self, value: Any) -> str | None:
         """``mcp_gateway_url``: an http(s) base URL without credentials; empty is none (CONF-6)."""
         key = GATEWAY_URL_KEY
@@ -126,12 +144,7 @@ class KeyChecker:
         parts = absolute_http_url(text)
         if parts is None:
             raise self.fail(key, f"{redacted(text)} is not a usable URL; {expected}")
-        if parts.username is not None or parts.password is not None:
-            raise self.fail(
-                key,
-                f"{redacted(text)} has credentials in it; expected a URL without user or "
-                "password (the gateway knows the agent from its connection)",
-            )
+        self.refuse_credentials(key, text, why="the gateway knows the agent from its connection")
         if parts.query or parts.fragment:
             raise self.fail(
                 key, f"{redacted(text)} has a query or fragment; expected a plain base URL"

@@ -30,6 +30,7 @@ import yaml
 
 from provisioner.config.bounded_yaml import YamlLimitError, load_bounded, read_small_text
 from provisioner.config.checks import (
+    DASHBOARD_URL_KEY,
     GATEWAY_URL_KEY,
     LOCKDOWN_KEY,
     KeyChecker,
@@ -255,6 +256,11 @@ def _checked(state: _Loading) -> Config:
         key = f"memory.{backend}"
         settings = section.check(check, check.mapping(key, memory.get(backend), section.keys))
     loom = settings if isinstance(settings, LoomSettings) else LoomSettings()
+    # CONF-5: a dashboard link is shown to whoever opens the Memory page, so a user or password
+    # in it is refused like one in the gateway URL, not dropped with a warning.
+    check.refuse_credentials(
+        DASHBOARD_URL_KEY, loom.dashboard_url, why="the Memory page shows the link to anyone"
+    )
     gateway = check.gateway_url(state.merged.get(GATEWAY_URL_KEY))
     return Config(
         memory_backend=backend,

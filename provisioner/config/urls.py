@@ -1,9 +1,10 @@
-"""The two URL rules configuration and the Memory page share (CONF-5, CONF-6).
+"""The URL rules configuration and the Memory page share (CONF-5, CONF-6).
 
 Only an absolute ``http`` or ``https`` URL with a host is used as a gateway address or shown
 as a link; anything with blanks or control characters in it is refused (browsers strip them,
-which turns ``java\\tscript:`` back into a scheme). An error that quotes a URL hides its
-credentials. Standard library only, so the web page can use it without the config loader.
+which turns ``java\\tscript:`` back into a scheme). A configured URL carries no user or
+password, and an error that quotes a URL hides them. Standard library only, so the web page
+can use it without the config loader.
 """
 
 from __future__ import annotations
@@ -25,6 +26,11 @@ def absolute_http_url(text: str) -> SplitResult | None:
     if parts.scheme not in HTTP_SCHEMES or not parts.hostname:
         return None
     return parts
+
+
+def has_credentials(parts: SplitResult) -> bool:
+    """Whether the URL names a user or a password, even an empty one (``https://@host``)."""
+    return parts.username is not None or parts.password is not None
 
 
 def redacted(text: str) -> str:

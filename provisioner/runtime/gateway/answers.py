@@ -26,9 +26,11 @@ from provisioner.runtime.gateway.outcomes import (
 )
 from provisioner.runtime.gateway.retry_after import parse_retry_after
 from provisioner.runtime.gateway.wire import (
+    INLINE_DECODE_MAX_CHARS,
     BodyOverLimit,
     NotJson,
     decode_json,
+    decode_json_off_loop,
     media_type,
     read_capped,
 )
@@ -46,9 +48,7 @@ async def read_answer(
 
     ``budget`` is the call's deadline; a stream's tail is read only well within it.
     """
-    retry_after_s = parse_retry_after(
-        response.headers.get("retry-after"), date=response.headers.get("date"), now=time.time()
-    )
+    retry_after_s = _retry_after_s(response.headers)
     status_error = error_for_status(response.status_code, retry_after_s=retry_after_s)
     if status_error is not None:
         raise status_error
@@ -61,7 +61,19 @@ async def read_answer(
         message = await _message_from_stream(response, budget)
     else:
         raise BrokenAnswer(f"unexpected content type {kind or 'none'!r}")
+    message = await _with_long_text_decoded(message)
     return outcome_of_message(message, request_id, retry_after_s=retry_after_s)
+
+
+def _retry_after_s(headers: httpx.Headers) -> float | None:
+    """The answer's ``Retry-After`` in seconds (GW-6), or None without a usable one.
+
+    ``Date`` and the wall clock matter only to a ``Retry-After`` that is there, so they are
+    read only then: most answers carry none, and every call reads this.
+    """
+    if "retry-after" not in headers:
+        return None
+    return parse_retry_after(headers["retry-after"], date=headers.get("date"), now=time.time())
 
 
 async def _other_status_error(
@@ -79,7 +91,7 @@ async def _other_status_error(
 
 async def _json_body(response: httpx.Response) -> Any:
     try:
-        return decode_json(await read_capped(response, ANSWER_MAX_BYTES))
+        return await decode_json_off_loop(await read_capped(response, ANSWER_MAX_BYTES))
     except BodyOverLimit as error:
         raise BrokenAnswer(f"the answer is larger than {ANSWER_MAX_BYTES} bytes") from error
     except NotJson as error:
@@ -100,11 +112,11 @@ async def _message_from_stream(response: httpx.Response, budget: asyncio.Timeout
             size += len(chunk)
             if size > ANSWER_MAX_BYTES:
                 raise BrokenAnswer(f"the event stream passed {ANSWER_MAX_BYTES} bytes")
-            found = _response_in(decoder.feed(chunk))
+            found = await _response_in(decoder.feed(chunk))
             if found is not None:
                 await _read_tail(chunks, budget)
                 return found
-        found = _response_in(decoder.close())
+        found = await _response_in(decoder.close())
     except ValueError as error:
         raise BrokenAnswer(f"the event stream is broken: {error}") from error
     finally:
@@ -135,13 +147,13 @@ async def _read_tail(chunks: AsyncIterator[bytes], budget: asyncio.Timeout) -> N
         return
 
 
-def _response_in(events: list[Any]) -> Any:
+async def _response_in(events: list[Any]) -> Any:
     """The first ``message`` event that is a response (no ``method``), or None."""
     for event in events:
         if event.event != "message":
             continue
         try:
-            message = decode_json(event.data)
+            message = await decode_json_off_loop(event.data)
         except NotJson as error:
             raise ValueError("an event's data is not JSON") from error
         if isinstance(message, dict) and "method" in message:
@@ -150,3 +162,41 @@ def _response_in(events: list[Any]) -> Any:
             raise ValueError("an event's data is null, not a JSON-RPC message")
         return message
     return None
+
+
+async def _with_long_text_decoded(message: Any) -> Any:
+    """``message``, with a long JSON text of its result decoded off the loop beforehand.
+
+    A result without ``structuredContent`` is read from its first text block, decoded as JSON
+    by ``outcome_of_message`` there and then, on the loop. For a long text that would hold the
+    loop as a long body would, so that text is decoded here the way a body is
+    (``decode_json_off_loop``) and, when it is an object, handed on as the result's
+    ``structuredContent``: what ``outcome_of_message`` makes of the result is the same
+    ``ToolResult``. Anything else — a short text, a text that is not a JSON object, a result of
+    another shape — is left for ``outcome_of_message`` to judge as it is.
+    """
+    result = message.get("result") if isinstance(message, dict) else None
+    if not isinstance(result, dict) or result.get("structuredContent") is not None:
+        return message
+    content = result.get("content")
+    if not isinstance(content, list):
+        return message
+    first = next((block["text"] for block in content if _is_text_block(block)), None)
+    if first is None or len(first) <= INLINE_DECODE_MAX_CHARS:
+        return message
+    try:
+        data = await decode_json_off_loop(first)
+    except NotJson:
+        return message
+    if not isinstance(data, dict):
+        return message
+    return {**message, "result": {**result, "structuredContent": data}}
+
+
+def _is_text_block(block: Any) -> bool:
+    """A ``{"type": "text", "text": …}`` content block, as ``outcome_of_message`` reads one."""
+    return (
+        isinstance(block, dict)
+        and block.get("type") == "text"
+        and isinstance(block.get("text"), str)
+    )

@@ -141,12 +141,14 @@ class LoomConnection:
         server = await self._server_for_call(deadline)
         self._calls_in_flight[server] = self._calls_in_flight.get(server, 0) + 1
         try:
-            await self._close_idle_retired()
+            if self._retired:
+                await self._close_idle_retired()
             if self._lifecycle.closed:
                 raise ClientClosed("the connection was closed before the call was sent")
             return await server.call_tool_within(name, arguments, deadline=deadline, policy=policy)
         finally:
-            await self._call_ended(server)
+            if self._call_ended(server):
+                await server.aclose()
 
     async def aclose(self) -> None:
         """Close every client, current and retired; later calls raise ``RuntimeError``."""
@@ -193,22 +195,26 @@ class LoomConnection:
 
     async def _close_idle_retired(self) -> None:
         """Close the retired clients no call is using any more."""
-        if not self._retired:
-            return
         idle = [server for server in self._retired if not self._calls_in_flight.get(server)]
         for server in idle:
             self._retired.remove(server)
         await asyncio.gather(*(server.aclose() for server in idle))
 
-    async def _call_ended(self, server: McpGatewayServer) -> None:
+    def _call_ended(self, server: McpGatewayServer) -> bool:
+        """Count a call on ``server`` as ended; True when it was a retired client's last one.
+
+        Synchronous, so that the common case — the client in use, or calls still running on
+        a retired one — costs no await; the caller then closes the retired client itself.
+        """
         left = self._calls_in_flight[server] - 1
         if left:
             self._calls_in_flight[server] = left
-            return
+            return False
         del self._calls_in_flight[server]
         if server in self._retired:
             self._retired.remove(server)
-            await server.aclose()
+            return True
+        return False
 
 
 def _no_catalog_error(last: CatalogError) -> CatalogError:

@@ -57,7 +57,6 @@ from provisioner.runtime.gateway.wire import (
     check_gateway_url,
     describe,
     new_http_client,
-    request_timeout,
 )
 
 __all__ = [
@@ -252,18 +251,22 @@ class McpGatewayServer:
         request_id = next(self._ids)
         body = _tools_call_body(request_id, name, arguments)
         remaining = max(deadline.left_s(), 0.001)
-        progress = ConnectProgress()
+        request = self._client.build_request(
+            "POST", self._url, content=body, headers=REQUEST_HEADERS
+        )
+        progress = ConnectProgress(request.extensions)
+        request.extensions["trace"] = progress.trace
         try:
+            # The deadline bounds the whole request; the client's own timeout adds only the
+            # connect limit (GW-2), so no per-request httpx timeout is built (new_http_client).
+            # ``send`` and ``aclose`` are what ``client.stream()`` does, without its
+            # context-manager generator on every call.
             async with asyncio.timeout(remaining) as budget:
-                async with self._client.stream(
-                    "POST",
-                    self._url,
-                    content=body,
-                    headers=REQUEST_HEADERS,
-                    timeout=request_timeout(remaining),
-                    extensions={"trace": progress.trace},
-                ) as response:
+                response = await self._client.send(request, stream=True)
+                try:
                     return await read_answer(response, request_id, budget)
+                finally:
+                    await response.aclose()
         except GatewayError:
             raise
         except TimeoutError as error:
@@ -305,8 +308,11 @@ def _tools_call_body(request_id: int, name: str, arguments: Mapping[str, Any]) -
         "method": "tools/call",
         "params": {"name": name, "arguments": dict(arguments)},
     }
-    text = json.dumps(request, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-    return text.encode("utf-8")
+    return _REQUEST_ENCODER.encode(request).encode("utf-8")
+
+
+# Compact UTF-8 JSON, refusing NaN and infinities; built once, not on every call.
+_REQUEST_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
 def _no_answer(deadline: Deadline, attempt_s: float) -> NoAnswer:

@@ -5,8 +5,8 @@ every day by a client whose calls have deadlines and whose callers give up:
 
 * httpcore frees a pooled connection only at the end of the response's close. A cancellation
   landing inside that close (the close waits on a lock) stops it half-way, and the connection
-  stays marked busy. Here every close runs in a task of its own; a cancellation that arrives
-  meanwhile is passed on once the close has finished.
+  stays marked busy. Here every close is driven to its end whatever arrives meanwhile; a
+  cancellation is held and passed on once the close has finished.
 * A request cancelled after the pool gave it a new connection, but before the request went
   out on it, leaves that connection behind: neither idle nor closed nor held by any request,
   it keeps its pool slot (and, once connected, its socket) for ever (encode/httpcore#1093).
@@ -19,7 +19,7 @@ deadline: the gateway looks down when it is not.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from typing import Any
 
 import httpx
@@ -57,25 +57,55 @@ class _ClosedToTheEnd(httpx.AsyncByteStream):
         await finish_despite_cancellation(self._inner.aclose())
 
 
-async def finish_despite_cancellation(closing: Any) -> None:
+async def finish_despite_cancellation(closing: Coroutine[Any, Any, Any]) -> None:
     """Await the coroutine ``closing`` to its end; a cancellation meanwhile is re-raised after.
 
-    For clean-up that must not be cut short: the work runs in its own task, which a
-    cancellation of the caller does not reach.
+    For clean-up that must not be cut short. ``closing`` is driven step by step here, in the
+    caller's own task: each time it waits, this function does the waiting in its stead, so a
+    cancellation lands here, is held, and is raised once ``closing`` has finished — it never
+    reaches ``closing``. That is what ``asyncio.shield`` gives, without the task of its own
+    (and the turns of the event loop) that shield costs on every call. An error of
+    ``closing`` is raised as it is, unless a cancellation came first.
     """
-    task = asyncio.ensure_future(closing)
-    task.add_done_callback(_mark_retrieved)
+    cancelled: BaseException | None = None
     try:
-        await asyncio.shield(task)
-    except asyncio.CancelledError:
-        await asyncio.wait({task})
-        raise
+        while True:
+            try:
+                awaited = closing.send(None)
+            except StopIteration:
+                break
+            cancelled = await _wait_through_cancellation(awaited) or cancelled
+    except BaseException:
+        if cancelled is None:
+            raise
+    finally:
+        closing.close()
+    if cancelled is not None:
+        raise cancelled
 
 
-def _mark_retrieved(task: asyncio.Future[Any]) -> None:
-    """A close that failed after its caller was cancelled: the cancellation is what counts."""
-    if not task.cancelled():
-        task.exception()
+async def _wait_through_cancellation(awaited: Any) -> BaseException | None:
+    """Wait as a task would for what a coroutine yielded; a cancellation meanwhile is returned.
+
+    A bare ``yield`` (None) asks for one turn of the event loop; a future is waited for until
+    it is done, however many cancellations arrive in between.
+    """
+    cancelled: BaseException | None = None
+    if awaited is None:
+        try:
+            await asyncio.sleep(0)
+        except asyncio.CancelledError as error:
+            cancelled = error
+        return cancelled
+    if not asyncio.isfuture(awaited):
+        raise RuntimeError(f"a clean-up coroutine yielded {awaited!r}, not a future")
+    awaited._asyncio_future_blocking = False  # taken over, as a task takes it
+    while not awaited.done():
+        try:
+            await asyncio.wait((awaited,))
+        except asyncio.CancelledError as error:
+            cancelled = error
+    return cancelled
 
 
 async def reclaim_orphaned_connections(transport: httpx.AsyncBaseTransport) -> int:

@@ -11,7 +11,9 @@ Every client's transport is wrapped so that a cancellation — the call's deadli
 
 from __future__ import annotations
 
+import asyncio
 import json
+import json.scanner
 import ssl
 from collections.abc import Mapping
 from functools import cache
@@ -23,6 +25,9 @@ import httpx
 from provisioner.runtime.gateway.transport import CancellationSafeTransport
 
 CONNECT_TIMEOUT_S = 2.0  # GW-2 (contracts/gateway.md): connect within 2 s
+# Our choice: JSON up to this size is decoded on the event loop (about 2 ms); larger JSON in a
+# worker thread (``decode_json_off_loop``).
+INLINE_DECODE_MAX_CHARS = 256 * 1024
 
 
 class BodyOverLimit(Exception):
@@ -41,6 +46,35 @@ def decode_json(text: bytes | str) -> Any:
     """
     try:
         return json.loads(text)
+    except (ValueError, UnicodeDecodeError, RecursionError) as error:
+        raise NotJson(str(error)) from error
+
+
+async def decode_json_off_loop(text: bytes | str) -> Any:
+    """``decode_json`` that never holds the event loop for long, whatever the size of ``text``.
+
+    Small JSON is decoded at once. Larger JSON is decoded in a worker thread, and by the
+    decoder's pure-Python scanner: the C scanner would hold the interpreter's lock for the
+    whole parse (about 50 ms for 6 MB, however many threads there are), while Python code
+    lets the interpreter hand the loop's thread its turn every few milliseconds. The value is
+    the same as ``json.loads`` gives; failures are ``NotJson`` alike.
+    """
+    if len(text) <= INLINE_DECODE_MAX_CHARS:
+        return decode_json(text)
+    return await asyncio.to_thread(_decode_json_yielding, text)
+
+
+def _decode_json_yielding(text: bytes | str) -> Any:
+    """``json.loads(text)`` by the pure-Python scanner (see ``decode_json_off_loop``)."""
+    if isinstance(text, str) and text.startswith("\ufeff"):
+        raise NotJson("Unexpected UTF-8 BOM (decode using utf-8-sig)")  # as json.loads says
+    try:
+        if isinstance(text, bytes | bytearray):
+            text = text.decode(json.detect_encoding(text), "surrogatepass")
+        decoder = json.JSONDecoder()
+        # Both names are json's own, left out of its type stubs.
+        decoder.scan_once = json.scanner.py_make_scanner(decoder)  # type: ignore[attr-defined]
+        return decoder.decode(text)
     except (ValueError, UnicodeDecodeError, RecursionError) as error:
         raise NotJson(str(error)) from error
 
@@ -65,16 +99,20 @@ def new_http_client(transport: httpx.AsyncBaseTransport | None) -> httpx.AsyncCl
     """An ``httpx.AsyncClient`` that ignores the environment and follows no redirect.
 
     ``transport`` is the test seam (an in-process app, a stand-in resolver); None uses httpx's
-    own connection pool. Timeouts are given per request, from the caller's deadline. Either
-    way the transport is wrapped so that cancellations cannot spoil its pool
-    (``CancellationSafeTransport``).
+    own connection pool. Either way the transport is wrapped so that cancellations cannot
+    spoil its pool (``CancellationSafeTransport``).
+
+    The client's own timeout is the connect limit alone (``CONNECT_TIMEOUT_S``): the caller
+    bounds each request as a whole with its deadline (``asyncio.timeout``), which no read,
+    write or wait for the pool can outlast, so per-request httpx timeouts would only repeat
+    it. A caller may still pass them (``request_timeout``).
     """
     inner = transport or httpx.AsyncHTTPTransport(verify=_tls_context(), trust_env=False)
     return httpx.AsyncClient(
         transport=CancellationSafeTransport(inner),
         trust_env=False,
         follow_redirects=False,
-        timeout=httpx.Timeout(None),
+        timeout=httpx.Timeout(None, connect=CONNECT_TIMEOUT_S),
     )
 
 
@@ -92,18 +130,25 @@ class ConnectProgress:
 
     A deadline that passes before the connection is made means the gateway was not reached
     (nothing went upstream), not that it failed to answer.
+
+    Given the request's ``extensions`` (the dict httpx hands to httpcore), it stops the
+    tracing once the request is being sent: connecting is over by then, and every further
+    event would cost the call an await for nothing. Without them it follows every event.
     """
 
-    __slots__ = ("connecting",)
+    __slots__ = ("_extensions", "connecting")
 
-    def __init__(self) -> None:
+    def __init__(self, extensions: dict[str, Any] | None = None) -> None:
         self.connecting = False
+        self._extensions = extensions
 
     async def trace(self, event: str, info: Mapping[str, Any]) -> None:
         if event in _CONNECT_STARTED:
             self.connecting = True
         elif event in _CONNECT_ENDED:
             self.connecting = False
+        elif event.startswith("http") and self._extensions is not None:
+            self._extensions.pop("trace", None)  # sending: httpcore asks this hook no more
 
 
 _CONNECT_STARTED = frozenset({"connection.connect_tcp.started", "connection.start_tls.started"})

@@ -399,7 +399,7 @@ class LoomMemory:
             pack = await self._read(
                 connection, contract.CONTEXT_PACK, pack_arguments(self._namespace), deadline_at
             )
-            lines = pack_lines(pack.data)
+            lines = await pack_lines(pack.data)
             if lines:
                 return "pack", lines
         except PolicyRefused as refused:
@@ -407,7 +407,7 @@ class LoomMemory:
         search = await self._read(
             connection, contract.SEARCH_QUERY, search_arguments(self._namespace), deadline_at
         )
-        return "search", search_lines(search.data)
+        return "search", await search_lines(search.data)
 
     async def _read(
         self,
