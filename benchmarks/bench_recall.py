@@ -46,6 +46,7 @@ class BenchLoom:
 
     org: str | None = None
     namespace: str | None = None
+    defer_extraction: bool = False
 
 
 @dataclass(frozen=True)
