@@ -560,6 +560,7 @@ SCENARIOS: dict[str, Scenario] = {
     "may-pass-once": Scenario(call=once_then_result(may_pass)),
     "429-always-ra1": Scenario(call=http_status(429, "1")),
     "429-once-then-hang": Scenario(call=once_then_result(http_status(429, "1"), hang)),
+    "result-once-then-hang": Scenario(call=once_then_result(result, hang)),
 }
 
 

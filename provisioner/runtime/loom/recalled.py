@@ -43,7 +43,7 @@ _SHOWN_MAX_CHARS = ITEM_MAX_CHARS + _ENTITY_MAX_CHARS
 # REC-2: every line separator Python's str.splitlines() knows, plus vertical tab and form feed.
 _LINE_SEPARATORS = re.compile("[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
 # ZWNJ and ZWJ stay: scripts such as Persian and emoji sequences need them (REC-5).
-JOINERS = frozenset("\u200c\u200d")
+_JOINERS = frozenset("\u200c\u200d")
 # REC-5: every format character (category Cf) of Unicode 15 but the two joiners, as ranges,
 # with the code points reserved among them that are drawn as nothing (U+2065, U+FFF0–U+FFF8).
 # A newer Unicode may add some; _drop_unseen catches those one character at a time.
@@ -107,10 +107,12 @@ _REMEMBERED_MAX_CHARS = 2 * ITEM_MAX_CHARS
 
 @lru_cache(maxsize=512)
 def _remembered(text: str, source: str) -> str:
+    """``_sanitized``, kept for the next session start; the line depends on nothing else."""
     return _sanitized(text, source)
 
 
 def _sanitized(text: str, source: str) -> str:
+    """The work of ``sanitize_recalled`` on a ``source`` already checked."""
     more = len(text) > INPUT_MAX_CHARS
     line = text[:INPUT_MAX_CHARS]
     ascii_only = line.isascii()
@@ -150,7 +152,7 @@ def _drop_unseen(line: str) -> str:
     kept = "".join(
         char
         for char in line
-        if char.isprintable() or char in JOINERS or unicodedata.category(char) != "Cf"
+        if char.isprintable() or char in _JOINERS or unicodedata.category(char) != "Cf"
     )
     return kept if kept == line else _tidy(kept)
 
