@@ -108,7 +108,12 @@ def _parse_rule(text: str) -> FaultRule:
             f"fault rule {_shown(text)}: holds a lone surrogate, which is not Unicode text"
         )
     body, _, probability_text = text.partition("=")
-    body, _, tool = body.partition("@")
+    body, at, tool = body.partition("@")
+    if at and not tool.strip():
+        raise FaultSpecError(
+            f"fault rule {_shown(text)}: names no tool after '@'; expected NAME@TOOL, "
+            "or NAME alone for every tool"
+        )
     name, colon, argument = body.partition(":")
     if name not in FAULT_NAMES:
         raise FaultSpecError(

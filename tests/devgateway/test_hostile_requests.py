@@ -137,6 +137,28 @@ class TestUnplayableFaultSpecsAreRefused:
         assert_one_line_error(result, "--faults", "fault rule")
 
 
+class TestARuleNamingNoToolIsRefused:
+    """``hang@`` reads as "hang for no tool"; it was taken as "hang for every tool"."""
+
+    @pytest.mark.parametrize("spec", ["hang@", "429@ ", "policy@=0.5", "policy,hang@"])
+    def test_parsing_refuses_an_at_sign_with_no_tool_after_it(self, spec: str) -> None:
+        with pytest.raises(FaultSpecError, match="names no tool after '@'"):
+            parse_fault_spec(spec)
+
+    def test_a_rule_for_one_tool_or_for_every_tool_is_still_taken(self) -> None:
+        assert [rule.tool for rule in parse_fault_spec("hang@loom_search,hang")] == [
+            "loom_search",
+            None,
+        ]
+
+    def test_the_faults_option_refuses_it_in_one_line_with_exit_2(
+        self, run_nerve: RunNerve
+    ) -> None:
+        """Bad input is one line, exit 2, before anything is served."""
+        result = run_nerve("dev", "gateway", "--port", "0", "--faults", "hang@")
+        assert_one_line_error(result, "--faults", "names no tool")
+
+
 class TestTheFaultSwitchTakesOnlyJson:
     @pytest.mark.parametrize(
         "content_type",
