@@ -21,10 +21,10 @@ from provisioner.config.model import (
     source_of,
 )
 from provisioner.config.urls import absolute_http_url, has_credentials, redacted
+from provisioner.runtime.loom.settings import boolean_value as runtime_boolean_value
 from provisioner.templating.backends import (
     BACKEND_NAMES,
     BACKENDS,
-    BOOLEAN_WORDS,
     DEFAULT_BACKEND,
     NERVE_MEMORY_KEYS,
     UnknownBackend,
@@ -153,11 +153,14 @@ class KeyChecker:
 
 
 def boolean_value(value: Any, default: bool, path: Path | None, key: str) -> bool:
-    """A YAML boolean, or the words true/false a ``${VAR:-false}`` reference gives."""
-    if value is None or value == "":
-        return default
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in BOOLEAN_WORDS:
-        return BOOLEAN_WORDS[value.strip().lower()]
-    raise ConfigError(path, key, f"{value!r} is not a boolean; expected true or false")
+    """A YAML boolean, or the words true/false a ``${VAR:-false}`` reference gives.
+
+    The runtime's reader decides what is a boolean, so the loader and ``LoomMemory`` built
+    from Nerve's settings accept the same words; a refusal is a ``ConfigError`` naming the file.
+    """
+    try:
+        return runtime_boolean_value(value, key, default)
+    except ValueError:
+        raise ConfigError(
+            path, key, f"{value!r} is not a boolean; expected true or false"
+        ) from None

@@ -29,14 +29,13 @@ from collections.abc import Sequence
 
 from fastapi import APIRouter, params
 from fastapi.routing import APIRoute
-from starlette.types import Receive, Scope, Send
 
 from provisioner.config.loader import Config
 from provisioner.web.routes import (
     MEMU_EDIT_METHODS,
     MEMU_EDIT_PATHS,
+    RefusesWithPageHeaders,
     memory_endpoints,
-    refused_method,
 )
 from provisioner.web.view import MemorySource
 
@@ -48,15 +47,8 @@ CARD_ROUTE_NAMES = {
 REFUSAL_ROUTE_NAME = "provisioner_memu_edit_refused"
 
 
-class _APIRoute(APIRoute):
+class _APIRoute(RefusesWithPageHeaders, APIRoute):
     """A FastAPI route whose 405 carries the page's headers, like the Starlette router's."""
-
-    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
-        refusal = refused_method(scope, self.methods)
-        if refusal is None:
-            await super().handle(scope, receive, send)
-        else:
-            await refusal(scope, receive, send)
 
 
 def fastapi_router(

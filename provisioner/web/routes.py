@@ -95,15 +95,24 @@ def refused_method(scope: Scope, methods: Collection[str] | None) -> Response | 
     )
 
 
-class _Route(Route):
-    """A Starlette route whose 405 carries the same headers as the rest (``refused_method``)."""
+class RefusesWithPageHeaders:
+    """Mixed into a route class: a method the route does not serve is answered by
+    ``refused_method`` (405 with the page's headers) instead of the framework's bare 405.
+    Starlette's ``Route`` and FastAPI's ``APIRoute`` both take it, so the two routers refuse alike.
+    """
+
+    methods: set[str] | None
 
     async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         refusal = refused_method(scope, self.methods)
         if refusal is None:
-            await super().handle(scope, receive, send)
+            await super().handle(scope, receive, send)  # type: ignore[misc]
         else:
             await refusal(scope, receive, send)
+
+
+class _Route(RefusesWithPageHeaders, Route):
+    """A Starlette route whose 405 carries the same headers as the rest (``refused_method``)."""
 
 
 @dataclass(frozen=True)
