@@ -1,14 +1,14 @@
 """``nerve memory …``: the Loom runtime from the command line.
 
-The group's subcommands live in two modules: ``memory_recall`` (``recall``, ``status``) and
-``memory_sweep`` (``import``, ``sweep``).
+The group's subcommands live in modules of their own: ``memory_recall`` (``recall``,
+``status``), ``memory_import`` (``import``) and ``memory_sweep`` (``sweep``).
 """
 
 from __future__ import annotations
 
 import argparse
 
-from provisioner.cli import memory_recall, memory_sweep
+from provisioner.cli import memory_import, memory_recall, memory_sweep
 from provisioner.cli.common import ArgParser
 
 
@@ -17,4 +17,5 @@ def register(commands: argparse._SubParsersAction) -> None:
     memory = commands.add_parser("memory", help="recall, status and the extraction sweep")
     actions = memory.add_subparsers(dest="memory_command", required=True, parser_class=ArgParser)
     memory_recall.register(actions)
+    memory_import.register(actions)
     memory_sweep.register(actions)

@@ -11,11 +11,13 @@ would throw its watermarks away (SWEEP-12).
 
 from __future__ import annotations
 
+import argparse
 import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from provisioner.cli.common import UsageError
+from provisioner.cli.common import UsageError, add_workspace_options
+from provisioner.config.paths import MEMORY_DIR, STATE_FILE, TRANSCRIPTS_FILE
 
 if TYPE_CHECKING:
     from provisioner.runtime.state import StateStore
@@ -57,3 +59,21 @@ def _unusable(path: Path, what: str, error: Exception) -> UsageError:
         f"{path}: cannot be opened as {what} ({reason}); expected a file nerve memory wrote, "
         "or none: move this one aside"
     )
+
+
+def add_path_options(command: argparse.ArgumentParser, *, state: bool) -> None:
+    """The workspace options, ``--transcripts`` and (with ``state``) ``--state``."""
+    add_workspace_options(command)
+    command.add_argument(
+        "--transcripts",
+        type=Path,
+        default=None,
+        help=f"transcripts database (default: <config-dir>/{MEMORY_DIR}/{TRANSCRIPTS_FILE})",
+    )
+    if state:
+        command.add_argument(
+            "--state",
+            type=Path,
+            default=None,
+            help=f"sweep state database (default: <config-dir>/{MEMORY_DIR}/{STATE_FILE})",
+        )
