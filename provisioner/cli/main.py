@@ -28,6 +28,7 @@ from provisioner.cli.common import (
     workspace_and_config_dir,
 )
 from provisioner.cli.common import ArgParser as _Parser
+from provisioner.counts import counted
 from provisioner.errors import TemplateBroken, UserError
 from provisioner.templating.backends import BACKEND_NAMES, BACKENDS, PROFILES
 
@@ -256,7 +257,7 @@ def _run_render(args: argparse.Namespace) -> int:
     written, warnings = render_preview(args.backend, args.profile, args.out, _data(args.data))
     for warning in warnings:
         print(f"nerve: warning: {warning}", file=sys.stderr)
-    print(f"rendered {len(written)} files ({args.backend}) into {args.out}")
+    print(f"rendered {counted(len(written), 'file')} ({args.backend}) into {args.out}")
     return EXIT_OK
 
 

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from provisioner.golden.source import TemplateSource
     from provisioner.workspace.init import InitResult
 
+from provisioner.counts import counted
 from provisioner.templating.backends import get_backend
 
 LOCAL_CONFIG = "config.local.yaml"
@@ -63,7 +64,7 @@ def init_summary_text(result: InitResult, config_dir: Path) -> str:
     for path in placement.kept:
         lines.append(f"  kept       {path} (edited; see: {kept_diff_command(result, path)})")
     if placement.unchanged:
-        lines.append(f"  unchanged  {len(placement.unchanged)} files")
+        lines.append(f"  unchanged  {counted(len(placement.unchanged), 'file')}")
     lines += [
         f"  left       {path} (no longer part of this render; not removed)"
         for path in placement.no_longer_rendered
@@ -162,10 +163,6 @@ def _difference_lines(difference: Difference, paint: _Painter) -> list[str]:
     return lines
 
 
-def _plural(number: int, noun: str) -> str:
-    return f"{number} {noun}{'' if number == 1 else 's'}"
-
-
 def golden_report_text(
     report: CheckReport,
     *,
@@ -189,13 +186,19 @@ def golden_report_text(
     origin = f" from {source.describe()}" if source else ""
     if report.ok:
         lines.append(
-            paint("passed", f"golden check: {report.files_checked} rendered files match golden/")
+            paint(
+                "passed",
+                f"golden check: {counted(report.files_checked, 'rendered file')} match golden/",
+            )
             + origin
         )
         return "\n".join(lines) + "\n"
-    problems = _plural(report.problem_count, "problem")
+    problems = counted(report.problem_count, "problem")
     lines.append(
-        paint("failed", f"golden check: {problems} in {report.files_checked} rendered files")
+        paint(
+            "failed",
+            f"golden check: {problems} in {counted(report.files_checked, 'rendered file')}",
+        )
         + origin
     )
     if advice is not None:
