@@ -8,7 +8,13 @@ plural ("batch", "batches").
 
 from __future__ import annotations
 
-IRREGULAR_PLURALS = {"batch": "batches", "entry": "entries", "directory": "directories"}
+IRREGULAR_PLURALS = {
+    "batch": "batches",
+    "entry": "entries",
+    "directory": "directories",
+    "memory": "memories",
+    "summary": "summaries",
+}
 
 
 def counted(number: int, noun: str, plural: str | None = None) -> str:

@@ -25,5 +25,11 @@ def test_a_count_takes_the_number_of_its_noun(number: int, noun: str, expected: 
 
 
 def test_a_named_plural_wins_over_the_rule() -> None:
-    assert counted(2, "memory", "memories") == "2 memories"
-    assert counted(1, "memory", "memories") == "1 memory"
+    assert counted(2, "child", "children") == "2 children"
+    assert counted(1, "child", "children") == "1 child"
+
+
+def test_the_nouns_ending_in_y_or_ch_the_package_counts_are_spelled_right() -> None:
+    assert counted(2, "memory") == "2 memories"
+    assert counted(2, "entry") == "2 entries"
+    assert counted(2, "batch") == "2 batches"
