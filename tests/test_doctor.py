@@ -476,6 +476,53 @@ class TestLoomOffline:
         assert dashboard["message"].endswith("at https://loom.example/ns/ada")
 
 
+class TestQueuedExtraction:
+    """docs/config.md asks to keep ``defer_extraction`` off; doctor says so, with the reason."""
+
+    KEY = "config.memory.loom.defer_extraction"
+
+    def test_defer_extraction_true_warns_with_the_reason_and_the_file_to_change(
+        self, instance: Instance
+    ) -> None:
+        """DOC-1, SWEEP-4: a queued batch that fails inside Loom is lost to the sweep."""
+        instance.configure(LOOM_CONFIG.replace("ada", "ada\n    defer_extraction: true"))
+        result = instance.doctor("--offline")
+        assert result.returncode == 0, "a warning, not an error"
+        assert f"[WARN] {self.KEY}: memory.loom.defer_extraction = true, from" in result.stdout
+        check = by_id(instance.doctor_json("--offline"))[self.KEY]
+        assert check["message"].endswith(
+            "a queued window's watermark moves when Loom accepts the batch, not when it is "
+            "written, so a failed background extraction loses it"
+        )
+        config_file = instance.config_dir / "config.yaml"
+        assert check["advice"].startswith(
+            f"set memory.loom.defer_extraction: false in {config_file}, or remove it"
+        )
+        assert check["source"] == str(config_file)
+
+    def test_the_file_named_is_the_layer_whose_value_won(self, instance: Instance) -> None:
+        instance.configure(LOOM_CONFIG)
+        instance.configure(
+            "memory:\n  loom:\n    defer_extraction: ${QUEUE:-false}\n", name="config.local.yaml"
+        )
+        check = by_id(instance.doctor_json("--offline", env={"QUEUE": "true"}))[self.KEY]
+        assert check["status"] == "WARN"
+        local = instance.config_dir / "config.local.yaml"
+        assert check["source"] == f"${{QUEUE}} in {local}"
+        assert f"false in {local}," in check["advice"]
+
+    @pytest.mark.parametrize("setting", ["", "\n    defer_extraction: false"])
+    def test_waiting_extraction_is_ok(self, instance: Instance, setting: str) -> None:
+        instance.configure(LOOM_CONFIG.replace("ada", "ada" + setting))
+        assert by_id(instance.doctor_json("--offline"))[self.KEY]["status"] == "OK"
+
+    def test_under_memu_the_loom_setting_is_not_checked(self, instance: Instance) -> None:
+        instance.configure("memory:\n  backend: memu\n  loom:\n    defer_extraction: true\n")
+        report = instance.doctor_json("--offline")
+        assert self.KEY not in by_id(report)
+        assert report["summary"]["warnings"] == 0
+
+
 class TestTroubleshootingPage:
     def test_every_check_id_doctor_can_print_has_a_section(self) -> None:
         """DOC-2: docs/troubleshooting.md is keyed by what doctor prints."""

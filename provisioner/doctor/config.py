@@ -34,6 +34,13 @@ ORIGIN_KEYS = ("memory.backend", "mcp_gateway_url")
 LOOM_ORIGIN_KEYS = tuple(f"memory.loom.{key}" for key in LOOM_KEYS)
 DEFAULT_ORIGIN = "default"
 DASHBOARD_KEY = "memory.loom.dashboard_url"
+DEFER_KEY = "memory.loom.defer_extraction"
+# SWEEP-4, docs/config.md "Waiting and queued extraction": why queued mode is to be kept off
+# for now. Worded as the present reason, so that it can change with the reason.
+QUEUED_MODE_RISK = (
+    "a queued window's watermark moves when Loom accepts the batch, not when it is written, "
+    "so a failed background extraction loses it"
+)
 
 
 def config_checks(
@@ -103,7 +110,31 @@ def value_check(config: Config, key: str, origins: _Origins) -> Check:
     source = origins.of(key)
     shown = _shown_value(config, key)
     origin = "the default" if source == DEFAULT_ORIGIN else f"from {source}"
-    return Check(f"config.{key}", OK, f"{key} = {shown}, {origin}", source=source)
+    message = f"{key} = {shown}, {origin}"
+    if key == DEFER_KEY and config.loom.defer_extraction:
+        return defer_extraction_warning(message, config, source)
+    return Check(f"config.{key}", OK, message, source=source)
+
+
+def defer_extraction_warning(message: str, config: Config, source: str) -> Check:
+    """WARN on ``defer_extraction: true`` with the reason (DOC-1, SWEEP-4).
+
+    The docs ask to keep queued extraction off: the sweep cannot learn that a queued batch
+    failed inside Loom, so a person who turned it on should hear why before messages go
+    missing. The advice names the file whose value won, so the fix lands in the right layer.
+    """
+    where = config.sources.get(DEFER_KEY)
+    place = f" in {where}" if where is not None else ""
+    return Check(
+        f"config.{DEFER_KEY}",
+        WARN,
+        f"{message}: {QUEUED_MODE_RISK}",
+        advice=(
+            f"set {DEFER_KEY}: false{place}, or remove it: waiting extraction, the default, "
+            "moves the watermark only past what Loom took"
+        ),
+        source=source,
+    )
 
 
 def _shown_value(config: Config, key: str) -> str:

@@ -7,6 +7,10 @@ backend, since a platform that switched to Loom after its first init still has m
 until ``nerve init --memory-backend loom`` runs. It also counts ``MEMORY.md`` as Nerve does:
 Nerve puts only its first 300 lines into a session's system prompt, so the rest is never seen.
 
+The files the agent reads are also linted for tools the configured backend's sessions do not
+have (OPS-2, ``provisioner.doctor.wording``): a file edited before a switch is kept by init
+and may still name the old backend's tools.
+
 The workspace belongs to the agent, which may be hostile, so the manifest is read with care:
 a recorded path that leaves the workspace, or passes through a link, is not followed; only
 regular files are opened (a FIFO would block); a file or manifest larger than any this package
@@ -24,6 +28,7 @@ from pathlib import Path, PurePosixPath
 
 from provisioner.config.loader import Config
 from provisioner.doctor.check import ERR, OK, WARN, Check, joined
+from provisioner.doctor.wording import tool_name_checks
 from provisioner.errors import UserError
 from provisioner.templating.backends import BACKEND_NAMES
 from provisioner.workspace.render import MANIFEST_PATH, read_manifest
@@ -66,15 +71,33 @@ def workspace_checks(workspace: Path, config_dir: Path, config: Config | None) -
             "nerve init, so its profile, wording and files are unknown",
             advice=f"run {_init_command(workspace, config_dir)}",
         )
-        return [unprovisioned, *memory_md_checks(workspace)]
+        lint = tool_name_checks(workspace, config.memory_backend) if config else []
+        return [unprovisioned, *memory_md_checks(workspace), *lint]
     answers = manifest.get("answers")
     answers = answers if isinstance(answers, dict) else {}
     source = str(workspace / MANIFEST_PATH)
     checks = [profile_check(answers, source)]
-    checks.append(files_check(file_states(workspace, manifest["files"]), workspace, config_dir))
-    if config is not None:
-        checks.append(wording_check(answers, config, workspace, config_dir, source))
-    return [*checks, *memory_md_checks(workspace)]
+    states = file_states(workspace, manifest["files"])
+    checks.append(files_check(states, workspace, config_dir))
+    if config is None:
+        return [*checks, *memory_md_checks(workspace)]
+    checks.append(wording_check(answers, config, workspace, config_dir, source))
+    return [*checks, *memory_md_checks(workspace), *_lint(workspace, manifest, states, config)]
+
+
+def _lint(workspace: Path, manifest: dict, states: FileStates, config: Config) -> list[Check]:
+    """The wording lint of the workspace's own files (OPS-2).
+
+    While the files are worded for another backend, those still as shipped are left to
+    ``workspace.wording``: its ``nerve init`` re-words them all, so listing each of their
+    places would only repeat it. Edited files are linted whatever the wording.
+    """
+    answers = manifest.get("answers")
+    wording = answers.get("memory_backend") if isinstance(answers, dict) else None
+    backend = config.memory_backend
+    as_shipped = states.shipped if wording != backend else []
+    shipped = [str(path) for path in list(manifest["files"])[:MANIFEST_MAX_FILES]]
+    return tool_name_checks(workspace, backend, shipped, wording, skip=as_shipped)
 
 
 def profile_check(answers: dict, source: str) -> Check:

@@ -11,7 +11,7 @@ is also wrong when it names a tool outside the set it was rendered for
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -44,6 +44,46 @@ class WordingProblem:
         return f"{self.text_name}: names {self.tool!r} ({self.reason})"
 
 
+@dataclass(frozen=True)
+class NamedTool:
+    """One tool a text names, and the backend whose sessions are offered it."""
+
+    tool: str
+    owner: str
+
+    @property
+    def ref(self) -> str:
+        """The name the agent calls it by, such as ``mcp__nerve__memorize``."""
+        return get_backend(self.owner).tool_ref(self.tool)
+
+
+def tools_not_nameable(text: str, nameable: Iterable[str]) -> list[NamedTool]:
+    """Every tool of any backend that ``text`` names and that is not in ``nameable``.
+
+    Sorted by owner (registry order) and then tool. The one place a text is compared with a
+    backend's tool list: ``lint_text`` words it for the goldens (GOLD-5), doctor for the
+    workspace's own files (OPS-2, through ``places_not_nameable``).
+    """
+    found = {named for _offset, named in places_not_nameable(text, nameable)}
+    order = list(BACKENDS)
+    return sorted(found, key=lambda named: (order.index(named.owner), named.tool))
+
+
+def places_not_nameable(text: str, nameable: Iterable[str]) -> Iterator[tuple[int, NamedTool]]:
+    """Where ``text`` names a tool outside ``nameable``: each mention's offset, and the tool.
+
+    Mentions come backend by backend (registry order), each backend's in text order; a tool
+    named twice is yielded twice. Costs one pass of each backend's pattern over the text.
+    """
+    allowed = frozenset(nameable)
+    for backend in BACKENDS.values():
+        for match in backend.tool_pattern.finditer(text):
+            # As Backend.tools_named reads it: the named group that matched is the name.
+            tool = next(value for value in match.groupdict().values() if value)
+            if tool not in allowed:
+                yield match.start(), NamedTool(tool, backend.name)
+
+
 def lint_text(
     text_name: str, text: str, backend: str, nameable: Mapping[str, Iterable[str]]
 ) -> list[WordingProblem]:
@@ -53,17 +93,15 @@ def lint_text(
     ``nameable_by_backend``); tests pass their own lists.
     """
     own = get_backend(backend)
-    allowed = frozenset(nameable[backend])
     problems: list[WordingProblem] = []
-    for other in BACKENDS.values():
+    for named in tools_not_nameable(text, nameable[backend]):
+        other = get_backend(named.owner)
         reason = (
             f"not in {own.display_name}'s default tool list"
             if other is own
             else f"a {other.display_name} tool in {own.display_name} wording"
         )
-        for tool in other.tools_named(text):
-            if tool not in allowed:
-                problems.append(WordingProblem(text_name, backend, tool, reason))
+        problems.append(WordingProblem(text_name, backend, named.tool, reason))
     return sorted(problems, key=lambda problem: (problem.tool, problem.reason))
 
 
