@@ -1,13 +1,16 @@
 """Generate the Loom contract fixture from a Loom checkout (CON-1, BACK-4).
 
 Nerve reaches Loom only through the ops, arguments and answer fields declared in
-``NERVE_USAGE`` (and, for what the Loom wording tells the agent to send, ``AGENT_USAGE``)
-at the top of ``loom_contract/usage.py``. This script holds that declaration up against a
-Loom checkout — its generated SDK's op schemas (``sdk/ops/<op>.json``) and its MCP toolsets
-(``mcp/toolsets.yaml``), the layout of ``contracts/loom-ops.md`` — and writes what it found to
-``tests/fixtures/loom_lifecycle_ops.json``: per op, the MCP tool that serves it, the arguments
-Nerve sends with their fixed values, the answer fields Nerve reads, and the op's own params and
-result schemas (the dev gateway validates every call against them); plus Loom's default
+``NERVE_USAGE`` (and, for ``nerve memory migrate``'s write, ``OPERATOR_USAGE``; for the ops
+reached through ``loom_op``, ``LOOM_OP_USAGE``; for what the Loom wording tells the agent to
+send, ``AGENT_USAGE``) at the top of ``loom_contract/usage.py``. This script holds that
+declaration up against a Loom checkout — its generated SDK's op schemas (``sdk/ops/<op>.json``)
+and its MCP toolsets (``mcp/toolsets.yaml``), the layout of ``contracts/loom-ops.md`` — and
+writes what it found to ``tests/fixtures/loom_lifecycle_ops.json`` (sections ``ops``,
+``operator_ops``, ``loom_op_ops`` and ``agent_ops``): per op, the MCP tool that serves it
+(``loom_op`` for the ops reached through it), the arguments Nerve sends with their fixed
+values, the answer fields Nerve reads, and the op's own params and result schemas (the dev
+gateway validates every call against them); plus Loom's default
 (``core``) tool list and the ``loom_*`` tools the rendered Loom wording names. The runtime's
 contract tests (CON-2) and the wording lint (BACK-4, GOLD-5) read that file; nobody types it by
 hand.

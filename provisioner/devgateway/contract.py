@@ -18,6 +18,8 @@ import jsonschema  # type: ignore[import-untyped]
 
 from provisioner.templating.assets import loom_fixture_path
 
+SERVED_SECTIONS = ("ops", "operator_ops", "agent_ops")  # the fixture's sections of served tools
+
 
 @dataclass(frozen=True)
 class ServedTool:
@@ -40,10 +42,11 @@ class ServedTool:
 
 @cache
 def served_tools(fixture: Path | None = None) -> dict[str, ServedTool]:
-    """Every tool of the fixture (lifecycle ops and the agent's ops), keyed by tool name."""
+    """Every tool of the fixture (lifecycle ops, operator jobs' ops and the agent's ops), keyed
+    by tool name. An op served through ``loom_op`` only is not served here."""
     document = json.loads((fixture or loom_fixture_path()).read_text(encoding="utf-8"))
     tools: dict[str, ServedTool] = {}
-    for section in ("ops", "agent_ops"):
+    for section in SERVED_SECTIONS:
         for op, entry in document[section].items():
             tools[entry["tool"]] = ServedTool(
                 name=entry["tool"],

@@ -3,6 +3,9 @@
 It answers the ops the dev gateway serves the way contracts/loom-ops.md describes Loom's
 answers: ``memory.set_from_messages`` stores one memory per message, each with a verdict
 (``duplicate`` when the namespace already holds the same text, else ``clear``);
+``memory.set`` stores one memory under the caller's ``memory_key`` when it sends one, with its
+kind, tags and dates (``duplicate`` when the key or the same text is there already, so a write
+sent twice is one memory: what ``nerve memory migrate`` relies on, MIG-1);
 ``context.pack`` returns stored memories with ``&``, ``<`` and ``>`` written as entities, as
 Loom writes pack text; ``search.query`` returns raw excerpts ranked by shared words, and
 abstains when no memory shares a word with the query; ``namespace.summary`` names the org
@@ -15,9 +18,11 @@ from the server's event loop and, in tests, from the test's thread, so a lock gu
 from __future__ import annotations
 
 import html
+import json
 import re
 import sqlite3
 import threading
+import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -40,7 +45,16 @@ CREATE TABLE IF NOT EXISTS memories (
 );
 CREATE INDEX IF NOT EXISTS memories_by_namespace ON memories (namespace, id);
 CREATE INDEX IF NOT EXISTS memories_by_text ON memories (namespace, text);
+CREATE TABLE IF NOT EXISTS memory_details (
+    memory_key TEXT PRIMARY KEY,
+    kind TEXT,
+    tags TEXT NOT NULL,
+    created_at TEXT,
+    updated_at TEXT,
+    happened_at TEXT
+);
 """
+DETAILS = ("kind", "tags", "created_at", "updated_at", "happened_at")  # memory.set's extras
 _WORD = re.compile(r"[^\W_]{3,}")
 
 
@@ -75,6 +89,31 @@ class LoomStandIn:
                 "SELECT text FROM memories WHERE namespace = ? ORDER BY id", (namespace,)
             ).fetchall()
         return [row[0] for row in rows]
+
+    def memory_keys(self, namespace: str = HOME_NAMESPACE) -> list[str]:
+        """The keys of ``namespace``'s memories, oldest first (one per memory stored)."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT memory_key FROM memories WHERE namespace = ? ORDER BY id", (namespace,)
+            ).fetchall()
+        return [row[0] for row in rows]
+
+    def memory(self, memory_key: str) -> dict[str, Any] | None:
+        """One stored memory by key: its namespace, text, and what ``memory.set`` kept of it."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT m.namespace, m.text, d.kind, d.tags, d.created_at, d.updated_at,"
+                " d.happened_at FROM memories m LEFT JOIN memory_details d"
+                " ON d.memory_key = m.memory_key WHERE m.memory_key = ?",
+                (memory_key,),
+            ).fetchone()
+        if row is None:
+            return None
+        namespace, text, kind, tags, *dates = row
+        found = {"namespace": namespace, "text": text, "kind": kind}
+        found["tags"] = json.loads(tags) if tags else []
+        found.update(zip(DETAILS[2:], dates, strict=True))
+        return found
 
     # --- the ops ---------------------------------------------------------------------------------
 
@@ -158,10 +197,26 @@ class LoomStandIn:
 
     def _memory_set(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         namespace = arguments.get("namespace", HOME_NAMESPACE)
-        stored = self._store(namespace, arguments["text"])
+        key = arguments.get("memory_key")
+        if key is not None:
+            held = self._db.execute(
+                "SELECT memory_key FROM memories WHERE memory_key = ?", (key,)
+            ).fetchone()
+            if held is not None:
+                return {"memory_key": key, "verdict": "duplicate", "reason": None}
+        stored = self._store(namespace, arguments["text"], key=key)
+        if stored["verdict"] == "clear":
+            tags = json.dumps(arguments.get("tags", []), ensure_ascii=False)
+            dates = [arguments.get(name) for name in DETAILS[2:]]
+            self._db.execute(
+                "INSERT OR REPLACE INTO memory_details"
+                " (memory_key, kind, tags, created_at, updated_at, happened_at)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (stored["memory_key"], arguments.get("kind"), tags, *dates),
+            )
         return {**stored, "reason": None, "proposal_id": None}
 
-    def _store(self, namespace: str, text: str) -> dict[str, str]:
+    def _store(self, namespace: str, text: str, *, key: str | None = None) -> dict[str, str]:
         row = self._db.execute(
             "SELECT memory_key FROM memories WHERE namespace = ? AND text = ?", (namespace, text)
         ).fetchone()
@@ -169,9 +224,12 @@ class LoomStandIn:
             return {"memory_key": row[0], "verdict": "duplicate"}
         now = datetime.now(UTC).isoformat(timespec="seconds")
         cursor = self._db.execute(
-            "INSERT INTO memories (namespace, memory_key, text, written_at) VALUES (?, '', ?, ?)",
-            (namespace, text, now),
+            "INSERT INTO memories (namespace, memory_key, text, written_at) VALUES (?, ?, ?, ?)",
+            (namespace, key or f"pending-{uuid.uuid4()}", text, now),
         )
-        key = f"{namespace}-{cursor.lastrowid}"
-        self._db.execute("UPDATE memories SET memory_key = ? WHERE id = ?", (key, cursor.lastrowid))
+        if key is None:
+            key = f"{namespace}-{cursor.lastrowid}"
+            self._db.execute(
+                "UPDATE memories SET memory_key = ? WHERE id = ?", (key, cursor.lastrowid)
+            )
         return {"memory_key": key, "verdict": "clear"}

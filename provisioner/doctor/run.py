@@ -2,7 +2,7 @@
 
 Each check is one ``Check``: an id such as ``config.files`` or ``loom.catalog``, a status
 (``OK``, ``WARN`` or ``ERR``), a one-line message and, for every WARN and ERR, one line of what
-to do about it (``provisioner.doctor.check``). The checks come from four modules of this
+to do about it (``provisioner.doctor.check``). The checks come from the modules of this
 package, one job each:
 
 * ``config``: which configuration files were read, and where each memory value came
@@ -10,6 +10,7 @@ package, one job each:
 * ``workspace``: the workspace's recorded profile and wording, and its files;
 * ``memory``: the backend's own checks that need no network (memU's store and key;
   Loom's gateway URL, dashboard link and the sweep's state);
+* ``migration``: how far ``nerve memory migrate`` got, from its ledger;
 * ``network``: under Loom, the catalog and the health probe, run concurrently, each
   within its deadline.
 """
@@ -34,12 +35,14 @@ def local_checks(
     """
     from provisioner.doctor import config as doctor_config
     from provisioner.doctor import memory as doctor_memory
+    from provisioner.doctor import migration as doctor_migration
     from provisioner.doctor import workspace as doctor_workspace
 
     config, checks = doctor_config.config_checks(config_dir, workspace, env)
     checks += doctor_workspace.workspace_checks(workspace, config_dir, config)
     if config is not None:
         checks += doctor_memory.memory_checks(config, workspace, config_dir)
+        checks += doctor_migration.migration_checks(config_dir)
     return checks, config
 
 

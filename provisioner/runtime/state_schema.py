@@ -77,6 +77,33 @@ MIGRATIONS: tuple[str, ...] = (
         recorded_at REAL NOT NULL
     );
     """,
+    # 5: the ledger of `nerve memory migrate` (MIG-1): per memU item id, what became of it in
+    # Loom (status written, conflict, rejected or skipped; failing while Loom's uncoded error
+    # has not yet failed it three runs in a row), Loom's verdict and key, why it was skipped,
+    # the failures in a row, and when; and one row of the last run: which memU store, how many
+    # items it held, when it started and ended and why, and how many of its rows had no id
+    # that can be a key (never written, so never in the ledger). Never an item's text.
+    """
+    CREATE TABLE migration_item (
+        item_id TEXT PRIMARY KEY,
+        status TEXT NOT NULL,
+        verdict TEXT,
+        memory_key TEXT,
+        reason TEXT,
+        failures INTEGER NOT NULL DEFAULT 0,
+        recorded_at REAL NOT NULL
+    );
+    CREATE INDEX migration_item_by_status ON migration_item (status);
+    CREATE TABLE migration_run (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        source TEXT NOT NULL,
+        items_total INTEGER NOT NULL,
+        started_at REAL NOT NULL,
+        finished_at REAL,
+        stopped TEXT,
+        rows_without_id INTEGER NOT NULL DEFAULT 0
+    );
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

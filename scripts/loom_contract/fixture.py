@@ -1,10 +1,12 @@
 """The fixture itself: Nerve's usage held against a checkout, the Loom wording, the JSON text.
 
-For each op in ``NERVE_USAGE`` and ``AGENT_USAGE``, ``describe_op`` finds the default-list tool
-that serves it and checks every argument, fixed value and answer field against the op's own
-schemas; ``wording_tools`` collects the ``loom_*`` tools the rendered Loom wording names, all of
-which must be in that list (BACK-4). ``build_fixture`` puts the entries together and
-``fixture_text`` gives the stable bytes written to ``tests/fixtures/loom_lifecycle_ops.json``.
+For each op in ``NERVE_USAGE``, ``OPERATOR_USAGE`` and ``AGENT_USAGE``, ``describe_op`` finds
+the default-list tool that serves it, and for each op in ``LOOM_OP_USAGE`` the ``loom_op`` tool
+that reaches it by name; either way it checks every argument, fixed value and answer field
+against the op's own schemas; ``wording_tools`` collects the ``loom_*`` tools the rendered
+Loom wording names, all of which must be in that list (BACK-4). ``build_fixture`` puts the
+entries together and ``fixture_text`` gives the stable bytes written to
+``tests/fixtures/loom_lifecycle_ops.json``.
 Any disagreement is a ``Refusal``.
 """
 
@@ -27,7 +29,7 @@ from .checkout import (
     refuse,
 )
 from .schema import branches, covered, requirements, schemas_at, validation_error
-from .usage import AGENT_USAGE, ANY, NERVE_USAGE, OpUsage
+from .usage import AGENT_USAGE, ANY, LOOM_OP_USAGE, NERVE_USAGE, OPERATOR_USAGE, OpUsage
 
 GENERATOR = "scripts/loom_contract_fixture.py"  # the fixture names the command that wrote it
 LOOM_WORDING_PREFIX = "loom/"  # golden-relative keys of the Loom renders
@@ -55,9 +57,36 @@ def serving_tool(op: str, checkout: Checkout) -> str:
     return in_core[0]
 
 
-def describe_op(op: str, usage: OpUsage, checkout: Checkout) -> dict[str, Any]:
-    """The fixture's entry for ``op``, after checking ``usage`` against its schemas."""
-    tool = serving_tool(op, checkout)
+def loom_op_tool(op: str, checkout: Checkout) -> str:
+    """The tool that calls any op by name (``loom_op``), for an op Nerve reaches through it.
+
+    ``Refusal`` when Loom keeps ``op`` off MCP (refused even through ``loom_op``) or serves no
+    such tool.
+    """
+    if op in checkout.off_mcp:
+        raise refuse(
+            TOOLSETS_FILE,
+            f"off_mcp lists {op}, which Nerve calls through loom_op",
+            f"{op} reachable through loom_op",
+        )
+    serving = sorted(tool for tool, target in checkout.tools.items() if target == ANY_OP)
+    if not serving:
+        raise refuse(
+            TOOLSETS_FILE,
+            f"no tool has op {ANY_OP!r}, but Nerve calls {op} through loom_op",
+            f"a tool with op: {ANY_OP!r}",
+        )
+    return serving[0]
+
+
+def describe_op(
+    op: str, usage: OpUsage, checkout: Checkout, *, tool: str | None = None
+) -> dict[str, Any]:
+    """The fixture's entry for ``op``, after checking ``usage`` against its schemas.
+
+    ``tool`` is the tool that reaches it; by default the ``core`` tool that serves it.
+    """
+    tool = tool or serving_tool(op, checkout)
     schema = checkout.ops.get(op)
     if schema is None:
         where = f"{OPS_DIR}/{op}{OP_FILE_SUFFIX}"
@@ -189,6 +218,13 @@ def build_fixture(checkout: Checkout, wording: Mapping[str, str]) -> dict[str, A
     return {
         "generator": GENERATOR,
         "ops": {op: describe_op(op, usage, checkout) for op, usage in NERVE_USAGE.items()},
+        "operator_ops": {
+            op: describe_op(op, usage, checkout) for op, usage in OPERATOR_USAGE.items()
+        },
+        "loom_op_ops": {
+            op: describe_op(op, usage, checkout, tool=loom_op_tool(op, checkout))
+            for op, usage in LOOM_OP_USAGE.items()
+        },
         "agent_ops": {op: describe_op(op, usage, checkout) for op, usage in AGENT_USAGE.items()},
         "core_tools": sorted(checkout.core),
         "wording_tools": wording_tools(wording, checkout.core),

@@ -1,9 +1,11 @@
 """Nerve's side of the Loom contract: the ops Nerve calls, what it sends and what it reads.
 
-``NERVE_USAGE`` lists the lifecycle calls Nerve's runtime makes itself; ``AGENT_USAGE`` what the
-Loom wording tells the agent to send. These declarations are the one place a change in how
-Nerve talks to Loom is written down; the generator (``scripts/loom_contract_fixture.py``) holds
-them up against a Loom checkout and writes the contract fixture from them (CON-1, BACK-4).
+``NERVE_USAGE`` lists the lifecycle calls Nerve's runtime makes itself; ``OPERATOR_USAGE`` the
+calls an operator's job makes (``nerve memory migrate``); ``LOOM_OP_USAGE`` the ops Nerve
+reaches through ``loom_op``, which no tool of their own serves; ``AGENT_USAGE`` what the Loom
+wording tells the agent to send. These declarations are the one place a change in how Nerve
+talks to Loom is written down; the generator (``scripts/loom_contract_fixture.py``) holds them
+up against a Loom checkout and writes the contract fixture from them (CON-1, BACK-4).
 """
 
 from __future__ import annotations
@@ -58,6 +60,38 @@ NERVE_USAGE: dict[str, OpUsage] = {
     "namespace.summary": OpUsage(
         arguments={"namespace": ANY},
         reads=("org", "namespace", "shared_namespaces[]", "memory_count"),
+    ),
+}
+
+# The calls of operator jobs, not of Nerve's engine (MIG-1): ``nerve memory migrate`` writes
+# each memU item with one ``memory.set`` under a key of its own, carrying the item's type,
+# categories and dates over.
+OPERATOR_USAGE: dict[str, OpUsage] = {
+    "memory.set": OpUsage(
+        arguments={
+            "text": ANY,
+            "memory_key": ANY,
+            "namespace": ANY,
+            "kind": ANY,
+            "tags": ANY,
+            "created_at": ANY,
+            "updated_at": ANY,
+            "happened_at": ANY,
+        },
+        reads=("memory_key", "verdict", "reason"),
+    ),
+}
+
+# Caller-bound ops reached through ``loom_op`` (SWEEP-15; contracts/loom-ops.md): following a
+# queued extraction up, and queueing a failed one again.
+LOOM_OP_USAGE: dict[str, OpUsage] = {
+    "memory.extraction_status_mine": OpUsage(
+        arguments={"queue_ids": ANY, "namespace": ANY},
+        reads=("items[].queue_id", "items[].state"),
+    ),
+    "memory.extraction_retry_mine": OpUsage(
+        arguments={"queue_ids": ANY, "namespace": ANY},
+        reads=("items[].queue_id", "items[].state"),
     ),
 }
 

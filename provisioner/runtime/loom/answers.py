@@ -1,9 +1,10 @@
-"""Reading Loom's extraction and summary answers into the backend's types (SWEEP-3, LOOM-3).
+"""Loom's extraction, write and summary calls: their arguments, and their answers read into the
+backend's types (SWEEP-3, MIG-1, LOOM-3).
 
 Every field is read through ``provisioner.runtime.loom.contract`` (CON-2) and checked for the shape
 the contract promises; anything else is a ``BrokenAnswer``. Names Loom reports (org,
 namespaces) end up in the system prompt and in diagnostics, so only names of Loom's naming
-rule are taken.
+rule are taken. Arguments Loom's schema would refuse raise ``ValueError`` before any call.
 """
 
 from __future__ import annotations
@@ -14,13 +15,29 @@ from typing import Any
 
 from provisioner.runtime.gateway.errors import BrokenAnswer
 from provisioner.runtime.loom import contract
-from provisioner.runtime.loom.types import Extracted, Identity, WrittenMemory
+from provisioner.runtime.loom.types import (
+    WRITE_VERDICTS,
+    Extracted,
+    Identity,
+    MemoryWrite,
+    WriteVerdict,
+    WrittenMemory,
+)
 from provisioner.runtime.transcripts import Message
 
 LOOM_NAME = re.compile(r"[a-z][a-z0-9_-]{0,62}")  # loom-ops.md: 1-63 of a-z 0-9 - _, a letter first
 MESSAGE_ROLES = frozenset({"user", "assistant", "system", "tool"})  # SWEEP-3 (in the fixture)
 SESSION_ID_MAX_CHARS = 200  # the op's params schema: session_id of 1-200 characters
 MEMORY_KEY_MAX_CHARS = 256  # our choice: a key longer than this is not one Loom made
+# MIG-1: memory.set's params in the contract fixture (text, kind, tags).
+MEMORY_TEXT_MAX_CHARS = 20_000
+KIND_MAX_CHARS = 40
+TAGS_MAX = 32
+TAG_MAX_CHARS = 100
+WRITE_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,199}")  # our choice: the keys we make
+RFC3339_UTC = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z")  # our choice
+REASON_CODE = re.compile(r"[A-Z][A-Z0-9_]{0,63}")  # our choice: a code such as PINNED_CONFLICT
+WRITE_DATES = ("created_at", "updated_at", "happened_at")
 SOURCE_LOOM = "loom"  # LOOM-3: the value came from Loom's summary
 SOURCE_CONFIG = "config"  # LOOM-3: memory.loom.org / memory.loom.namespace overrode it
 
@@ -78,6 +95,60 @@ def extracted_from(answer: Any, *, sent: int, defer: bool) -> Extracted:
     if defer and queue_id is None:
         raise BrokenAnswer(f"{op}: a queued extraction was answered without a queue_id")
     return Extracted(accepted=accepted, written=tuple(written), queue_id=queue_id)
+
+
+def write_arguments(write: MemoryWrite, *, namespace: str | None) -> dict[str, Any]:
+    """The ``memory.set`` arguments of ``write`` (MIG-1).
+
+    Raises ``ValueError`` for a key outside ``WRITE_KEY``, a text outside 1-20000 characters,
+    a kind, tag or date Loom's schema would refuse: each is the caller's to fix, and no call is
+    made. The message names the key, never the text.
+    """
+    key = write.memory_key
+    if not WRITE_KEY.fullmatch(key):
+        raise ValueError(
+            "memory_key must be 1-200 of A-Z a-z 0-9 . _ : - (a letter or digit first)"
+        )
+    if not 0 < len(write.text) <= MEMORY_TEXT_MAX_CHARS:
+        raise ValueError(f"{key}: the text must be 1-{MEMORY_TEXT_MAX_CHARS} characters")
+    arguments: dict[str, Any] = {"text": write.text, "memory_key": key}
+    if write.kind is not None:
+        if not 0 < len(write.kind) <= KIND_MAX_CHARS:
+            raise ValueError(f"{key}: the kind must be 1-{KIND_MAX_CHARS} characters")
+        arguments["kind"] = write.kind
+    if write.tags:
+        if len(write.tags) > TAGS_MAX or not all(0 < len(t) <= TAG_MAX_CHARS for t in write.tags):
+            raise ValueError(f"{key}: at most {TAGS_MAX} tags of 1-{TAG_MAX_CHARS} characters")
+        arguments["tags"] = list(write.tags)
+    for name in WRITE_DATES:
+        value = getattr(write, name)
+        if value is not None:
+            if not RFC3339_UTC.fullmatch(value):
+                raise ValueError(f"{key}: {name} must be RFC 3339 in UTC (…T…Z)")
+            arguments[name] = value
+    if namespace:
+        arguments["namespace"] = namespace
+    return arguments
+
+
+def written_from(answer: Any) -> WriteVerdict:
+    """Loom's verdict on one ``memory.set``; ``BrokenAnswer`` for an answer out of contract.
+
+    A ``reason`` that is not a code (``PINNED_CONFLICT``) is dropped, not kept: it could quote
+    the memory, and reports never carry memory text.
+    """
+    op = contract.MEMORY_SET
+    key = contract.field(answer, op, "memory_key")
+    verdict = contract.field(answer, op, "verdict")
+    reason = contract.field(answer, op, "reason")
+    if not _is_short_text(key, MEMORY_KEY_MAX_CHARS):
+        raise BrokenAnswer(f"{op}: memory_key is not a short string")
+    if verdict not in WRITE_VERDICTS:
+        raise BrokenAnswer(f"{op}: verdict is not one of {', '.join(WRITE_VERDICTS)}")
+    if reason is not None and not isinstance(reason, str):
+        raise BrokenAnswer(f"{op}: reason is not a string")
+    code = reason if reason is not None and REASON_CODE.fullmatch(reason) else None
+    return WriteVerdict(memory_key=key, verdict=verdict, reason=code)
 
 
 def identity_from(answer: Any, *, org: str | None, namespace: str | None) -> Identity:

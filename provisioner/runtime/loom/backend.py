@@ -3,7 +3,8 @@
 ``LoomMemory`` reaches Loom as the ``loom`` server of the gateway's catalog and makes only the
 lifecycle calls (LOOM-1): the startup recall (``context.pack``, falling back to
 ``search.query``; REC-1…REC-4), one extraction call per batch the sweep hands it
-(``memory.set_from_messages``; SWEEP-3), and the health probe (``namespace.summary``; LOOM-3).
+(``memory.set_from_messages``; SWEEP-3), and the health probe (``namespace.summary``; LOOM-3);
+and, for ``nerve memory migrate`` only, one keyed write per memory (``memory.set``; MIG-1).
 
 It is built whatever the gateway's state (LOOM-2): with no gateway URL it has no connection
 at all and reports itself unavailable; with a catalog that does not list ``loom`` its calls
@@ -20,9 +21,8 @@ call ``open()`` where an engine starts and ``aclose()`` where it stops::
     async with LoomMemory.from_settings(settings, state_path=path) as memory:
         recall = await memory.startup_recall(session_id)
 
-Opening reads the catalog once (bounded by the catalog's own 5 s), so ``available`` and
-``agent_tools()`` answer from the start; closing closes every HTTP client it opened and the
-state file it opened itself, and may be called any number of times.
+``open()`` reads the catalog once, so ``available`` answers from the start; ``aclose()`` closes
+every client and file the backend opened, and may be called any number of times.
 """
 
 from __future__ import annotations
@@ -55,7 +55,8 @@ from provisioner.runtime.loom.recall import (
 )
 from provisioner.runtime.loom.report import ErrorRecord
 from provisioner.runtime.loom.settings import LOOM_BACKEND, ConfigLike, checked_values, loom_values
-from provisioner.runtime.loom.types import Extracted, Identity, Recall
+from provisioner.runtime.loom.types import Extracted, Identity, MemoryWrite, Recall, WriteVerdict
+from provisioner.runtime.loom.write import write_memory
 from provisioner.runtime.memory_contract import LOOM_SERVER, MemoryBackendUnavailable
 from provisioner.runtime.state import StateStore
 from provisioner.runtime.transcripts import Message
@@ -336,6 +337,12 @@ class LoomMemory:
             self.note_error("extract", error, sent_texts=sent)
             raise
 
+    async def set_memory(self, write: MemoryWrite) -> WriteVerdict:
+        """One keyed write (MIG-1): see ``write_memory``; no gateway: MemoryBackendUnavailable."""
+        return await write_memory(
+            self._require_connection(), write, namespace=self._namespace, note_error=self.note_error
+        )
+
     async def health(self) -> Identity:
         """Probe Loom with ``namespace.summary``: who it takes the agent to be (LOOM-3).
 
@@ -410,11 +417,7 @@ class LoomMemory:
         return "search", await search_lines(search.data)
 
     async def _read(
-        self,
-        connection: LoomConnection,
-        op: str,
-        arguments: Mapping[str, Any],
-        deadline_at: float,
+        self, connection: LoomConnection, op: str, arguments: Mapping[str, Any], deadline_at: float
     ) -> ToolResult:
         """One read of the recall with what is left of its 5 s; ``NoAnswer`` when none is."""
         remaining = deadline_at - self._clock()

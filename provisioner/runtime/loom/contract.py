@@ -2,7 +2,8 @@
 
 Every answer field the backend reads is named here, per op, as a path (``results[].memory_key``,
 ``sections.memories.items[].text``) exactly as the contract fixture declares it
-(``tests/fixtures/loom_lifecycle_ops.json``; the contract tests check that the two agree). A
+(``tests/fixtures/loom_lifecycle_ops.json``: the lifecycle ops under ``ops``, the write of
+``nerve memory migrate`` under ``operator_ops``; the contract tests check that the two agree). A
 read of any other path raises ``UndeclaredField`` — a bug in this package, caught by the
 tests before it ships — so the backend cannot quietly start relying on a field Loom never
 promised.
@@ -23,12 +24,17 @@ CONTEXT_PACK = "context.pack"
 SEARCH_QUERY = "search.query"
 SET_FROM_MESSAGES = "memory.set_from_messages"
 NAMESPACE_SUMMARY = "namespace.summary"
+MEMORY_SET = "memory.set"
 
 TOOLS = {  # contracts/loom-ops.md: the MCP tool that serves each lifecycle op
     CONTEXT_PACK: "loom_context_pack",
     SEARCH_QUERY: "loom_search",
     SET_FROM_MESSAGES: "loom_memory_set_from_messages",
     NAMESPACE_SUMMARY: "loom_namespace_summary",
+}
+
+OPERATOR_TOOLS = {  # MIG-1: the tool behind each op an operator job calls (nerve memory migrate)
+    MEMORY_SET: "loom_memory_set",
 }
 
 DECLARED_READS: dict[str, frozenset[str]] = {  # CON-2: the answer fields the backend reads
@@ -40,6 +46,7 @@ DECLARED_READS: dict[str, frozenset[str]] = {  # CON-2: the answer fields the ba
         {"written[].memory_key", "written[].verdict", "accepted", "queue_id"}
     ),
     NAMESPACE_SUMMARY: frozenset({"org", "namespace", "shared_namespaces[]", "memory_count"}),
+    MEMORY_SET: frozenset({"memory_key", "verdict", "reason"}),
 }
 
 

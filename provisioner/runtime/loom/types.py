@@ -1,4 +1,4 @@
-"""What the Loom backend answers its callers: recalls, extractions, identity.
+"""What the Loom backend answers its callers: recalls, extractions, writes, identity.
 
 Plain frozen dataclasses in a module of their own, so the sweep, the CLI and the web page can
 name them without importing the backend.
@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 RECALL_SOURCES = ("pack", "search")  # REC-1: where a startup recall came from
+# loom-ops.md: what loom_memory_set answers of a write; there is no "pending".
+WRITE_VERDICTS = ("clear", "merge", "duplicate", "conflict", "refines", "rejected")
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,38 @@ class Extracted:
     accepted: int
     written: tuple[WrittenMemory, ...] = ()
     queue_id: str | None = None
+
+
+@dataclass(frozen=True)
+class MemoryWrite:
+    """One memory to write with ``loom_memory_set`` under a key the caller chose (MIG-1).
+
+    ``memory_key`` makes the write idempotent: sent again (after a crash, say) Loom finds the
+    key and answers ``duplicate``. ``kind`` and ``tags`` say what sort of memory it is and
+    where it was filed; the dates are RFC 3339 in UTC (``2026-11-30T09:00:00Z``) or None.
+    """
+
+    memory_key: str
+    text: str
+    kind: str | None = None
+    tags: tuple[str, ...] = ()
+    created_at: str | None = None
+    updated_at: str | None = None
+    happened_at: str | None = None
+
+
+@dataclass(frozen=True)
+class WriteVerdict:
+    """What Loom decided about one write: ``verdict`` is one of ``WRITE_VERDICTS``.
+
+    ``memory_key`` is the key Loom answered (for ``merge`` or ``duplicate``, possibly that of
+    the memory it already held); ``reason`` is Loom's code for a rejection, such as
+    ``PINNED_CONFLICT``, or None.
+    """
+
+    memory_key: str
+    verdict: str
+    reason: str | None = None
 
 
 @dataclass(frozen=True)

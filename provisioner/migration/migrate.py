@@ -1,0 +1,278 @@
+"""The migration: every memU item into Loom once, resumable from the ledger (MIG-1).
+
+``Migration(writer, store, state)`` takes anything with ``LoomMemory.set_memory``, memU's store
+and the runtime's state file. ``await migration.run()`` walks the store page by page; an item
+the ledger holds as final is passed over, every other one goes as one ``loom_memory_set`` write
+under the key ``memu-<id>``, and Loom's answer is in the ledger before the next item goes. So a
+second run writes nothing twice, and a run after a crash goes on where the first stopped: at
+worst the one item in flight goes again, and Loom, finding its key, answers ``duplicate``.
+
+A failed write is answered as the sweep answers a failed extraction (``reaction_to``):
+
+* memory not reachable (no gateway, breaker open, no answer, refused): the run ends;
+* Loom's uncoded internal error: counts against the item, which goes again next run; three
+  runs in a row skip it, with an audit row, once the same run shows Loom working (another
+  item went through, or it was the only item failing): a Loom failing everything skips
+  nothing, and ``LOOM_FAILING_STREAK`` items in a row failing so end the run;
+* "not now" (a coded fault, 429/502/503, the gateway's call limit): the run stops, the ledger
+  keeps what went;
+* an answer out of contract: the run stops (a bug to report);
+* anything else about the one item (a body too large for the gateway, a tool that refused):
+  the item waits for the next run, and the run goes on.
+
+``dry_run`` counts what a run would do, sending and writing nothing. Reports and log lines name
+items by id, never by text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import sqlite3
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from provisioner.migration.ledger import FAILURES_TO_SKIP, Entry, Ledger, migration_lock
+from provisioner.migration.memu_store import MemuItem, MemuReadError, MemuStore, Row, UnusableRow
+from provisioner.migration.report import (
+    STOPPED_BUSY,
+    STOPPED_CONTRACT,
+    STOPPED_DONE,
+    STOPPED_INTERRUPTED,
+    STOPPED_LOOM_FAILING,
+    STOPPED_NOT_NOW,
+    STOPPED_SOURCE,
+    STOPPED_STATE,
+    DryRunReport,
+    MigrationReport,
+)
+from provisioner.runtime.gateway.errors import (
+    CatalogError,
+    CircuitOpen,
+    ContractBroken,
+    NoAnswer,
+    NotNow,
+)
+from provisioner.runtime.loom.types import MemoryWrite, WriteVerdict
+from provisioner.runtime.loom.write import WRITE_DEADLINE_S
+from provisioner.runtime.memory_contract import MemoryBackendUnavailable
+from provisioner.runtime.state import StateStore
+from provisioner.runtime.sweep.outcomes import SWEEP_ERRORS, error_kind, reaction_to
+
+WRITE_GUARD_S = 10.0  # our choice: past the write's deadline and this, the run stops waiting
+LOOM_FAILING_STREAK = 5  # our choice: so many items in a row failing uncoded end the run
+SKIP_REASON = f"Loom's internal error {FAILURES_TO_SKIP} runs in a row"
+# Failures raised before anything left this process: not counted as sent.
+NOTHING_SENT = (MemoryBackendUnavailable, CircuitOpen, CatalogError, ValueError)
+
+log = logging.getLogger("provisioner.migration.migrate")
+
+
+class Writer(Protocol):
+    """What the migration needs of the Loom backend: ``LoomMemory.set_memory``."""
+
+    async def set_memory(self, write: MemoryWrite) -> WriteVerdict: ...
+
+
+@dataclass(frozen=True)
+class MigrationProgress:
+    """Where a run is, after each page (for a progress line on a terminal)."""
+
+    items_seen: int
+    items_total: int
+    sent: int
+
+
+ProgressCallback = Callable[[MigrationProgress], None]
+
+
+class Migration:
+    """Migrates ``store`` into Loom through ``writer``, keeping the ledger in ``state``.
+
+    ``clock`` gives the wall time (seconds since the epoch) of ledger and audit rows.
+    """
+
+    def __init__(
+        self,
+        writer: Writer,
+        store: MemuStore,
+        state: StateStore,
+        *,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        self._writer = writer
+        self._store = store
+        self._state = state
+        self._ledger = Ledger(state, clock=clock or time.time)
+        self._streak = 0
+        self._due_skips: list[Entry] = []
+
+    async def run(self, progress: ProgressCallback | None = None) -> MigrationReport:
+        """One run over the whole store; never raises for Loom, the gateway, memU's rows or a
+        state file another process keeps locked past its wait (the run then stops with
+        ``state_failed``; an answer not yet noted is sent again next run).
+
+        Returns at once, with ``stopped == "already_running"``, while another migration of
+        the same state file runs. ``progress`` is called after each page.
+        """
+        report = MigrationReport(source=str(self._store.path))
+        with migration_lock(self._state.path) as held:
+            if not held:
+                report.stopped = STOPPED_BUSY
+                return report
+            try:
+                report.items_total = self._store.count()
+            except MemuReadError as error:
+                report.stopped, report.error_kind = STOPPED_SOURCE, error.kind
+                return report
+            try:
+                await self._run(report, progress)
+            except sqlite3.Error as error:
+                log.warning("the state file could not be written: %s", type(error).__name__)
+                report.stopped, report.error_kind = STOPPED_STATE, type(error).__name__
+        with contextlib.suppress(sqlite3.Error):
+            report.ledger = self._ledger.totals()
+        final = sum(count for status, count in report.ledger.items() if status != "failing")
+        report.left = max(0, report.items_total - final - report.unusable_rows)
+        return report
+
+    async def _run(self, report: MigrationReport, progress: ProgressCallback | None) -> None:
+        self._ledger.start_run(report.source, report.items_total)
+        report.stopped = STOPPED_INTERRUPTED  # until the walk returns
+        try:
+            report.stopped = await self._walk(report, progress)
+            if report.stopped == STOPPED_DONE and self._loom_took_some(report):
+                self._skip_due(report)
+        finally:
+            with contextlib.suppress(sqlite3.Error):
+                self._ledger.finish_run(report.stopped, rows_without_id=report.unusable_rows)
+
+    async def _walk(self, report: MigrationReport, progress: ProgressCallback | None) -> str:
+        try:
+            for page in self._store.pages():
+                stopped = await self._page(page, report)
+                if stopped is not None:
+                    return stopped
+                if progress is not None:
+                    progress(MigrationProgress(report.items_seen, report.items_total, report.sent))
+        except MemuReadError as error:
+            log.warning("memU's store could not be read on: %s", error.kind)
+            report.error_kind = error.kind
+            return STOPPED_SOURCE
+        return STOPPED_DONE
+
+    async def _page(self, page: list[Row], report: MigrationReport) -> str | None:
+        ids = [row.item_id for row in page if row.item_id is not None]
+        known = self._ledger.entries(ids)
+        for row in page:
+            report.items_seen += 1
+            entry = known.get(row.item_id) if row.item_id is not None else None
+            if entry is not None and entry.final:
+                report.already_done += 1
+            elif isinstance(row, UnusableRow):
+                self._unusable(row, report)
+            else:
+                report.fields_dropped += bool(row.dropped)
+                stopped = await self._write(row, report)
+                if stopped is not None:
+                    return stopped
+        return None
+
+    def _unusable(self, row: UnusableRow, report: MigrationReport) -> None:
+        """A row that cannot go: skipped for good when it has an id, else only counted."""
+        if row.item_id is None:
+            report.unusable_rows += 1
+            return
+        self._ledger.record_skip(row.item_id, row.reason)
+        report.skipped.append({"id": row.item_id, "reason": row.reason})
+
+    async def _write(self, item: MemuItem, report: MigrationReport) -> str | None:
+        """Send one item and keep Loom's answer; the reason the run stops, or None."""
+        try:
+            verdict = await self._send(item.write())
+        except SWEEP_ERRORS as error:
+            report.sent += not isinstance(error, NOTHING_SENT)
+            return self._failed(item, error, report)
+        report.sent += 1
+        self._ledger.record_verdict(item.item_id, verdict)
+        report.verdicts[verdict.verdict] += 1
+        if verdict.verdict == "rejected":
+            report.rejected.append({"id": item.item_id, "reason": verdict.reason})
+        elif verdict.verdict == "conflict":
+            report.conflicts.append(item.item_id)
+        self._streak = 0
+        self._skip_due(report)
+        return None
+
+    async def _send(self, write: MemoryWrite) -> WriteVerdict:
+        limit_s = WRITE_DEADLINE_S + WRITE_GUARD_S
+        try:
+            async with asyncio.timeout(limit_s):
+                return await self._writer.set_memory(write)
+        except TimeoutError:
+            raise NoAnswer(f"no answer within {limit_s} s", deadline_s=limit_s) from None
+
+    def _failed(self, item: MemuItem, error: Exception, report: MigrationReport) -> str | None:
+        kind = error_kind(error)
+        log.warning("memu item %s: the write failed: %s", item.item_id, kind)
+        reaction = reaction_to(error)
+        if reaction.ends_sweep is not None:
+            report.error_kind = kind
+            return reaction.ends_sweep
+        if reaction.counts_against_batch:
+            entry = self._ledger.record_failure(item.item_id, kind)
+            report.failing.append({"id": item.item_id, "failures": entry.failures})
+            if entry.failures >= FAILURES_TO_SKIP:
+                self._due_skips.append(entry)
+            self._streak += 1
+            if self._streak >= LOOM_FAILING_STREAK:
+                report.error_kind = kind
+                return STOPPED_LOOM_FAILING
+            return None
+        if isinstance(error, NotNow):
+            report.error_kind = kind
+            return STOPPED_NOT_NOW
+        if isinstance(error, ContractBroken):
+            report.error_kind = kind
+            return STOPPED_CONTRACT
+        report.waiting.append({"id": item.item_id, "kind": kind})
+        return None
+
+    @staticmethod
+    def _loom_took_some(report: MigrationReport) -> bool:
+        """Whether this run shows Loom working: a write it answered, or only one item failing
+        (the last one left, say), which is then about that item."""
+        return sum(report.verdicts.values()) > 0 or len(report.failing) == 1
+
+    def _skip_due(self, report: MigrationReport) -> None:
+        """Loom took an item: those it kept failing are about themselves, so they go (MIG-1)."""
+        for entry in self._due_skips:
+            self._ledger.record_skip(entry.item_id, SKIP_REASON, failures=entry.failures)
+            report.skipped.append({"id": entry.item_id, "reason": SKIP_REASON})
+            report.failing = [f for f in report.failing if f["id"] != entry.item_id]
+        self._due_skips.clear()
+
+
+def dry_run(store: MemuStore, done: set[str]) -> DryRunReport:
+    """What a run would send now, given the ids ``done`` the ledger passes over; sends and
+    writes nothing. ``MemuReadError`` when memU's store cannot be read to its end."""
+    report = DryRunReport(source=str(store.path), items_total=store.count())
+    for page in store.pages():
+        for row in page:
+            if row.item_id is not None and row.item_id in done:
+                report.already_done += 1
+            elif isinstance(row, UnusableRow):
+                if row.item_id is None:
+                    report.unusable_rows += 1
+                else:
+                    report.unusable[row.reason] = report.unusable.get(row.reason, 0) + 1
+            else:
+                report.would_write += 1
+                report.bytes += row.size
+                report.count_kind(row.kind)
+                report.with_tags += bool(row.tags)
+                report.fields_dropped += bool(row.dropped)
+    return report

@@ -1,0 +1,159 @@
+"""What a migration run, or a dry run, did: counts, Loom's verdicts, items by id (MIG-1).
+
+A report names items by their memU id only, and rows without a usable id by count: never an
+item's text, a category name or anything else memU holds. ``as_dict`` is what ``--json``
+prints; ``lines`` what a person reads, each list of ids cut at ``IDS_SHOWN``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from provisioner.runtime.loom.types import WRITE_VERDICTS
+
+IDS_SHOWN = 20  # our choice: ids a text report lists per kind; --json lists them all
+
+# Why a run stopped, beside the sweep's reasons for ending (breaker_open, no_answer,
+# unreachable, unavailable: memory could not be reached).
+STOPPED_DONE = "done"  # every item was offered
+STOPPED_BUSY = "already_running"  # another migration of this state file is running
+STOPPED_NOT_NOW = "not_now"  # Loom or the gateway answered "not now": try again later
+STOPPED_CONTRACT = "contract_broken"  # an answer out of contract: a bug to report
+STOPPED_LOOM_FAILING = "loom_failing"  # Loom's uncoded error on every item of a stretch
+STOPPED_SOURCE = "source_failed"  # memU's store could not be read on
+STOPPED_INTERRUPTED = "interrupted"  # the process was stopped mid-run (what the ledger keeps)
+STOPPED_STATE = "state_failed"  # the state file could not be written (locked past the wait)
+
+WHY = {
+    STOPPED_BUSY: "another migration of this state file is running; this one sent nothing",
+    STOPPED_NOT_NOW: "Loom or the gateway answered not now; run again later",
+    STOPPED_CONTRACT: "an answer broke Loom's contract; report it, nothing more was sent",
+    STOPPED_LOOM_FAILING: "Loom failed item after item with its internal error; run again later",
+    STOPPED_SOURCE: "memU's store could not be read on",
+    STOPPED_STATE: "the state file could not be written (another process kept it locked); "
+    "run again in a moment",
+    "breaker_open": "the gateway failed too often; memory could not be reached",
+    "no_answer": "the gateway did not answer in time; memory could not be reached",
+    "unreachable": "the gateway could not be reached",
+    "unavailable": "memory is unavailable (no gateway URL, no loom in the catalog, or refused)",
+}
+
+
+@dataclass
+class MigrationReport:
+    """One run of ``nerve memory migrate`` (also what ``--json`` prints, with exit_status).
+
+    ``verdicts`` counts Loom's answers this run; ``rejected``, ``conflicts``, ``skipped``
+    (never sent again), ``failing`` (Loom's uncoded error, sent again next run) and
+    ``waiting`` (an error about the item alone, sent again next run) name items by id.
+    ``ledger`` counts the ledger's items by status after the run, and ``left`` the items of
+    the store not yet final in it.
+    """
+
+    source: str
+    stopped: str = STOPPED_DONE
+    error_kind: str | None = None
+    items_total: int = 0
+    items_seen: int = 0
+    already_done: int = 0
+    sent: int = 0
+    verdicts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(WRITE_VERDICTS, 0))
+    rejected: list[dict[str, str | None]] = field(default_factory=list)
+    conflicts: list[str] = field(default_factory=list)
+    skipped: list[dict[str, str]] = field(default_factory=list)
+    failing: list[dict[str, Any]] = field(default_factory=list)
+    waiting: list[dict[str, str]] = field(default_factory=list)
+    unusable_rows: int = 0
+    fields_dropped: int = 0
+    ledger: dict[str, int] = field(default_factory=dict)
+    left: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def lines(self) -> list[str]:
+        """The report for a person: one summary line, then the items by id."""
+        final = sum(count for status, count in self.ledger.items() if status != "failing")
+        verdicts = ", ".join(f"{name} {self.verdicts[name]}" for name in WRITE_VERDICTS)
+        lines = [
+            f"migrate {self.stopped}: {final} of {self.items_total} memU items done, "
+            f"{self.left} left; this run sent {self.sent} ({verdicts}), "
+            f"{self.already_done} already done"
+        ]
+        if self.stopped in WHY:
+            kind = f" ({self.error_kind})" if self.error_kind else ""
+            lines.append(f"  stopped: {WHY[self.stopped]}{kind}")
+        rejected = [
+            f"{r['id']} ({r['reason']})" if r["reason"] else str(r["id"]) for r in self.rejected
+        ]
+        lines += _listed("rejected", rejected)
+        lines += _listed("conflict", self.conflicts)
+        lines += _listed("skipped", [f"{s['id']} ({s['reason']})" for s in self.skipped])
+        lines += _listed(
+            "failing",
+            [
+                f"{f['id']} (Loom's internal error, {f['failures']} runs in a row)"
+                for f in self.failing
+            ],
+        )
+        lines += _listed("waiting", [f"{w['id']} ({w['kind']})" for w in self.waiting])
+        if self.unusable_rows:
+            lines.append(f"  {self.unusable_rows} rows have no id that can be a key; not written")
+        if self.fields_dropped:
+            lines.append(
+                f"  {self.fields_dropped} items went without a type, category or date memU "
+                "held in a form Loom cannot keep"
+            )
+        return lines
+
+
+@dataclass
+class DryRunReport:
+    """What a run would do now, found without sending or writing anything."""
+
+    source: str
+    items_total: int = 0
+    would_write: int = 0
+    bytes: int = 0
+    already_done: int = 0
+    unusable: dict[str, int] = field(default_factory=dict)
+    unusable_rows: int = 0
+    kinds: dict[str, int] = field(default_factory=dict)
+    with_tags: int = 0
+    fields_dropped: int = 0
+    dry_run: bool = True
+
+    def count_kind(self, kind: str | None) -> None:
+        name = kind or "none"
+        self.kinds[name] = self.kinds.get(name, 0) + 1
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def lines(self) -> list[str]:
+        cannot = sum(self.unusable.values()) + self.unusable_rows
+        reasons = ", ".join(f"{reason} {count}" for reason, count in sorted(self.unusable.items()))
+        kinds = ", ".join(f"{kind} {count}" for kind, count in sorted(self.kinds.items()))
+        lines = [
+            f"migrate dry run: {self.items_total} memU items in {self.source}; "
+            f"{self.would_write} would be written ({self.bytes} bytes of text), "
+            f"{self.already_done} already done, {cannot} cannot go; nothing was sent or written",
+            f"  by type: {kinds or 'none'}; {self.with_tags} with categories",
+        ]
+        if cannot:
+            rows = f", no usable id {self.unusable_rows}" if self.unusable_rows else ""
+            lines.append(f"  cannot go: {reasons or 'none'}{rows}")
+        if self.fields_dropped:
+            lines.append(f"  {self.fields_dropped} would go without a type, category or date")
+        return lines
+
+
+def _listed(label: str, entries: list[str]) -> list[str]:
+    if not entries:
+        return []
+    shown = ", ".join(entries[:IDS_SHOWN])
+    more = len(entries) - IDS_SHOWN
+    if more > 0:
+        shown += f", and {more} more (--json lists them all)"
+    return [f"  {label} ({len(entries)}): {shown}"]

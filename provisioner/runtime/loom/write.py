@@ -1,0 +1,60 @@
+"""One memory written into Loom with ``loom_memory_set``, under a key the caller chose (MIG-1).
+
+Nerve's engine never writes memories one by one: the sweep hands Loom whole transcripts. This
+write is for operator jobs that carry memories over from another store (``nerve memory
+migrate``). Each memory goes as one call under its own stable key, so a call that goes twice —
+its answer lost, or the job killed before it noted the answer — is still one memory in Loom,
+which answers ``duplicate`` the second time.
+
+One attempt under the ``EXTRACTION`` policy: no waiting out a ``Retry-After`` here, the caller
+decides when to go on. Arguments Loom's schema would refuse raise ``ValueError`` before any
+call; every other failure is one of the gateway client's outcome classes, unchanged, and is
+noted for diagnostics with the memory's text withheld.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from provisioner.runtime.gateway.connection import LoomConnection
+from provisioner.runtime.gateway.errors import GatewayError
+from provisioner.runtime.gateway.server import EXTRACTION
+from provisioner.runtime.loom import contract
+from provisioner.runtime.loom.answers import write_arguments, written_from
+from provisioner.runtime.loom.types import MemoryWrite, WriteVerdict
+
+WRITE_DEADLINE_S = 30.0  # MIG-1 (our choice): one short memory, judged against what Loom holds
+WRITE_OP = "write"  # how diagnostics name a failed write
+
+
+class ErrorNoter(Protocol):
+    """Where a failed write is noted: ``LoomMemory.note_error``."""
+
+    def __call__(
+        self, op: str, error: BaseException, *, sent_texts: Sequence[str] = ()
+    ) -> None: ...
+
+
+async def write_memory(
+    connection: LoomConnection,
+    write: MemoryWrite,
+    *,
+    namespace: str | None,
+    note_error: ErrorNoter,
+) -> WriteVerdict:
+    """Send ``write`` as one ``loom_memory_set`` call and read Loom's verdict.
+
+    Raises ``ValueError`` (no call made) for arguments Loom would refuse, ``BrokenAnswer``
+    for an answer out of contract, and the gateway client's outcome classes for the rest.
+    """
+    arguments = write_arguments(write, namespace=namespace)
+    tool = contract.OPERATOR_TOOLS[contract.MEMORY_SET]
+    try:
+        result = await connection.call_tool(
+            tool, arguments, deadline_s=WRITE_DEADLINE_S, policy=EXTRACTION
+        )
+        return written_from(result.data)
+    except GatewayError as error:
+        note_error(WRITE_OP, error, sent_texts=[write.text])
+        raise

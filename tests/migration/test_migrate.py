@@ -1,0 +1,333 @@
+"""MIG-1: the migration's loop against a scripted Loom, on a real memU store and state file."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from provisioner.migration.ledger import (
+    AUDIT_MIGRATION_SKIPPED,
+    FAILURES_TO_SKIP,
+    Ledger,
+    final_ids_read_only,
+    migration_lock,
+)
+from provisioner.migration.memu_store import MemuStore
+from provisioner.migration.migrate import LOOM_FAILING_STREAK, Migration, dry_run
+from provisioner.migration.report import MigrationReport
+from provisioner.runtime.gateway.errors import (
+    BrokenAnswer,
+    CircuitOpen,
+    CodedFault,
+    GatewayUnreachable,
+    InternalFault,
+    ToolRefused,
+)
+from provisioner.runtime.state import StateStore
+
+from .conftest import fixed_clock
+from .memu_db import MemuDb
+from .scripted_loom import CRASH, LOST, Crash, ScriptedLoom
+
+pytestmark = pytest.mark.anyio
+
+
+async def migrate(memu: MemuDb, state: StateStore, loom: ScriptedLoom) -> MigrationReport:
+    with MemuStore(memu.path, page_items=7) as store:
+        return await Migration(loom, store, state, clock=fixed_clock).run()
+
+
+def ledger(state: StateStore) -> Ledger:
+    return Ledger(state, clock=fixed_clock)
+
+
+def skipped_audit(state: StateStore) -> list[dict[str, object]]:
+    """The audit log's rows of skipped memU items, read straight from the state file."""
+    rows = state.read(
+        "SELECT kind, session_id, message_id, detail FROM sweep_audit WHERE kind = ?",
+        (AUDIT_MIGRATION_SKIPPED,),
+    )
+    return [dict(row) for row in rows]
+
+
+class TestOneWritePerItem:
+    async def test_every_item_goes_once_with_its_key_type_tags_and_dates(
+        self, memu: MemuDb, state: StateStore, loom: ScriptedLoom
+    ) -> None:
+        ids = memu.add_items(20)
+        report = await migrate(memu, state, loom)
+        assert (report.stopped, report.left, report.sent) == ("done", 0, 20)
+        assert loom.calls == [f"memu-{item_id}" for item_id in ids]
+        summaries = memu.summaries()
+        for item_id in ids:
+            write = loom.stored[f"memu-{item_id}"]
+            assert write.text == summaries[item_id]
+            assert write.kind in ("profile", "event", "knowledge", "behavior")
+            assert write.created_at is not None and write.created_at.endswith("Z")
+        assert loom.stored[f"memu-{ids[2]}"].tags == ("People", "Work")
+        assert loom.stored[f"memu-{ids[1]}"].happened_at == "2025-02-02T00:00:00Z"
+        assert ledger(state).totals()["written"] == 20
+
+    async def test_a_second_run_writes_nothing(
+        self, memu: MemuDb, state: StateStore, loom: ScriptedLoom
+    ) -> None:
+        memu.add_items(15)
+        await migrate(memu, state, loom)
+        again = await migrate(memu, state, loom)
+        assert len(loom.calls) == 15
+        assert (again.sent, again.already_done, again.left, again.stopped) == (0, 15, 0, "done")
+
+    async def test_items_added_to_memu_since_go_on_the_next_run(
+        self, memu: MemuDb, state: StateStore, loom: ScriptedLoom
+    ) -> None:
+        memu.add_items(5)
+        await migrate(memu, state, loom)
+        newer = memu.add_items(3, prefix="later")
+        report = await migrate(memu, state, loom)
+        assert loom.calls[5:] == [f"memu-{item_id}" for item_id in newer]
+        assert (report.sent, report.already_done) == (3, 5)
+
+
+class TestVerdicts:
+    async def test_the_report_tallies_verdicts_and_names_rejected_and_conflicting_ids(
+        self, memu: MemuDb, state: StateStore, loom: ScriptedLoom
+    ) -> None:
+        ids = memu.add_items(8)
+        loom.verdicts = {
+            f"memu-{ids[0]}": "merge",
+            f"memu-{ids[1]}": "conflict",
+            f"memu-{ids[2]}": "rejected",
+            f"memu-{ids[3]}": "refines",
+            f"memu-{ids[4]}": "duplicate",
+        }
+        loom.reasons = {f"memu-{ids[2]}": "PINNED_CONFLICT"}
+        report = await migrate(memu, state, loom)
+        assert report.verdicts == {
+            "clear": 3,
+            "merge": 1,
+            "duplicate": 1,
+            "conflict": 1,
+            "refines": 1,
+            "rejected": 1,
+        }
+        assert report.conflicts == [ids[1]]
+        assert report.rejected == [{"id": ids[2], "reason": "PINNED_CONFLICT"}]
+        totals = ledger(state).totals()
+        assert (totals["written"], totals["conflict"], totals["rejected"]) == (6, 1, 1)
+        assert report.left == 0
+        text = "\n".join(report.lines()) + json.dumps(report.as_dict())
+        assert f"{ids[2]} (PINNED_CONFLICT)" in text and ids[1] in text
+        assert "tea" not in text  # the items' text is never in a report
+
+    async def test_rejected_and_conflicting_items_are_not_sent_again(
+        self, memu: MemuDb, state: StateStore, loom: ScriptedLoom
+    ) -> None:
+        ids = memu.add_items(3)
+        loom.verdicts = {f"memu-{ids[0]}": "rejected", f"memu-{ids[1]}": "conflict"}
+        await migrate(memu, state, loom)
+        again = await migrate(memu, state, loom)
+        assert again.sent == 0 and len(loom.calls) == 3
+
+
+class TestFaults:
+    async def test_not_now_stops_the_run_and_the_ledger_keeps_what_went(
+        self, memu: MemuDb, state: StateStore, loom: ScriptedLoom
+    ) -> None:
+        ids = memu.add_items(10)
+        loom.fault_for = lambda key, n: CodedFault("busy", code="OVERLOADED") if n == 4 else None
+        first = await migrate(memu, state, loom)
+        assert (first.stopped, first.error_kind) == ("not_now", "CodedFault(OVERLOADED)")
+        assert first.left == 6 and ledger(state).totals()["written"] == 4
+        loom.fault_for = None
+        second = await migrate(memu, state, loom)
+        assert (second.stopped, second.sent, second.already_done) == ("done", 6, 4)
+        assert sorted(loom.stored) == sorted(f"memu-{i}" for i in ids)
+        assert loom.calls.count(f"memu-{ids[4]}") == 2  # tried, refused "not now", tried again
+
+    @pytest.mark.parametrize(
+        ("error", "stopped"),
+        [
+            (GatewayUnreachable("refused"), "unreachable"),
+            (CircuitOpen("open", retry_in_s=15.0), "breaker_open"),
+            (BrokenAnswer("memory.set: verdict is not one of …"), "contract_broken"),
+        ],
+    )
+    async def test_an_unreachable_gateway_or_a_broken_answer_stops_the_run(
+        self,
+        memu: MemuDb,
+        state: StateStore,
+        loom: ScriptedLoom,
+        error: Exception,
+        stopped: str,
+    ) -> None:
+        memu.add_items(5)
+        loom.fault_for = lambda key, n: error if n == 2 else None
+        report = await migrate(memu, state, loom)
+        assert report.stopped == stopped and report.left == 3
+        assert len(loom.calls) == 3
+        assert ledger(state).last_run().stopped == stopped  # type: ignore[union-attr]
+
+    async def test_a_lost_answer_is_sent_again_and_loom_answers_duplicate(
+        self, memu: MemuDb, state: StateStore, loom: ScriptedLoom
+    ) -> None:
+        ids = memu.add_items(4)
+        loom.faults.extend([None, LOST])
+        first = await migrate(memu, state, loom)
+        assert first.stopped == "not_now"
+        second = await migrate(memu, state, loom)
+        assert second.verdicts["duplicate"] == 1 and second.stopped == "done"
+        assert all(loom.times_stored[f"memu-{i}"] == 1 for i in ids)
+
+    async def test_a_crash_between_answer_and_ledger_resumes_with_each_item_once(
+        self, memu: MemuDb, state: StateStore, loom: ScriptedLoom
+    ) -> None:
+        ids = memu.add_items(9)
+        loom.faults.extend([None, None, None, CRASH])
+        with pytest.raises(Crash):
+            await migrate(memu, state, loom)
+        assert ledger(state).totals()["written"] == 3
+        assert ledger(state).last_run().stopped == "interrupted"  # type: ignore[union-attr]
+        report = await migrate(memu, state, loom)
+        assert (report.stopped, report.left, report.already_done) == ("done", 0, 3)
+        assert report.verdicts["duplicate"] == 1  # the item in flight when it crashed
+        assert sorted(loom.times_stored) == sorted(f"memu-{i}" for i in ids)
+        assert set(loom.times_stored.values()) == {1}
+
+    async def test_an_item_loom_fails_three_runs_in_a_row_is_skipped_with_an_audit_row(
+        self, memu: MemuDb, state: StateStore, loom: ScriptedLoom
+    ) -> None:
+        ids = memu.add_items(4)
+        bad = f"memu-{ids[1]}"
+        loom.fault_for = lambda key, n: InternalFault("internal error") if key == bad else None
+        for run in range(1, FAILURES_TO_SKIP):
+            report = await migrate(memu, state, loom)
+            assert report.failing == [{"id": ids[1], "failures": run}]
+            assert report.left == 1 and skipped_audit(state) == []
+        report = await migrate(memu, state, loom)
+        reason = f"Loom's internal error {FAILURES_TO_SKIP} runs in a row"
+        assert report.skipped == [{"id": ids[1], "reason": reason}]
+        assert (report.failing, report.left, report.stopped) == ([], 0, "done")
+        (row,) = skipped_audit(state)
+        assert row["detail"] == f"memu item {ids[1]}: {reason}"
+        assert (row["session_id"], row["message_id"]) == (None, None)
+        assert loom.calls.count(bad) == FAILURES_TO_SKIP
+        await migrate(memu, state, loom)
+        assert loom.calls.count(bad) == FAILURES_TO_SKIP  # skipped for good
+
+    async def test_a_success_in_between_breaks_the_row(
+        self, memu: MemuDb, state: StateStore, loom: ScriptedLoom
+    ) -> None:
+        ids = memu.add_items(2)
+        bad = f"memu-{ids[0]}"
+        failing = {"on": True}
+        loom.fault_for = lambda key, n: (
+            InternalFault("internal error") if key == bad and failing["on"] else None
+        )
+        await migrate(memu, state, loom)
+        await migrate(memu, state, loom)
+        failing["on"] = False
+        report = await migrate(memu, state, loom)
+        assert report.verdicts["clear"] == 1 and report.skipped == []
+        assert bad in loom.stored
+
+    async def test_a_loom_failing_every_item_skips_nothing_and_stops(
+        self, memu: MemuDb, state: StateStore, loom: ScriptedLoom
+    ) -> None:
+        memu.add_items(LOOM_FAILING_STREAK + 4)
+        loom.fault_for = lambda key, n: InternalFault("internal error")
+        for _run in range(FAILURES_TO_SKIP + 1):
+            report = await migrate(memu, state, loom)
+            assert report.stopped == "loom_failing"
+            assert len(report.failing) == LOOM_FAILING_STREAK
+        assert report.skipped == [] and skipped_audit(state) == []
+        assert ledger(state).totals()["skipped"] == 0
+
+    async def test_an_error_about_one_item_leaves_it_for_the_next_run_and_goes_on(
+        self, memu: MemuDb, state: StateStore, loom: ScriptedLoom
+    ) -> None:
+        ids = memu.add_items(3)
+        loom.fault_for = lambda key, n: ToolRefused("no") if n == 0 else None
+        report = await migrate(memu, state, loom)
+        assert report.waiting == [{"id": ids[0], "kind": "ToolRefused"}]
+        assert (report.stopped, report.left) == ("done", 1)
+        loom.fault_for = None
+        assert (await migrate(memu, state, loom)).left == 0
+
+
+class TestRowsThatCannotGo:
+    async def test_a_row_with_an_id_is_skipped_once_and_one_without_is_counted(
+        self, tmp_path: Path, state: StateStore, loom: ScriptedLoom
+    ) -> None:
+        loose = MemuDb(tmp_path / "loose.sqlite", loose=True)
+        good = loose.add_item("the user's name is Ada")
+        empty = loose.add_item(None)
+        loose.add_item("a fact under an id that is no key", item_id="no key!")
+        report = await migrate(loose, state, loom)
+        assert loom.calls == [f"memu-{good}"]
+        assert report.skipped == [{"id": empty, "reason": "no_text"}]
+        assert (report.unusable_rows, report.left, report.stopped) == (1, 0, "done")
+        (row,) = skipped_audit(state)
+        assert row["detail"] == f"memu item {empty}: no_text"
+        again = await migrate(loose, state, loom)
+        assert (again.skipped, again.already_done, again.unusable_rows) == ([], 2, 1)
+        assert len(skipped_audit(state)) == 1
+        assert ledger(state).last_run().rows_without_id == 1  # type: ignore[union-attr]
+        assert "no key!" not in json.dumps(again.as_dict())
+
+
+class TestAStateFileKeptLocked:
+    @pytest.mark.slow
+    async def test_a_state_file_locked_past_the_wait_stops_the_run_without_a_traceback(
+        self, memu: MemuDb, state: StateStore, loom: ScriptedLoom
+    ) -> None:
+        """Another process holds the write lock for longer than the busy wait (SWEEP-12)."""
+        memu.add_items(2)
+        holder = sqlite3.connect(state.path)
+        try:
+            holder.execute("BEGIN IMMEDIATE")
+            report = await migrate(memu, state, loom)
+        finally:
+            holder.rollback()
+            holder.close()
+        assert (report.stopped, report.error_kind) == ("state_failed", "OperationalError")
+        assert loom.calls == []
+        again = await migrate(memu, state, loom)
+        assert (again.stopped, again.left) == ("done", 0)
+
+
+class TestOneAtATime:
+    async def test_a_second_migration_of_the_same_state_returns_at_once(
+        self, memu: MemuDb, state: StateStore, loom: ScriptedLoom
+    ) -> None:
+        memu.add_items(2)
+        with migration_lock(state.path) as held:
+            assert held
+            report = await migrate(memu, state, loom)
+        assert report.stopped == "already_running" and loom.calls == []
+
+
+class TestDryRun:
+    def test_a_dry_run_counts_and_writes_nothing(self, memu: MemuDb, tmp_path: Path) -> None:
+        memu.add_items(6)
+        memu.add_item("x" * 30_000)
+        state_path = tmp_path / "absent" / "state.sqlite3"
+        with MemuStore(memu.path) as store:
+            report = dry_run(store, final_ids_read_only(state_path))
+        assert (report.items_total, report.would_write, report.already_done) == (7, 6, 0)
+        assert report.unusable == {"too_long": 1}
+        assert report.kinds == {"behavior": 1, "event": 2, "knowledge": 1, "profile": 2}
+        assert report.bytes == sum(len(s.encode()) for s in memu.summaries().values()) - 30_000
+        assert not state_path.parent.exists()
+
+    async def test_a_dry_run_after_a_partial_run_counts_what_is_left(
+        self, memu: MemuDb, state: StateStore, loom: ScriptedLoom
+    ) -> None:
+        memu.add_items(5)
+        loom.fault_for = lambda key, n: CodedFault("busy", code="GRANT_BUSY") if n == 2 else None
+        await migrate(memu, state, loom)
+        with MemuStore(memu.path) as store:
+            report = dry_run(store, final_ids_read_only(Path(state.path)))
+        assert (report.would_write, report.already_done) == (3, 2)
