@@ -9,6 +9,11 @@ A recall made here is frozen in the same state file the engine uses, so it is ex
 that session's prompt shows (the first recall of a session wins, REC-3). Neither command
 fails when Loom cannot answer: ``recall`` prints the "could not be recalled" block and
 ``status`` shows the error among the diagnostics; both exit 0, and ``--json`` says which.
+
+``status`` runs apart from the sweep, so it adds what the state file keeps of it (LOOM-4): the
+batch budget the last sweep left, and with the last error its age, how many batches went
+through since (a Loom that failed once an hour ago and took every batch since is not a Loom
+that is down), and the fault code when it was a coded fault.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,9 +30,10 @@ from provisioner.cli.memory_files import open_state
 from provisioner.config.paths import MEMORY_DIR, STATE_FILE, default_paths
 
 if TYPE_CHECKING:
-    pass
+    from provisioner.runtime.loom.backend import LoomMemory
 
 SESSION_ID_MAX_CHARS = 200  # loom-ops: the session ids Loom takes
+AGE_UNITS = ((86_400, "d"), (3_600, "h"), (60, "min"), (1, "s"))  # our choice: how an age reads
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -136,20 +143,74 @@ def _run_status(args: argparse.Namespace) -> int:
     async def probe() -> dict[str, Any]:
         with open_state(state_path(config_dir, args.state)) as state:
             async with LoomMemory.from_config(config, state=state) as memory:
+                code = None
                 try:
                     await memory.health()
                 except MemoryBackendUnavailable as error:
                     memory.note_error("health", error)
-                except GatewayError:
-                    pass  # health() noted it; diagnostics show it as the last error
-                return memory.diagnostics()
+                except GatewayError as error:  # health() noted it: the last error shown
+                    code = getattr(error, "code", None)
+                return _with_sweep_facts(memory, memory.diagnostics(), config, code)
 
     report = asyncio.run(probe())
     if args.json:
         print(json.dumps(report, indent=2, ensure_ascii=False))
     else:
-        sys.stdout.write("".join(_lines(report, 0)))
+        sys.stdout.write("".join(_lines(_shown_status(report), 0)))
     return EXIT_OK
+
+
+def _with_sweep_facts(
+    memory: LoomMemory, report: dict[str, Any], config: Any, probe_code: str | None
+) -> dict[str, Any]:
+    """``report`` with what the state file keeps of the sweep (LOOM-4, SWEEP-13).
+
+    The batch budget the last sweep left when this process has none of its own; and, with
+    the last error, ``code`` (a coded fault's), ``age_s`` and ``batches_through_since``. A
+    state file that cannot be read that way leaves the report as the backend gave it.
+    """
+    import sqlite3
+
+    from provisioner.runtime.loom.diagnostics import since_last_error
+    from provisioner.runtime.sweep.sweeper import extraction_mode
+
+    mode = extraction_mode(config.loom.defer_extraction)
+    if report.get("batch_budget") is None:
+        try:
+            kept = memory.state.batch_budget(mode.name, mode.default_budget())
+            report["batch_budget"] = kept.as_dict()
+        except (sqlite3.Error, TypeError, ValueError):
+            pass
+    last = report.get("last_error")
+    since = since_last_error(memory.state)
+    if isinstance(last, dict) and since is not None and since["kind"] == last.get("kind"):
+        code = probe_code if since["op"] == "health" else since["code"]
+        last["code"] = code if isinstance(code, str) else None
+        last["age_s"] = max(0, int(time.time() - since["at"]))
+        last["batches_through_since"] = since["batches_through_since"]
+    return report
+
+
+def _shown_status(report: dict[str, Any]) -> dict[str, Any]:
+    """The status as text shows it: the last error's age and what went through since, in words."""
+    last = report.get("last_error")
+    if not isinstance(last, dict) or "age_s" not in last:
+        return report
+    shown = {key: value for key, value in last.items() if key not in ("age_s", "code")}
+    through = shown.pop("batches_through_since")
+    if last.get("code"):
+        shown["kind"] = f"{last['kind']} ({last['code']})"
+    batches = "1 batch" if through == 1 else f"{through} batches"
+    shown["age"] = f"{age_words(last['age_s'])} ago, {batches} went through since"
+    return {**report, "last_error": shown}
+
+
+def age_words(seconds: float) -> str:
+    """``seconds`` as a short age: ``42 s``, ``5 min``, ``3 h``, ``2 d`` (whole units, cut down)."""
+    for size, unit in AGE_UNITS:
+        if seconds >= size:
+            return f"{int(seconds // size)} {unit}"
+    return "0 s"
 
 
 def _lines(report: dict[str, Any], depth: int) -> list[str]:

@@ -10,11 +10,25 @@ Loom and what is skipped):
 
 ``sweep`` runs one sweep (``--once``, the default) or one every DURATION (``--every 5m``) until
 interrupted; ``--nerve-db PATH`` reads Nerve's own ``nerve.db`` (read only, NERVE-2) instead of
-the transcripts database. On a terminal it shows a progress line per session; it prints the
-report at the end (``--json`` for a machine). Exit status: 0 when the sweep offered every
-window, 1 when it ended early (another sweep running, the breaker open, the gateway not
-answering, memory unavailable), 2 for bad input. Interrupting it loses nothing: every batch is
-recorded in its own transaction.
+the transcripts database. It prints one report line a sweep (``--json``: one object), whose
+words say why it stopped, and tells a monitor the truth by its exit status (SWEEP-13):
+
+* 0 (``EXIT_OK``): every window due went through, or none was due; also when another sweep of
+  the same state file holds the lock, since that one is sweeping these windows and reports on
+  them itself;
+* 1 (``EXIT_INCOMPLETE``): the gateway answered but batches did not go through (not now, a 5xx
+  or 429, a fault, a broken answer), or a window could not be read from the transcripts;
+* 75 (``EXIT_TEMPFAIL``): memory could not be reached at all (no gateway URL, the gateway not
+  reached or not answering, no catalog or none listing ``loom``, a policy refusal, the breaker
+  open): nothing to fix in the sweep, try again later;
+* 2: bad input, one line. With ``--every`` each report carries its own ``exit_status``, and an
+  interrupt ends the process with 130 as for every command; nothing is lost, since every
+  batch is recorded in its own transaction.
+
+While a batch is out, a hung Loom must not look like a frozen sweep: on a terminal the line
+shows the session, the batch and how long Loom has been waiting of its deadline, redrawn every
+second; without one, a progress line goes to stderr at most every ``PROGRESS_EVERY_S`` once a
+sweep has run that long. Lines name sessions and counts, never a message's text.
 """
 
 from __future__ import annotations
@@ -23,12 +37,15 @@ import argparse
 import json
 import re
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from provisioner.cli.common import (
-    EXIT_DIFFERENCE,
+    EXIT_INCOMPLETE,
     EXIT_OK,
+    EXIT_TEMPFAIL,
     UsageError,
     workspace_and_config_dir,
 )
@@ -41,6 +58,11 @@ if TYPE_CHECKING:
 DURATION = re.compile(r"(?P<amount>\d+)(?P<unit>[smh]?)")
 DURATION_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600}
 EVERY_MIN_S = 1  # our choice: a shorter period would only spin on an empty window
+PROGRESS_EVERY_S = 10  # our choice: without a terminal, at most one progress line this often
+TICK_S = 1.0  # our choice: how often the waiting time is redrawn while a batch is out
+LINE_WIDTH = 79  # our choice: the progress line fits a classic terminal, so \r redraws it
+SESSION_SHOWN_CHARS = 24  # our choice: how much of a session id a progress line shows
+KINDS_SHOWN = 3  # our choice: error kinds named in the report's line before "…"
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -112,6 +134,7 @@ async def _sweep(
     as_json: bool,
     from_nerve: bool = False,
 ) -> int:
+    """Sweep once, or every ``every_s`` until interrupted; the exit status of the last sweep."""
     import asyncio
 
     from provisioner.cli.memory_files import open_state, open_transcripts
@@ -120,15 +143,16 @@ async def _sweep(
 
     transcripts_path, state_path = paths
     source = _nerve_db(transcripts_path) if from_nerve else open_transcripts(transcripts_path)
+    gateway_url = config.mcp_gateway_url or None
     with source, open_state(state_path) as state:
         async with LoomMemory.from_config(config, state=state) as memory:
             mode = extraction_mode(config.loom.defer_extraction)
             sweeper = Sweeper(memory, source, state, mode=mode)
             while True:
-                report = await sweeper.run_once(progress=_progress_printer())
-                _print_report(report, as_json)
+                report = await sweep_with_progress(sweeper, ProgressPrinter(sys.stderr))
+                status = print_report(report, gateway_url, as_json=as_json)
                 if every_s is None:
-                    return EXIT_OK if report.stopped == "done" else EXIT_DIFFERENCE
+                    return status
                 await asyncio.sleep(every_s)
 
 
@@ -142,43 +166,204 @@ def _nerve_db(path: Path) -> Any:
         raise UsageError(str(error)) from None
 
 
-def _progress_printer() -> Any:
-    """A progress callback drawing one line per session on a terminal, or None."""
-    if not sys.stderr.isatty():
-        return None
+# --- progress -------------------------------------------------------------------------------
 
-    def show(progress: SweepProgress) -> None:
+
+async def sweep_with_progress(
+    sweeper: Any, printer: ProgressPrinter, *, tick_s: float = TICK_S
+) -> SweepReport:
+    """``sweeper.run_once`` with ``printer`` told every step and ticked every ``tick_s``.
+
+    The ticks redraw the time Loom has been waiting while a batch is out (the printer's own
+    clock measures it); they stop with the sweep, however it ends.
+    """
+    import asyncio
+
+    async def tick() -> None:
+        while True:
+            await asyncio.sleep(tick_s)
+            printer.tick()
+
+    ticker = asyncio.create_task(tick())
+    try:
+        report: SweepReport = await sweeper.run_once(progress=printer)
+    finally:
+        ticker.cancel()
+        printer.finish()
+    return report
+
+
+class ProgressPrinter:
+    """Shows where a sweep is on ``stream`` (stderr), so a hung Loom never looks frozen.
+
+    On a terminal: one line, redrawn in place, with the session, the batch and "waiting for
+    Loom: N s of 130 s" while a batch is out. Otherwise: a line at most every
+    ``PROGRESS_EVERY_S``, the first once the sweep has run that long, so a short sweep prints
+    none. ``clock`` (monotonic seconds) times both; tests hand it a fake one. A stream that
+    fails to take a write (a closed terminal, say) ends the printing, never the sweep.
+    """
+
+    def __init__(
+        self,
+        stream: TextIO,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        deadline_s: float | None = None,
+    ) -> None:
+        if deadline_s is None:
+            from provisioner.runtime.loom.backend import EXTRACT_DEADLINE_S
+
+            deadline_s = EXTRACT_DEADLINE_S
+        self._stream = stream
+        self._clock = clock
+        self._deadline_s = deadline_s
+        self._terminal = _is_terminal(stream)
+        self._last_line_at = clock()  # the sweep's start, then each line written
+        self._at: SweepProgress | None = None
+        self._waiting_since: float | None = None
+        self._drawn = ""
+        self._broken = False
+
+    def __call__(self, progress: SweepProgress) -> None:
+        """A step of the sweep: a batch out, a batch back, a session done."""
+        if not progress.waiting:
+            self._waiting_since = None
+        elif self._waiting_since is None or not (self._at and self._at.waiting):
+            self._waiting_since = self._clock()
+        self._at = progress
+        self._show()
+
+    def tick(self) -> None:
+        """Time passed: redraw the waiting time (terminal) or write a line when one is due."""
+        self._show()
+
+    def finish(self) -> None:
+        """The sweep ended: end the terminal's line so the report starts on its own."""
+        if self._terminal and self._drawn:
+            self._write("\n")
+            self._drawn = ""
+
+    def _show(self) -> None:
+        if self._at is None or self._broken:
+            return
+        if self._terminal:
+            text = self._line(terminal=True)[:LINE_WIDTH]
+            if text != self._drawn:
+                self._write("\r" + text.ljust(LINE_WIDTH))
+                self._drawn = text
+            return
+        now = self._clock()
+        if now - self._last_line_at >= PROGRESS_EVERY_S:
+            self._write(self._line(terminal=False) + "\n")
+            self._last_line_at = now
+
+    def _line(self, *, terminal: bool) -> str:
+        at = self._at
+        assert at is not None
+        if at.waiting and at.session_id is not None and self._waiting_since is not None:
+            waited = max(0, int(self._clock() - self._waiting_since))
+            session = f"{at.sessions_done + 1}/{at.sessions_total} {_shown(at.session_id)}"
+            waiting = f"batch {at.batch}: waiting for Loom: {waited} s of {self._deadline_s:g} s"
+            if terminal:
+                return f"session {session}, {waiting}"
+            return f"sweep: session {session}, {waiting}; {at.messages_taken} messages taken"
         line = (
-            f"\rsessions {progress.sessions_done}/{progress.sessions_total}, "
-            f"{progress.messages_taken} messages taken, budget {progress.budget.describe()}"
+            f"sessions {at.sessions_done}/{at.sessions_total}, "
+            f"{at.messages_taken} messages taken, budget {at.budget.describe()}"
         )
-        end = "\n" if progress.sessions_done == progress.sessions_total else ""
-        print(line.ljust(79), end=end, file=sys.stderr, flush=True)
+        return line if terminal else f"sweep: {line}"
 
-    return show
+    def _write(self, text: str) -> None:
+        try:
+            self._stream.write(text)
+            self._stream.flush()
+        except (OSError, ValueError):  # the stream went away; the sweep goes on
+            self._broken = True
 
 
-def _print_report(report: SweepReport, as_json: bool) -> None:
+def _is_terminal(stream: TextIO) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
+def _shown(session_id: str) -> str:
+    """A session id as a progress line shows it: printable, and cut to fit the line."""
+    from provisioner.runtime.transcripts import shown_session_id
+
+    shown = shown_session_id(session_id)
+    if len(shown) > SESSION_SHOWN_CHARS:
+        return shown[: SESSION_SHOWN_CHARS - 1] + "…"
+    return shown
+
+
+# --- the report -----------------------------------------------------------------------------
+
+
+def exit_status(report: SweepReport) -> int:
+    """The exit status ``report`` tells a monitor (SWEEP-13); see the module's docstring."""
+    from provisioner.runtime.sweep.outcomes import STOPPED_BUSY, UNREACHED_STOPS
+
+    if report.stopped == STOPPED_BUSY:
+        return EXIT_OK
+    if report.stopped in UNREACHED_STOPS:
+        return EXIT_TEMPFAIL
+    return EXIT_OK if report.went_through else EXIT_INCOMPLETE
+
+
+def why_it_stopped(report: SweepReport, gateway_url: str | None) -> str:
+    """Why the sweep ended as it did, in a few words: the one line's reason (SWEEP-13).
+
+    Batches that were never sent are never counted; error kinds are named, never an error's
+    message or a message's text.
+    """
+    from provisioner.runtime.sweep.outcomes import STOPPED_BUSY, STOPPED_DONE, UNREACHED_STOPS
+
+    if report.stopped == STOPPED_BUSY:
+        return "another sweep of this state file is running and sweeps these windows"
+    if report.stopped in UNREACHED_STOPS:
+        return f"gateway {gateway_url}: {report.reason}" if gateway_url else report.reason
+    if report.stopped != STOPPED_DONE:
+        return report.reason or report.stopped
+    if report.went_through:
+        return "every window due went through" if report.batches_sent else "no window was due"
+    kinds = list(dict.fromkeys(error["kind"] for error in report.errors))
+    named = ", ".join(kinds[:KINDS_SHOWN]) + (", …" if len(kinds) > KINDS_SHOWN else "")
+    if report.batches_failed:
+        what = f"{report.batches_failed} of {report.batches_sent} batches did not go through"
+    else:
+        what = f"{report.windows_stopped} windows could not go"
+    return f"{what} ({named})" if named else what
+
+
+def print_report(report: SweepReport, gateway_url: str | None, *, as_json: bool) -> int:
+    """Print ``report`` as one line (and its errors) or one JSON object; its exit status."""
+    status = exit_status(report)
+    why = why_it_stopped(report, gateway_url)
     if as_json:
-        print(json.dumps(report.as_dict()), flush=True)
-        return
-    from provisioner.runtime.sweep.outcomes import STOPPED_BUSY
+        print(json.dumps({**report.as_dict(), "reason": why, "exit_status": status}), flush=True)
+        return status
+    from provisioner.runtime.sweep.outcomes import STOPPED_BUSY, STOPPED_DONE
+    from provisioner.runtime.transcripts import shown_session_id
 
     if report.stopped == STOPPED_BUSY:  # SWEEP-11: another sweep holds the lock
-        print(
-            "sweep already_running: another sweep of this state file is running; "
-            "this one sent nothing and leaves the windows to it",
-            flush=True,
-        )
-        return
+        print(f"sweep already_running: {why}; this one sent nothing", flush=True)
+        return status
     budget = f"{report.budget_messages} messages / {report.budget_bytes // 1024} KiB"
     if report.budget_cut_reason:
         budget += f" (cut: {report.budget_cut_reason})"
-    print(
-        f"sweep {report.stopped}: {report.sessions_swept} of {report.sessions_seen} sessions, "
-        f"{report.batches_sent} batches, {report.messages_taken} messages taken, "
-        f"{report.messages_skipped} skipped, {report.messages_cut} cut; budget {budget}",
-        flush=True,
+    counts = (
+        f"{report.sessions_swept} of {report.sessions_seen} sessions, "
+        f"{report.batches_sent} batches sent, {report.messages_taken} messages taken, "
+        f"{report.messages_skipped} skipped, {report.messages_cut} cut; budget {budget}"
     )
+    if status == EXIT_OK:
+        print(f"sweep done: {counts}", flush=True)
+    else:
+        head = "incomplete" if report.stopped == STOPPED_DONE else report.stopped
+        print(f"sweep {head}: {why}; {counts}", flush=True)
     for error in report.errors:
-        print(f"  {error['session_id']}: {error['kind']}", flush=True)
+        shown = shown_session_id(error["session_id"]) or "(transcripts)"
+        print(f"  {shown}: {error['kind']}", flush=True)
+    return status

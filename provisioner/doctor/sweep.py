@@ -37,6 +37,8 @@ READ_TIMEOUT_S = 1.0  # our choice: a sweep or a new file's setup holds its lock
 # would load httpx into every offline run.
 AUDIT_SKIPPED = "skipped"
 AUDIT_WENT_BACK = "went_back"  # NERVE-3: runtime.state's AUDIT_WENT_BACK (a test holds them equal)
+# SWEEP-13: runtime.state's per-batch rows, and its AUDIT_QUEUED (a test holds them equal)
+AUDIT_BATCH, AUDIT_FAILED, AUDIT_QUEUED = "batch", "failed", "queued"
 NERVE_DB_KIND = "nerve.db"  # NERVE-2: NerveTranscripts.kind, as the state keeps the source
 WENT_BACK_SHOWN_S = 7 * 24 * 3600  # our choice: how long doctor names a source that went back
 WENT_BACK_ROWS_READ = 1_000  # our choice: the newest re-alignments doctor reads
@@ -250,13 +252,39 @@ def _read(path: Path) -> str | None:
 
 
 def _last_error(database: sqlite3.Connection) -> str | None:
-    """The kept last error as one phrase, or None (none kept, or a file from before it was)."""
+    """The kept last error as one phrase, or None (none kept, or a file from before it was).
+
+    With it, how many batches went through since, and a coded fault's code when the sweep
+    kept the failed batch (SWEEP-13). Values a hostile file planted are shown as text, never
+    as control characters, and a time that is no time is shown as ``?``.
+    """
     try:
         row = database.execute("SELECT at, op, kind, message FROM last_error").fetchone()
     except sqlite3.OperationalError:  # a state file written before the table existed
         return None
     if row is None:
         return None
-    at, op, kind, message = row
-    when = datetime.fromtimestamp(at, UTC).isoformat(timespec="seconds")
-    return f"last error {when} in {op}: {kind}: {message}"
+    at = row[0]
+    op, kind, message = (_printable(value) for value in row[1:])
+    try:
+        when = datetime.fromtimestamp(at, UTC).isoformat(timespec="seconds")
+    except (TypeError, ValueError, OverflowError, OSError):
+        when = "?"
+    (through,) = database.execute(
+        "SELECT COUNT(*) FROM sweep_audit WHERE kind IN (?, ?) AND recorded_at > ?",
+        (AUDIT_BATCH, AUDIT_QUEUED, at),
+    ).fetchone()
+    failed = database.execute(
+        "SELECT detail FROM sweep_audit WHERE kind = ? AND recorded_at >= ? ORDER BY seq LIMIT 1",
+        (AUDIT_FAILED, at),
+    ).fetchone()
+    detail = _printable(failed[0]) if failed and op == "extract" else ""
+    coded = detail.startswith(f"{kind}(") and detail.endswith(")")
+    code = f"code {detail[len(kind) + 1 : -1]}; " if coded else ""
+    since = "1 batch" if through == 1 else f"{through} batches"
+    return f"last error {when} in {op}: {kind}: {message} ({code}{since} went through since)"
+
+
+def _printable(value: object) -> str:
+    """``value`` as text with every control character made a ``?``."""
+    return "".join(char if char.isprintable() else "?" for char in str(value))

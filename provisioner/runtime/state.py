@@ -1,28 +1,24 @@
 """The runtime's durable state: one SQLite file, every change in one transaction (SWEEP-2).
 
 What the Loom backend and the sweep must not lose across a crash or a restart lives here:
-frozen startup recalls (REC-3) and, added by the sweep, the watermark per session, the batch
-budget, failure counters, isolation state and the audit log.
+frozen startup recalls (REC-3), the watermark per session, the batch budget, failure counters,
+isolation state and the audit log. Why SQLite: a crash at any point (kill -9 included) leaves
+the old or the new state of each transaction, never a half-written one; in WAL mode a reader
+(``nerve memory status``, ``nerve doctor``) never blocks the sweep that writes.
 
-Why SQLite: a crash at any point (kill -9 included) leaves either the old or the new state of
-each transaction, never a half-written one. The database runs in WAL mode, so a reader (``nerve
-memory status``, ``nerve doctor``) never blocks the sweep that writes.
-
-One ``StateStore`` is shared by the tasks of one process. SQLite calls are short and run on
-the event loop's thread; a lock serialises the transactions of concurrent tasks, so one task's
-``BEGIN`` never meets another's open transaction. Another process using the same file waits up
-to ``sqlite_file.BUSY_TIMEOUT_MS`` for a write lock and then fails with
-``sqlite3.OperationalError``; opening the file then fails with ``StateBusyError`` instead, so
-that a busy file is never taken for a damaged one (SWEEP-12).
+One ``StateStore`` is shared by the tasks of one process; a lock serialises their (short)
+transactions, so one task's ``BEGIN`` never meets another's open transaction. Another process
+waits up to ``sqlite_file.BUSY_TIMEOUT_MS`` for a write lock and then fails with
+``sqlite3.OperationalError``; opening the file then fails with ``StateBusyError`` instead, so a
+busy file is never taken for a damaged one (SWEEP-12).
 
 The schema carries a version (SQLite's ``user_version``); ``MIGRATIONS`` (in ``state_schema``)
-brings an older file forward in order. Several processes may open a new file at the same moment
-(two sweeps, a sweep and a recall or doctor), so the version is read again inside the write
-transaction (``BEGIN IMMEDIATE``) that migrates: whoever takes the lock first brings the file
-to the latest version, and the others find it there and change nothing. All steps go in that
-one transaction, so a reader sees the file before the migration or after it, never half-way. A
-file written by a newer version of this package is refused with ``StateVersionError`` rather
-than misread.
+brings an older file forward. Several processes may open a new file at once (two sweeps, a
+sweep and a recall or doctor), so the version is read again inside the write transaction
+(``BEGIN IMMEDIATE``) that migrates: whoever takes the lock first brings the file to the latest
+version, and the others find it there and change nothing. All steps go in that one
+transaction, so a reader sees the file before the migration or after it, never half-way. A
+file of a newer version of this package is refused with ``StateVersionError``, not misread.
 """
 
 from __future__ import annotations
@@ -50,6 +46,10 @@ AUDIT_CUT = "cut"  # SWEEP-11: a message sent cut to fit the byte budget
 AUDIT_BUDGET = "budget"  # SWEEP-5: the batch budget was halved (detail: why, and the new one)
 AUDIT_WENT_BACK = "went_back"  # NERVE-3: the source went back; the watermark was re-aligned
 AUDIT_KINDS = (AUDIT_QUEUED, AUDIT_SKIPPED, AUDIT_CUT, AUDIT_BUDGET, AUDIT_WENT_BACK)
+# SWEEP-13: a row per batch, which `nerve memory status` counts; ``audit()`` leaves them out.
+AUDIT_BATCH = "batch"  # a batch Loom took in waiting mode (detail: how many messages)
+AUDIT_FAILED = "failed"  # a batch sent that did not go through (detail: its kind and code)
+AUDIT_BATCH_KINDS = (AUDIT_BATCH, AUDIT_FAILED)
 
 
 class StateVersionError(RuntimeError):
@@ -124,13 +124,12 @@ class AuditEntry:
 class StateStore:
     """One SQLite state file, opened (and migrated) on construction.
 
-    ``path`` may be ``":memory:"`` for a store that lives only as long as the object (tests,
-    and a backend built without a state path). The parent folder of a file path is created.
-    Use it as a context manager, or call ``close()``; a closed store raises
-    ``sqlite3.ProgrammingError`` on use. Opening raises ``StateVersionError`` for a file of a
-    newer schema, ``StateBusyError`` when another process kept it locked for longer than
-    ``sqlite_file.BUSY_TIMEOUT_MS``, and ``sqlite3.Error`` or ``OSError`` when it cannot be
-    opened as a database at all.
+    ``path`` may be ``":memory:"`` for a store that lives as long as the object (tests, a
+    backend built without a state path); a file path's parent folder is created. Use it as a
+    context manager, or call ``close()``; a closed store raises ``sqlite3.ProgrammingError``.
+    Opening raises ``StateVersionError`` for a file of a newer schema, ``StateBusyError`` when
+    another process kept it locked past ``sqlite_file.BUSY_TIMEOUT_MS``, and ``sqlite3.Error``
+    or ``OSError`` when it cannot be opened as a database at all.
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
@@ -319,23 +318,25 @@ class StateStore:
             self._put_budget(db, mode, budget)
             self._put_audit(db, audit, now)
 
-    def audit(self, *, limit: int | None = None) -> list[dict[str, object]]:
-        """Audit rows, oldest first (the newest ``limit`` when given), as plain dicts.
+    def record_audit(self, audit: Sequence[AuditEntry], *, now: float) -> None:
+        """Write ``audit`` rows alone, in one transaction (a failed batch, SWEEP-13)."""
+        with self.transaction() as db:
+            self._put_audit(db, audit, now)
 
-        Keys: ``kind``, ``session_id``, ``message_id``, ``role``, ``created_at`` (the
-        message's time), ``recorded_at`` (ISO 8601, UTC) and ``detail``. Never message text.
+    def audit(
+        self, *, limit: int | None = None, kinds: Sequence[str] | None = None
+    ) -> list[dict[str, object]]:
+        """Audit rows of ``kinds`` (None: every kind but the per-batch ``AUDIT_BATCH_KINDS``),
+        oldest first (the newest ``limit`` when given), as plain dicts: ``kind``, ``session_id``,
+        ``message_id``, ``role``, ``created_at`` (the message's time), ``recorded_at`` (ISO
+        8601, UTC) and ``detail``. Never message text.
         """
-        sql = (
-            "SELECT kind, session_id, message_id, role, created_at, recorded_at, detail"
-            " FROM sweep_audit ORDER BY seq"
-        )
-        parameters: tuple[object, ...] = ()
-        if limit is not None:
-            sql = (
-                "SELECT kind, session_id, message_id, role, created_at, recorded_at, detail"
-                " FROM (SELECT * FROM sweep_audit ORDER BY seq DESC LIMIT ?) ORDER BY seq"
-            )
-            parameters = (limit,)
+        listed = AUDIT_BATCH_KINDS if kinds is None else kinds
+        marks = ("NOT " if kinds is None else "") + f"IN ({', '.join('?' for _ in listed)})"
+        rows = f"SELECT * FROM sweep_audit WHERE kind {marks} ORDER BY seq DESC LIMIT ?"
+        columns = "kind, session_id, message_id, role, created_at, recorded_at, detail"
+        sql = f"SELECT {columns} FROM ({rows}) ORDER BY seq"
+        parameters = (*listed, -1 if limit is None else limit)
         return [_audit_row(row) for row in self.read(sql, parameters)]
 
     # --- the last error (LOOM-4) ---------------------------------------------------------------

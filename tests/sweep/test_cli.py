@@ -133,16 +133,16 @@ class TestSweepCommand:
         with StateStore(tmp_path / "cfg" / "memory" / "state.sqlite3") as state:
             assert state.watermark("a") > 0 and state.watermark("b") > state.watermark("a")
 
-    def test_a_sweep_with_no_gateway_url_ends_early_with_status_1(
+    def test_a_sweep_with_no_gateway_url_ends_early_with_status_75(
         self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
     ) -> None:
-        """Memory is unavailable: the report says so and nothing moves."""
+        """SWEEP-13: memory cannot be reached at all; the report says why and nothing moves."""
         write_config(tmp_path / "cfg", ["memory:", "  backend: loom"])
         source = jsonl(tmp_path / "in.jsonl", [message("a", 0)])
         main(["memory", "import", str(source), *paths(tmp_path)])
         capsys.readouterr()
-        assert main(["memory", "sweep", *paths(tmp_path)]) == 1
-        assert capsys.readouterr().out.startswith("sweep unavailable:")
+        assert main(["memory", "sweep", *paths(tmp_path)]) == 75
+        assert capsys.readouterr().out.startswith("sweep unavailable: no mcp_gateway_url is set;")
 
     def test_under_memu_the_sweep_refuses_with_one_line(
         self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -155,7 +155,8 @@ class TestSweepCommand:
     def test_while_another_sweep_holds_the_lock_the_command_returns_at_once(
         self, tmp_path: Path, gateway: RunningGateway, capsys: pytest.CaptureFixture[str]
     ) -> None:
-        """SWEEP-11: exit 1, the report says a sweep is running, nothing is sent."""
+        """SWEEP-11, SWEEP-13: exit 0 (the other sweep reports on these windows), the report
+        says a sweep is running, nothing is sent."""
         loom_config(tmp_path / "cfg", gateway.base_url)
         source = jsonl(tmp_path / "in.jsonl", [message("a", 0)])
         main(["memory", "import", str(source), *paths(tmp_path)])
@@ -164,8 +165,9 @@ class TestSweepCommand:
         StateStore(state_path).close()
         with sweep_lock(str(state_path), None) as held:
             assert held
-            assert main(["memory", "sweep", "--json", *paths(tmp_path)]) == 1
-        assert json.loads(capsys.readouterr().out)["stopped"] == "already_running"
+            assert main(["memory", "sweep", "--json", *paths(tmp_path)]) == 0
+        report = json.loads(capsys.readouterr().out)
+        assert (report["stopped"], report["exit_status"]) == ("already_running", 0)
         assert not [c for c in gateway.app.calls if c.tool == "loom_memory_set_from_messages"]
 
     @pytest.mark.slow

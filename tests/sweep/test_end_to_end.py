@@ -184,7 +184,7 @@ class TestThroughTheDevGateway:
         sweep = sweeper(memory, transcripts, state)
         first = await sweep.run_once()
         second = await sweep.run_once()
-        assert (first.stopped, first.batches_sent) == ("unreachable", 1)
+        assert (first.stopped, first.batches_sent) == ("unreachable", 0)  # never sent
         assert second.stopped == "breaker_open"
         assert [e["kind"] for e in second.errors] == ["CircuitOpen"]
         assert state.watermark("a") == 0

@@ -5,10 +5,16 @@ identity of its last health probe, the overrides it was built with, the sweep's 
 and the last errors — and gets back the plain dictionary ``nerve memory status``, ``nerve
 doctor`` and the Memory page show. Never any message text. Nothing here makes a call: a
 diagnostics read costs no network, whatever the gateway's state.
+
+``since_last_error`` reads what the state file says about the last error kept there, for a
+process other than the sweep's (``nerve memory status``): how many batches went through since,
+and the fault code of the batch it was. A state file that cannot be read, or holds values
+that make no sense, gives nothing rather than an error.
 """
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -19,7 +25,9 @@ from provisioner.runtime.gateway.connection import LoomConnection
 from provisioner.runtime.loom.report import LastError
 from provisioner.runtime.loom.types import Identity
 from provisioner.runtime.memory_contract import LOOM_SERVER
-from provisioner.runtime.state import StateStore
+from provisioner.runtime.state import AUDIT_BATCH, AUDIT_FAILED, AUDIT_QUEUED, StateStore
+
+FAILED_DETAIL = re.compile(r"(?P<kind>\w+)\((?P<code>.{1,128})\)")  # outcomes.error_kind
 
 
 def agent_tools_of(catalog: GatewayCatalog | None) -> frozenset[str]:
@@ -77,6 +85,39 @@ def newest_error(mine: LastError | None, state: StateStore | None) -> LastError 
     if mine is None or (kept is not None and kept.at > mine.at):
         return kept
     return mine
+
+
+def since_last_error(state: StateStore) -> dict[str, Any] | None:
+    """The last error kept in ``state``, with what followed it (LOOM-4, SWEEP-13).
+
+    ``at`` (seconds since the epoch), ``op``, ``kind``; ``batches_through_since``: the batches
+    Loom took (waiting) or queued after it; ``code``: the fault code of the failed batch the
+    error was, when it was an extraction's coded fault (from the sweep's ``failed`` audit
+    row, which names the kind and code, never a message). None when no error is kept or the
+    file cannot be read as expected.
+    """
+    try:
+        kept = state.last_error()
+        if kept is None:
+            return None
+        at, op, kind, _message = kept
+        (through,) = state.read(
+            "SELECT COUNT(*) FROM sweep_audit WHERE kind IN (?, ?) AND recorded_at > ?",
+            (AUDIT_BATCH, AUDIT_QUEUED, at),
+        )[0]
+        failed = state.read(
+            "SELECT detail FROM sweep_audit WHERE kind = ? AND recorded_at >= ?"
+            " ORDER BY seq LIMIT 1",
+            (AUDIT_FAILED, at),
+        )
+    except (sqlite3.Error, ValueError, TypeError):
+        return None
+    code = None
+    if op == "extract" and failed:
+        match = FAILED_DETAIL.fullmatch(str(failed[0][0]))
+        if match and match["kind"] == kind and match["code"].isprintable():
+            code = match["code"]
+    return {"at": at, "op": op, "kind": kind, "batches_through_since": int(through), "code": code}
 
 
 def _identity_report(

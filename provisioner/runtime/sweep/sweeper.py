@@ -29,7 +29,7 @@ import logging
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from provisioner.runtime.budget import (
@@ -43,14 +43,22 @@ from provisioner.runtime.gateway.errors import NoAnswer
 from provisioner.runtime.loom.answers import MESSAGE_ROLES
 from provisioner.runtime.loom.backend import EXTRACT_DEADLINE_S
 from provisioner.runtime.loom.types import Extracted
-from provisioner.runtime.state import AUDIT_CUT, AUDIT_QUEUED, AuditEntry, Mark, StateStore
+from provisioner.runtime.state import (
+    AUDIT_BATCH,
+    AUDIT_CUT,
+    AUDIT_FAILED,
+    AUDIT_QUEUED,
+    AuditEntry,
+    Mark,
+    StateStore,
+)
 from provisioner.runtime.sweep.batching import Batch, wire_size
 from provisioner.runtime.sweep.lock import sweep_lock
 from provisioner.runtime.sweep.outcomes import (
     BAD_SESSION_ID_KIND,
     STOPPED_BUSY,
-    STOPPED_DONE,
     STOPPED_SOURCE,
+    SweepReport,
 )
 from provisioner.runtime.sweep.realign import note_source, tell_host
 from provisioner.runtime.sweep.window import SessionWindow, refused_entries, skip_entries
@@ -129,50 +137,23 @@ def extraction_mode(defer_extraction: bool) -> ExtractionMode:
     return QUEUED if defer_extraction else WAITING
 
 
-@dataclass
-class SweepReport:
-    """What one sweep did (also what ``nerve memory sweep --json`` prints).
-
-    ``stopped`` says why it ended: ``done`` (every window offered), ``already_running``,
-    ``breaker_open``, ``no_answer``, ``unreachable``, ``unavailable`` or ``source_failed``.
-    ``errors`` lists failed calls, windows the source could not give and refused messages
-    left waiting, as ``{"session_id", "kind"}``: kinds only (never an error's text).
-    """
-
-    mode: str
-    sessions_seen: int = 0
-    sessions_swept: int = 0
-    batches_sent: int = 0
-    messages_taken: int = 0
-    messages_skipped: int = 0
-    messages_cut: int = 0
-    budget_messages: int = 0
-    budget_bytes: int = 0
-    budget_cut_reason: str | None = None
-    stopped: str = STOPPED_DONE
-    errors: list[dict[str, str]] = field(default_factory=list)
-    sessions_realigned: int = 0  # NERVE-3: watermarks moved back to a source that went back
-
-    def note_error(self, session_id: str, kind: str) -> None:
-        self.errors.append({"session_id": session_id, "kind": kind})
-
-    def note_budget(self, budget: BatchBudget) -> None:
-        self.budget_messages = budget.messages
-        self.budget_bytes = budget.bytes
-        self.budget_cut_reason = budget.cut_reason
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
 @dataclass(frozen=True)
 class SweepProgress:
-    """Where a sweep is, after each session (for a progress line on a terminal)."""
+    """Where a sweep is: told after each session, and as each batch goes out and comes back.
+
+    ``session_id`` and ``batch`` (its number in the session's window, from 1) name the batch
+    while ``waiting`` is True: it went out and Loom has not answered yet, for up to
+    ``EXTRACT_DEADLINE_S``. A progress line that times the wait makes a hung Loom look like
+    one, not like a frozen sweep.
+    """
 
     sessions_done: int
     sessions_total: int
     messages_taken: int
     budget: BatchBudget
+    session_id: str | None = None
+    batch: int = 0
+    waiting: bool = False
 
 
 ProgressCallback = Callable[[SweepProgress], None]
@@ -212,8 +193,9 @@ class Sweeper:
         """Sweep every session once; never raises for a gateway or Loom failure, nor for
         anything the transcript source yields or raises (SWEEP-12).
 
-        ``progress`` is called after each session. Returns at once, with ``stopped ==
-        "already_running"``, while another sweep over the same state runs (SWEEP-11).
+        ``progress`` is called after each session and as each batch goes out and comes back
+        (``SweepProgress``). Returns at once, with ``stopped == "already_running"``, while
+        another sweep over the same state runs (SWEEP-11).
         """
         report = SweepReport(self._mode.name)
         with sweep_lock(self._state.path, self._state) as held:
@@ -221,7 +203,8 @@ class Sweeper:
                 report.stopped = STOPPED_BUSY
             else:
                 run = SweepRun(self._memory, self._source, self._state, self._mode, self._clock)
-                await run.sweep(report, progress)
+                run.progress = progress
+                await run.sweep(report)
         budget = self.budget()
         report.note_budget(budget)
         if isinstance(self._memory, BudgetListener):
@@ -246,8 +229,10 @@ class SweepRun:
         self._source = source
         self._mode = mode
         self.clock = clock
+        self.progress: ProgressCallback | None = None
+        self._at = (0, 0, 0)  # sessions done, sessions listed, batches of the current window
 
-    async def sweep(self, report: SweepReport, progress: ProgressCallback | None) -> None:
+    async def sweep(self, report: SweepReport) -> None:
         """Offer every session's window in turn; fill ``report`` as it goes.
 
         A source that cannot list its sessions ends the sweep (``source_failed``); a session
@@ -261,13 +246,16 @@ class SweepRun:
             log.warning("transcripts: sessions cannot be listed: %s", failure.kind)
             self.report.note_error("", failure.kind)
             self.report.stopped = STOPPED_SOURCE
+            self.report.reason = f"the transcripts cannot list their sessions ({failure.kind})"
             return
         self.report.sessions_seen = len(sessions)
         note_source(self._source, self.state, self.clock())
         for index, listed in enumerate(sessions, start=1):
+            self._at = (index - 1, len(sessions), 0)
             session_id = check_session_id(listed)
             if session_id is None:
                 self.report.note_error(shown_session_id(listed), BAD_SESSION_ID_KIND)
+                self.report.windows_stopped += 1
             else:
                 ended = await SessionWindow(self, session_id).run()
                 tell_host(self._source, self.state, session_id)  # NERVE-3
@@ -275,9 +263,17 @@ class SweepRun:
                     self.report.stopped = ended
                     return
             self.report.sessions_swept = index
-            if progress is not None:
-                taken = self.report.messages_taken
-                progress(SweepProgress(index, len(sessions), taken, self.budget()))
+            self._at = (index, len(sessions), 0)
+            self.tell()
+
+    def tell(self, session_id: str | None = None, *, waiting: bool = False) -> None:
+        """Hand the caller's progress callback where the sweep is (``SweepProgress``)."""
+        if self.progress is None:
+            return
+        done, total, batch = self._at
+        taken = self.report.messages_taken
+        at = SweepProgress(done, total, taken, self.budget(), session_id, batch, waiting)
+        self.progress(at)
 
     def budget(self) -> BatchBudget:
         return self.state.batch_budget(self._mode.name, self._mode.default_budget())
@@ -326,8 +322,15 @@ class SweepRun:
             raise SourceFailed(error) from error
 
     async def extract(self, batch: Batch, session_id: str) -> Extracted:
-        """One extraction call; no answer past the deadline and its guard is ``NoAnswer``."""
+        """One extraction call; no answer past the deadline and its guard is ``NoAnswer``.
+
+        The progress callback hears that the batch went out (``waiting``) and that it came
+        back, whatever the outcome.
+        """
         limit_s = EXTRACT_DEADLINE_S + EXTRACT_GUARD_S
+        done, total, batch_number = self._at
+        self._at = (done, total, batch_number + 1)
+        self.tell(session_id, waiting=True)
         try:
             async with asyncio.timeout(limit_s):
                 return await self._memory.extract(
@@ -338,6 +341,8 @@ class SweepRun:
                 )
         except TimeoutError:
             raise NoAnswer(f"no answer within {limit_s} s", deadline_s=limit_s) from None
+        finally:
+            self.tell(session_id)
 
     def record_taken(
         self,
@@ -366,6 +371,8 @@ class SweepRun:
         ]
         if self._mode.defer:
             audit.append(_queued_entry(session_id, taken, queue_id))
+        else:  # SWEEP-13: what `nerve memory status` counts as gone through since an error
+            audit.append(AuditEntry(AUDIT_BATCH, session_id, taken[-1].id, detail=f"{len(taken)}"))
         self.state.record_taken(
             session_id,
             last_taken_id=taken[-1].id,
@@ -402,6 +409,13 @@ class SweepRun:
 
     def store_budget(self, budget: BatchBudget, entry: AuditEntry) -> None:
         self.state.record_budget(self._mode.name, budget, audit=[entry], now=self.clock())
+
+    def record_failed_batch(self, session_id: str, batch: Batch, kind: str) -> None:
+        """A batch sent that did not go through: counted, and kept for ``nerve memory status``
+        as an audit row naming the outcome's kind and fault code, never its message."""
+        self.report.batches_failed += 1
+        entry = AuditEntry(AUDIT_FAILED, session_id, batch.first_id, detail=kind)
+        self.state.record_audit([entry], now=self.clock())
 
 
 def _queued_entry(session_id: str, taken: Sequence[Message], queue_id: str | None) -> AuditEntry:

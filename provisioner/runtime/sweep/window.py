@@ -46,7 +46,14 @@ from provisioner.runtime.budget import BatchBudget
 from provisioner.runtime.loom.types import Extracted
 from provisioner.runtime.state import AUDIT_BUDGET, AUDIT_SKIPPED, AuditEntry, SweepSession
 from provisioner.runtime.sweep.batching import Batch, build_batch, pick_context
-from provisioner.runtime.sweep.outcomes import REFUSED_KIND, SWEEP_ERRORS, error_kind, reaction_to
+from provisioner.runtime.sweep.outcomes import (
+    NOTHING_TAKEN_KIND,
+    REFUSED_KIND,
+    SWEEP_ERRORS,
+    error_kind,
+    reaction_to,
+    stop_reason,
+)
 from provisioner.runtime.sweep.realign import mark_of, realign_if_went_back
 from provisioner.runtime.transcripts import Message, ReadWindow, Refused, SourceFailed
 
@@ -104,20 +111,20 @@ class SessionWindow:
                 return None
             if step is None:
                 return None
-            self._run.report.batches_sent += 1
             try:
                 extracted = await self._run.extract(step.batch, self._session)
             except SWEEP_ERRORS as error:
                 outcome = self._failed(step, error)
             else:
+                self._run.report.batches_sent += 1
                 outcome = self._took(step, extracted)
-            if outcome == _STOP:
-                return None
-            if outcome is not None:
-                return outcome
+            if outcome is not None:  # the window stopped short (SWEEP-13)
+                self._run.report.windows_stopped += 1
+                return None if outcome == _STOP else outcome
 
     def _source_failed(self, failure: SourceFailed) -> None:
         """SWEEP-12: the source raised; this session's window stops, the sweep goes on."""
+        self._run.report.windows_stopped += 1
         self._run.report.note_error(self._session, failure.kind)
         log.info("session %s: transcripts cannot be read: %s", self._session, failure.kind)
 
@@ -203,8 +210,10 @@ class SessionWindow:
     def _took(self, step: _Step, extracted: Extracted) -> str | None:
         """Loom answered: move the watermark past what it took, skip found messages proven."""
         accepted = max(0, min(extracted.accepted, len(step.batch.messages)))
-        if accepted == 0:
-            return _STOP  # Loom took nothing: offer the window again next sweep
+        if accepted == 0:  # Loom took nothing: offer the window again next sweep
+            self._run.report.note_error(self._session, NOTHING_TAKEN_KIND)
+            self._run.record_failed_batch(self._session, step.batch, NOTHING_TAKEN_KIND)
+            return _STOP
         taken = step.batch.messages[:accepted]
         as_read = next(m for m in step.read.messages if m.id == taken[-1].id)  # not cut
         skipped = tuple(self._found)
@@ -230,11 +239,16 @@ class SessionWindow:
     def _failed(self, step: _Step, error: Exception) -> str | None:
         """The call failed: stop, end the sweep, cut the budget or count it against the batch."""
         reaction = reaction_to(error)
-        self._run.report.note_error(self._session, error_kind(error))
-        log.info("session %s: extraction failed: %s", self._session, error_kind(error))
+        kind = error_kind(error)
+        self._run.report.note_error(self._session, kind)
+        log.info("session %s: extraction failed: %s", self._session, kind)
+        if reaction.sent:  # SWEEP-13: a batch that never left is not counted at all
+            self._run.report.batches_sent += 1
+            self._run.record_failed_batch(self._session, step.batch, kind)
         if reaction.cut is not None:
             self._cut_budget(step, reaction.cut)
         if reaction.ends_sweep is not None:
+            self._run.report.reason = stop_reason(error, self._run.clock())
             return reaction.ends_sweep
         if not reaction.counts_against_batch:
             return _STOP  # SWEEP-7: not now; the watermark stays, nothing is counted

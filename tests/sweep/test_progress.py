@@ -1,0 +1,331 @@
+"""A hung Loom looks like a hung Loom, not like a frozen sweep (the progress of a sweep).
+
+The printer of ``nerve memory sweep`` is driven by an injected clock: a fake stream that says
+it is a terminal gets the line redrawn in place with "waiting for Loom: N s of 130 s"; one
+that is not gets a line at most every ``PROGRESS_EVERY_S``. The sweep tells the printer each
+batch that goes out and comes back. One test runs the real command on a pseudo-terminal
+against the dev gateway with Loom hanging, and interrupts it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import os
+import pty
+import select
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from provisioner.cli.memory_sweep import (
+    LINE_WIDTH,
+    PROGRESS_EVERY_S,
+    ProgressPrinter,
+    sweep_with_progress,
+)
+from provisioner.devgateway import serve_in_thread
+from provisioner.runtime.budget import BatchBudget
+from provisioner.runtime.loom.backend import EXTRACT_DEADLINE_S
+from provisioner.runtime.loom.types import Extracted
+from provisioner.runtime.state import StateStore
+from provisioner.runtime.sweep.sweeper import Sweeper, SweepProgress
+from provisioner.runtime.transcripts import Message, SqliteTranscripts
+from tests.conftest import clean_environment
+
+from .conftest import add_session, fixed_clock
+from .scripted_loom import ScriptedLoom
+
+BUDGET = BatchBudget.default(100, 128 * 1024)
+PTY_WAIT_S = 60.0  # how long the pty test waits for a line before it gives up (a stuck run)
+
+
+class FakeClock:
+    """Monotonic seconds that move only when the test says so."""
+
+    def __init__(self) -> None:
+        self.now = 1_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class FakeStream(io.StringIO):
+    """A text stream that says whether it is a terminal."""
+
+    def __init__(self, *, terminal: bool) -> None:
+        super().__init__()
+        self.terminal = terminal
+
+    def isatty(self) -> bool:
+        return self.terminal
+
+
+class BrokenStream(FakeStream):
+    def write(self, text: str) -> int:
+        raise OSError("the terminal went away")
+
+
+def out(session: str = "alpha", batch: int = 1, done: int = 0) -> SweepProgress:
+    return SweepProgress(done, 2, 40, BUDGET, session, batch, waiting=True)
+
+
+def back(session: str = "alpha", batch: int = 1, done: int = 0) -> SweepProgress:
+    return SweepProgress(done, 2, 40, BUDGET, session, batch, waiting=False)
+
+
+def redraws(stream: FakeStream) -> list[str]:
+    """What a terminal shows after each redraw: the text after each carriage return."""
+    return [part.rstrip(" \n") for part in stream.getvalue().split("\r") if part.strip()]
+
+
+class TestOnATerminal:
+    def test_the_line_names_the_session_the_batch_and_the_time_loom_has_waited(self) -> None:
+        clock, stream = FakeClock(), FakeStream(terminal=True)
+        printer = ProgressPrinter(stream, clock=clock, deadline_s=EXTRACT_DEADLINE_S)
+        printer(out(batch=3))
+        clock.now += 35
+        printer.tick()
+        assert redraws(stream) == [
+            "session 1/2 alpha, batch 3: waiting for Loom: 0 s of 130 s",
+            "session 1/2 alpha, batch 3: waiting for Loom: 35 s of 130 s",
+        ]
+
+    def test_the_deadline_shown_is_the_extraction_deadline(self) -> None:
+        """SWEEP-3: up to 130 s per call; the printer says "of 130 s" from that constant."""
+        stream = FakeStream(terminal=True)
+        ProgressPrinter(stream, clock=FakeClock())(out())
+        assert redraws(stream)[-1].endswith(f"of {EXTRACT_DEADLINE_S:g} s")
+
+    def test_when_the_batch_comes_back_the_line_counts_again(self) -> None:
+        clock, stream = FakeClock(), FakeStream(terminal=True)
+        printer = ProgressPrinter(stream, clock=clock, deadline_s=130)
+        printer(out())
+        clock.now += 4
+        printer(back())
+        printer(SweepProgress(1, 2, 40, BUDGET))
+        printer.finish()
+        assert redraws(stream)[-2:] == [
+            "sessions 0/2, 40 messages taken, budget 100 messages / 128 KiB",
+            "sessions 1/2, 40 messages taken, budget 100 messages / 128 KiB",
+        ]
+        assert stream.getvalue().endswith("\n")  # the report starts on a line of its own
+
+    def test_a_second_batch_restarts_the_wait(self) -> None:
+        clock, stream = FakeClock(), FakeStream(terminal=True)
+        printer = ProgressPrinter(stream, clock=clock, deadline_s=130)
+        printer(out(batch=1))
+        clock.now += 50
+        printer(back(batch=1))
+        printer(out(batch=2))
+        clock.now += 2
+        printer.tick()
+        assert redraws(stream)[-1] == "session 1/2 alpha, batch 2: waiting for Loom: 2 s of 130 s"
+
+    def test_a_tick_that_changes_nothing_draws_nothing(self) -> None:
+        clock, stream = FakeClock(), FakeStream(terminal=True)
+        printer = ProgressPrinter(stream, clock=clock, deadline_s=130)
+        printer(out())
+        clock.now += 0.4
+        printer.tick()
+        printer.tick()
+        assert len(redraws(stream)) == 1
+
+    def test_a_hostile_or_long_session_id_is_shown_printable_and_the_line_fits(self) -> None:
+        stream = FakeStream(terminal=True)
+        printer = ProgressPrinter(stream, clock=FakeClock(), deadline_s=130)
+        printer(out(session="\x1b[2Jwipe" + "x" * 300))
+        written = stream.getvalue()
+        assert "\x1b" not in written
+        for line in written.split("\r"):
+            assert len(line) <= LINE_WIDTH
+        assert "?[2Jwipe" in written and "…" in written
+
+    def test_a_stream_that_fails_ends_the_printing_not_the_sweep(self) -> None:
+        printer = ProgressPrinter(BrokenStream(terminal=True), clock=FakeClock(), deadline_s=130)
+        printer(out())
+        printer.tick()
+        printer.finish()  # nothing raised
+
+
+class TestWithoutATerminal:
+    def test_a_short_sweep_prints_no_progress(self) -> None:
+        clock, stream = FakeClock(), FakeStream(terminal=False)
+        printer = ProgressPrinter(stream, clock=clock, deadline_s=130)
+        for step in range(9):
+            clock.now += 1
+            printer(out(batch=step + 1))
+            printer(back(batch=step + 1))
+        printer.finish()
+        assert stream.getvalue() == ""
+
+    def test_a_long_sweep_prints_a_line_at_most_every_ten_seconds(self) -> None:
+        clock, stream = FakeClock(), FakeStream(terminal=False)
+        printer = ProgressPrinter(stream, clock=clock, deadline_s=130)
+        printer(out())
+        written_at = []
+        for _ in range(45):  # a hung Loom: ticks every second for 45 s
+            clock.now += 1
+            before = stream.getvalue().count("\n")
+            printer.tick()
+            if stream.getvalue().count("\n") > before:
+                written_at.append(clock.now - 1_000.0)
+        assert written_at == [10.0, 20.0, 30.0, 40.0]
+        assert PROGRESS_EVERY_S == 10
+        lines = stream.getvalue().splitlines()
+        assert lines[0] == (
+            "sweep: session 1/2 alpha, batch 1: waiting for Loom: 10 s of 130 s; 40 messages taken"
+        )
+        assert lines[-1].startswith("sweep: session 1/2 alpha, batch 1: waiting for Loom: 40 s")
+
+    def test_steps_between_two_lines_do_not_add_lines(self) -> None:
+        clock, stream = FakeClock(), FakeStream(terminal=False)
+        printer = ProgressPrinter(stream, clock=clock, deadline_s=130)
+        clock.now += 10
+        for batch in range(1, 50):
+            printer(out(batch=batch))
+            printer(back(batch=batch))
+        assert stream.getvalue().count("\n") == 1
+        assert "\r" not in stream.getvalue()
+
+
+class HeldLoom:
+    """An extraction that waits until the test lets it answer."""
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+        self.calls = 0
+
+    async def extract(
+        self,
+        messages: Sequence[Message],
+        *,
+        context: Sequence[Message] = (),
+        session_id: str,
+        defer: bool = False,
+    ) -> Extracted:
+        self.calls += 1
+        await self.release.wait()
+        return Extracted(accepted=len(messages))
+
+
+@pytest.mark.anyio
+class TestTheSweepTellsEachBatch:
+    async def test_each_batch_is_told_going_out_and_coming_back(
+        self, loom: ScriptedLoom, transcripts: SqliteTranscripts, state: StateStore
+    ) -> None:
+        add_session(transcripts, "a", 150)
+        add_session(transcripts, "b", 10)
+        seen: list[SweepProgress] = []
+        await Sweeper(loom, transcripts, state, clock=fixed_clock).run_once(progress=seen.append)
+        steps = [(p.session_id, p.batch, p.waiting, p.sessions_done) for p in seen]
+        assert steps == [
+            ("a", 1, True, 0),
+            ("a", 1, False, 0),
+            ("a", 2, True, 0),
+            ("a", 2, False, 0),
+            (None, 0, False, 1),
+            ("b", 1, True, 1),
+            ("b", 1, False, 1),
+            (None, 0, False, 2),
+        ]
+        assert seen[-1].messages_taken == 160 and seen[-1].sessions_total == 2
+
+    async def test_a_failed_batch_is_told_coming_back_too(
+        self, loom: ScriptedLoom, transcripts: SqliteTranscripts, state: StateStore
+    ) -> None:
+        from provisioner.runtime.gateway.errors import GatewayUnreachable
+
+        add_session(transcripts, "a", 3)
+        loom.fail_every_batch = GatewayUnreachable("refused")
+        seen: list[SweepProgress] = []
+        await Sweeper(loom, transcripts, state, clock=fixed_clock).run_once(progress=seen.append)
+        assert [p.waiting for p in seen] == [True, False]
+
+    async def test_the_ticker_redraws_the_wait_while_loom_holds_the_batch(
+        self, transcripts: SqliteTranscripts, state: StateStore
+    ) -> None:
+        """The waiting time comes from the printer's clock, moved by the test; the ticker only
+        redraws it, and stops with the sweep."""
+        add_session(transcripts, "hung", 3)
+        held, clock, stream = HeldLoom(), FakeClock(), FakeStream(terminal=True)
+        printer = ProgressPrinter(stream, clock=clock, deadline_s=130)
+        sweeper = Sweeper(held, transcripts, state, clock=fixed_clock)
+        sweep = asyncio.create_task(sweep_with_progress(sweeper, printer, tick_s=0.001))
+        while held.calls == 0:
+            await asyncio.sleep(0.001)
+        clock.now += 35
+        for _ in range(10_000):  # until a tick has redrawn it
+            if "waiting for Loom: 35 s of 130 s" in stream.getvalue():
+                break
+            await asyncio.sleep(0.001)
+        assert "session 1/1 hung, batch 1: waiting for Loom: 35 s of 130 s" in stream.getvalue()
+        held.release.set()
+        report = await sweep
+        assert report.messages_taken == 3
+        assert redraws(stream)[-1].startswith("sessions 1/1, 3 messages taken")
+        assert stream.getvalue().endswith("\n")
+
+
+def _read_until(descriptor: int, wanted: str, limit_s: float) -> str:
+    """What the pseudo-terminal shows until ``wanted`` appears (or ``limit_s`` passes)."""
+    shown = b""
+    give_up = time.monotonic() + limit_s
+    while wanted.encode() not in shown and time.monotonic() < give_up:
+        ready, _, _ = select.select([descriptor], [], [], 0.2)
+        if ready:
+            try:
+                shown += os.read(descriptor, 65536)
+            except OSError:
+                break
+    return shown.decode(errors="replace")
+
+
+@pytest.mark.slow
+def test_a_hung_loom_shows_on_a_terminal_and_an_interrupt_keeps_everything(
+    tmp_path: Path,
+) -> None:
+    """The real command on a pseudo-terminal, Loom hanging on the extraction: the line names
+    the session and the batch and counts the wait; Ctrl-C ends it with 130, nothing taken and
+    nothing lost."""
+    config, options = tmp_path / "cfg", ["--config-dir", str(tmp_path / "cfg")]
+    options += ["--workspace", str(tmp_path / "ws")]
+    env = clean_environment(tmp_path / "home")
+    with serve_in_thread(faults="hang@loom_memory_set_from_messages") as gateway:
+        config.mkdir()
+        (config / "config.local.yaml").write_text(
+            f"memory:\n  backend: loom\nmcp_gateway_url: {gateway.base_url}\n", encoding="utf-8"
+        )
+        record = {
+            "session_id": "kitchen",
+            "role": "user",
+            "content": "the kettle is blue",
+            "created_at": "2026-11-30T10:00:00+00:00",
+        }
+        (tmp_path / "in.jsonl").write_text(json.dumps(record) + "\n", encoding="utf-8")
+        command = [sys.executable, "-m", "provisioner", "memory"]
+        subprocess.run(
+            [*command, "import", str(tmp_path / "in.jsonl"), *options], check=True, env=env
+        )
+        leader, follower = pty.openpty()
+        process = subprocess.Popen(
+            [*command, "sweep", *options], stdout=subprocess.PIPE, stderr=follower, env=env
+        )
+        os.close(follower)
+        try:
+            shown = _read_until(leader, "waiting for Loom: 0 s of 130 s", PTY_WAIT_S)
+        finally:
+            process.send_signal(signal.SIGINT)
+            stdout, _ = process.communicate(timeout=60)
+            os.close(leader)
+    assert "session 1/1 kitchen, batch 1: waiting for Loom: 0 s of 130 s" in shown
+    assert "kettle" not in shown
+    assert process.returncode == 130 and stdout == b""
+    with StateStore(config / "memory" / "state.sqlite3") as state:
+        assert state.watermark("kitchen") == 0

@@ -1,0 +1,230 @@
+"""``nerve memory status`` after a sweep: the budget it left, the fault's code, and whether
+Loom has taken batches since its last error (LOOM-4, SWEEP-13).
+
+``status`` runs in a process of its own, so all of it comes from the state file the sweep
+kept: the budget table, the last error, and the sweep's per-batch audit rows. Through the
+real command line against the dev gateway; the state file's reading on its own, hostile
+values included; and doctor's line, which reads the same rows read-only.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from provisioner.cli.memory_recall import age_words
+from provisioner.devgateway import RunningGateway, serve_in_thread
+from provisioner.doctor import sweep as doctor_sweep
+from provisioner.runtime import state as runtime_state
+from provisioner.runtime.loom.diagnostics import since_last_error
+from provisioner.runtime.state import AUDIT_BATCH, AUDIT_FAILED, AuditEntry, StateStore
+from tests.conftest import RunNerve
+
+EXTRACTION = "loom_memory_set_from_messages"
+
+
+@pytest.fixture
+def gateway() -> Iterator[RunningGateway]:
+    with serve_in_thread(seed=7, answers="mixed") as running:
+        yield running
+
+
+def options(tmp_path: Path) -> list[str]:
+    return ["--config-dir", str(tmp_path / "cfg"), "--workspace", str(tmp_path / "ws")]
+
+
+def prepare(tmp_path: Path, run_nerve: RunNerve, gateway_url: str, count: int) -> None:
+    """A Loom configuration and ``count`` messages of session ``s`` to sweep."""
+    folder = tmp_path / "cfg"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.local.yaml").write_text(
+        f"memory:\n  backend: loom\nmcp_gateway_url: {gateway_url}\n", encoding="utf-8"
+    )
+    records = [
+        {
+            "session_id": "s",
+            "role": "user",
+            "content": f"remember item {n} " + "x" * 900,
+            "created_at": f"2026-11-30T10:{n % 60:02d}:00+00:00",
+        }
+        for n in range(count)
+    ]
+    source = tmp_path / "in.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    assert run_nerve("memory", "import", str(source), *options(tmp_path)).returncode == 0
+
+
+def status_json(run_nerve: RunNerve, tmp_path: Path) -> dict:
+    done = run_nerve("memory", "status", "--json", *options(tmp_path))
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+class TestStatusAfterASweep:
+    def test_the_fault_s_code_and_the_batches_through_since_are_shown(
+        self, tmp_path: Path, gateway: RunningGateway, run_nerve: RunNerve
+    ) -> None:
+        """A coded fault on the extraction: status names its code and no batch since; after a
+        sweep that went through, the same error is shown with the batches taken since."""
+        prepare(tmp_path, run_nerve, gateway.base_url, 150)
+        gateway.app.faults.switch(f"coded:GRANT_BUSY@{EXTRACTION}")
+        assert run_nerve("memory", "sweep", *options(tmp_path)).returncode == 1
+        gateway.app.faults.switch("")
+        failed = status_json(run_nerve, tmp_path)["last_error"]
+        assert (failed["op"], failed["kind"], failed["code"]) == (
+            "extract",
+            "CodedFault",
+            "GRANT_BUSY",
+        )
+        assert failed["batches_through_since"] == 0 and isinstance(failed["age_s"], int)
+        assert run_nerve("memory", "sweep", *options(tmp_path)).returncode == 0
+        later = status_json(run_nerve, tmp_path)["last_error"]
+        assert (later["at"], later["code"]) == (failed["at"], "GRANT_BUSY")
+        assert later["batches_through_since"] >= 2
+
+    def test_the_text_says_the_age_and_what_went_through_since(
+        self, tmp_path: Path, gateway: RunningGateway, run_nerve: RunNerve
+    ) -> None:
+        prepare(tmp_path, run_nerve, gateway.base_url, 3)
+        gateway.app.faults.switch(f"coded:OVERLOADED@{EXTRACTION}")
+        run_nerve("memory", "sweep", *options(tmp_path))
+        gateway.app.faults.switch("")
+        run_nerve("memory", "sweep", *options(tmp_path))
+        done = run_nerve("memory", "status", *options(tmp_path))
+        assert done.returncode == 0, done.stderr
+        assert "  kind: CodedFault (OVERLOADED)\n" in done.stdout
+        assert " ago, 1 batch went through since\n" in done.stdout
+        assert "remember item" not in done.stdout
+
+    def test_the_batch_budget_the_sweep_cut_is_shown(
+        self, tmp_path: Path, gateway: RunningGateway, run_nerve: RunNerve
+    ) -> None:
+        """SWEEP-5, LOOM-4: a 413 halves the budget; status, run later, shows the cut one."""
+        prepare(tmp_path, run_nerve, gateway.base_url, 150)
+        gateway.app.faults.switch(f"too-large:40000@{EXTRACTION}")
+        run_nerve("memory", "sweep", *options(tmp_path))
+        budget = status_json(run_nerve, tmp_path)["batch_budget"]
+        assert budget["cut_reason"] == "too_large"
+        assert budget["bytes"] < budget["default_bytes"] == 128 * 1024
+
+    def test_before_any_sweep_the_budget_is_the_default_and_no_error_is_kept(
+        self, tmp_path: Path, gateway: RunningGateway, run_nerve: RunNerve
+    ) -> None:
+        prepare(tmp_path, run_nerve, gateway.base_url, 1)
+        report = status_json(run_nerve, tmp_path)
+        assert report["batch_budget"]["messages"] == report["batch_budget"]["default_messages"]
+        assert report["last_error"] is None
+
+    def test_a_coded_fault_of_the_status_probe_itself_names_its_code(
+        self, tmp_path: Path, gateway: RunningGateway, run_nerve: RunNerve
+    ) -> None:
+        prepare(tmp_path, run_nerve, gateway.base_url, 1)
+        gateway.app.faults.switch("coded:BACKEND_UNAVAILABLE@loom_namespace_summary")
+        last = status_json(run_nerve, tmp_path)["last_error"]
+        assert (last["op"], last["code"]) == ("health", "BACKEND_UNAVAILABLE")
+
+
+@pytest.fixture
+def state(tmp_path: Path) -> Iterator[StateStore]:
+    with StateStore(tmp_path / "state.sqlite3") as store:
+        yield store
+
+
+def batch(kind: str, detail: str) -> list[AuditEntry]:
+    return [AuditEntry(kind, "s", 1, detail=detail)]
+
+
+class TestWhatTheStateSays:
+    def test_batches_are_counted_from_after_the_error(self, state: StateStore) -> None:
+        state.record_audit(batch(AUDIT_BATCH, "100"), now=100.0)
+        state.record_last_error(at=200.0, op="extract", kind="CodedFault", message="busy")
+        state.record_audit(batch(AUDIT_FAILED, "CodedFault(GRANT_BUSY)"), now=200.0)
+        for second in (300.0, 400.0, 500.0):
+            state.record_audit(batch(AUDIT_BATCH, "100"), now=second)
+        since = since_last_error(state)
+        assert since == {
+            "at": 200.0,
+            "op": "extract",
+            "kind": "CodedFault",
+            "batches_through_since": 3,
+            "code": "GRANT_BUSY",
+        }
+
+    def test_queued_batches_count_as_gone_through(self, state: StateStore) -> None:
+        state.record_last_error(at=10.0, op="recall", kind="NoAnswer", message="slow")
+        state.record_audit(batch(runtime_state.AUDIT_QUEUED, "queue_id=q1"), now=11.0)
+        since = since_last_error(state)
+        assert since is not None and since["batches_through_since"] == 1
+        assert since["code"] is None  # only an extraction's failed batch carries one
+
+    def test_a_failed_batch_of_another_kind_gives_no_code(self, state: StateStore) -> None:
+        state.record_last_error(at=10.0, op="extract", kind="CodedFault", message="busy")
+        state.record_audit(batch(AUDIT_FAILED, "MayPass"), now=10.0)
+        since = since_last_error(state)
+        assert since is not None and since["code"] is None
+
+    def test_nothing_kept_is_none(self, state: StateStore) -> None:
+        assert since_last_error(state) is None
+
+    def test_hostile_values_in_the_file_give_nothing_rather_than_a_crash(
+        self, tmp_path: Path, state: StateStore
+    ) -> None:
+        state.record_last_error(at=10.0, op="extract", kind="CodedFault", message="busy")
+        database = sqlite3.connect(tmp_path / "state.sqlite3")
+        database.execute("UPDATE last_error SET at = 'not a time'")
+        database.execute(
+            "INSERT INTO sweep_audit (kind, recorded_at, detail) VALUES ('failed', 11, ?)",
+            ("CodedFault(\x1b[2J)",),
+        )
+        database.commit()
+        database.close()
+        assert since_last_error(state) is None
+
+    def test_a_control_character_in_a_code_is_never_shown(self, state: StateStore) -> None:
+        state.record_last_error(at=10.0, op="extract", kind="CodedFault", message="busy")
+        state.record_audit(batch(AUDIT_FAILED, "CodedFault(\x1b[2J)"), now=10.0)
+        since = since_last_error(state)
+        assert since is not None and since["code"] is None
+
+
+class TestDoctorsLine:
+    def test_doctor_names_the_code_and_the_batches_since(self, tmp_path: Path) -> None:
+        path = tmp_path / "cfg" / "memory" / "state.sqlite3"
+        with StateStore(path) as state:
+            state.record_last_error(at=1.8e9, op="extract", kind="CodedFault", message="busy")
+            state.record_audit(batch(AUDIT_FAILED, "CodedFault(GRANT_BUSY)"), now=1.8e9)
+            state.record_audit(batch(AUDIT_BATCH, "100"), now=1.8e9 + 60)
+        check = doctor_sweep.sweep_state_check(tmp_path / "cfg")
+        assert " in extract: CodedFault: busy (code GRANT_BUSY; 1 batch went through since)" in (
+            check.message
+        )
+
+    def test_doctor_shows_a_hostile_last_error_as_text(self, tmp_path: Path) -> None:
+        path = tmp_path / "cfg" / "memory" / "state.sqlite3"
+        with StateStore(path) as state:
+            state.record_last_error(at=1.0, op="extract", kind="X", message="m")
+        database = sqlite3.connect(path)
+        database.execute("UPDATE last_error SET at = 'soon', message = 'a\x1b[31mred'")
+        database.commit()
+        database.close()
+        check = doctor_sweep.sweep_state_check(tmp_path / "cfg")
+        assert "last error ? in extract: X: a?[31mred (0 batches went through since)" in (
+            check.message
+        )
+
+    def test_doctor_reads_the_audit_kinds_the_sweep_writes(self) -> None:
+        assert doctor_sweep.AUDIT_BATCH == runtime_state.AUDIT_BATCH
+        assert doctor_sweep.AUDIT_FAILED == runtime_state.AUDIT_FAILED
+        assert doctor_sweep.AUDIT_QUEUED == runtime_state.AUDIT_QUEUED
+
+
+@pytest.mark.parametrize(
+    ("seconds", "words"),
+    [(0, "0 s"), (42.9, "42 s"), (60, "1 min"), (3599, "59 min"), (7200, "2 h"), (200_000, "2 d")],
+)
+def test_an_age_reads_in_whole_units(seconds: float, words: str) -> None:
+    assert age_words(seconds) == words
