@@ -181,6 +181,7 @@ NUMBER_PAGES = [
     README,
     *(DOCS / f"{name}.md" for name in ("architecture", "config", "memory", "setup", "sweep")),
     DOCS / "troubleshooting.md",
+    DOCS / "import.md",
 ]
 # Numbers stated without a constant of this package behind them, each with the reason.
 NOT_OURS = {

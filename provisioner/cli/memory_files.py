@@ -39,9 +39,12 @@ def open_state(path: Path) -> StateStore:
 def open_transcripts(path: Path) -> SqliteTranscripts:
     """The built-in transcripts file; ``UsageError`` when it cannot be opened as one."""
     from provisioner.runtime.transcripts import SqliteTranscripts
+    from provisioner.runtime.transcripts_sqlite import TranscriptsVersionError
 
     try:
         return SqliteTranscripts(path)
+    except TranscriptsVersionError as error:  # a newer version wrote it: not damaged
+        raise UsageError(f"{path}: {error}") from None
     except (sqlite3.Error, OSError) as error:
         raise _unusable(path, "the transcripts", error) from None
 

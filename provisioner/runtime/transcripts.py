@@ -3,7 +3,8 @@
 ``TranscriptSource`` is what Nerve plugs in: the ids of sessions that have messages, and a
 session's messages after a given id, oldest first, a bounded page at a time — so no sweep ever
 holds a whole history in memory. ``SqliteTranscripts`` is the built-in source, which
-``nerve memory import`` fills and ``nerve memory sweep`` reads.
+``nerve memory import`` fills and ``nerve memory sweep`` reads; its file's schema, migration
+and import keys (IMP-1) are in ``transcripts_sqlite``.
 
 A source is trusted for nothing (SWEEP-12): Nerve keeps NULL content, a plugged-in store may
 yield any object. ``check_message`` turns whatever one page item is into either a ``Message``
@@ -16,16 +17,29 @@ from __future__ import annotations
 
 import os
 import re
+import sqlite3
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol, cast, runtime_checkable
 
 from provisioner.runtime.sqlite_file import open_database
+from provisioner.runtime.transcripts_sqlite import (
+    ADD_MESSAGE,
+    IMPORT_MESSAGE,
+    TIME_MAX_CHARS,
+    TRANSCRIPTS_VERSION,
+    add_row,
+    message_key,
+    migrate,
+    parsed_time,
+    record_key,
+    schema_version,
+)
 
 SQLITE_MAX_INT = 2**63 - 1  # the largest id the state file's INTEGER columns hold
-TIME_MAX_CHARS = 64  # our choice: no timestamp is longer; a longer value is not parsed at all
 SHOWN_ROLE = re.compile(r"[a-z][a-z0-9_-]{0,31}")  # our choice: a refused role kept in the audit
 UNKNOWN_ROLE = "(unknown)"  # what the audit shows for a role that is no plain name
 SHOWN_CHARS = 64  # our choice: a class name or a refused session id, as a report shows it
@@ -203,7 +217,7 @@ def loom_time(value: object) -> str | None:
             return None
         if RFC3339.fullmatch(text) and _real_date(text):
             return text
-        parsed = _parsed_time(text)
+        parsed = parsed_time(text)
     if parsed is None:
         return None
     try:
@@ -262,29 +276,14 @@ def _real_date(text: str) -> bool:
     return True
 
 
-def _parsed_time(text: str) -> datetime | None:
-    try:
-        return datetime.fromisoformat(text.upper())
-    except ValueError:
-        return None
-
-
 def _class_name(value: object) -> str:
     name = type(value).__name__
     shown = "".join(char for char in name if char.isalnum() or char == "_")
     return shown[:SHOWN_CHARS] or "?"
 
 
-TRANSCRIPTS_SCHEMA = """
-CREATE TABLE IF NOT EXISTS message (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    session_id TEXT NOT NULL,
-    role TEXT NOT NULL,
-    content TEXT NOT NULL,
-    created_at TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS message_by_session ON message (session_id, id);
-"""
+# One record of an import: session_id, role, content, created_at, and its own id or None.
+ImportRecord = tuple[str, str, str, str, str | None]
 
 
 class SqliteTranscripts:
@@ -292,8 +291,16 @@ class SqliteTranscripts:
 
     Ids come from SQLite's ``AUTOINCREMENT``, so they only ever grow, across sessions, and an
     id is never reused even after rows are deleted — the watermark relies on that. Reads are
-    one indexed range query per page (``session_id, id``), never a whole history.
-    ``add_messages`` writes many messages in one transaction: all of them, or none.
+    one indexed range query per page (``session_id, id``), never a whole history. Writes go in
+    one transaction per call: all of the call's messages, or none.
+
+    Each row may hold an import key (IMP-1), unique over the file: ``import_messages`` skips a
+    message whose key is held, so an import run again stores nothing twice, even when two run
+    at once. ``add_message`` and ``add_messages`` always store (the caller knows the message
+    is new), taking the key only when it is free. Opening migrates an older file in one write
+    transaction, read again under the lock, so processes opening one file together migrate it
+    once; a file of a newer schema raises ``TranscriptsVersionError``, a busy one SQLite's
+    busy error, and one that is no database ``sqlite3.Error``.
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
@@ -301,7 +308,9 @@ class SqliteTranscripts:
         self._lock = threading.RLock()
         self._db = open_database(self._path)
         try:
-            self._db.executescript(TRANSCRIPTS_SCHEMA)
+            if schema_version(self._db) != TRANSCRIPTS_VERSION:
+                with self._transaction() as db:
+                    migrate(db, schema_version(db))
         except BaseException:
             self._db.close()
             raise
@@ -319,8 +328,8 @@ class SqliteTranscripts:
 
     def add_message(self, session_id: str, role: str, content: str, created_at: str) -> int:
         """Store one message and return its id."""
-        with self._lock:
-            cursor = self._db.execute(_INSERT, (session_id, role, content, created_at))
+        with self._transaction() as db:
+            cursor = db.execute(ADD_MESSAGE, add_row((session_id, role, content, created_at)))
         assert cursor.lastrowid is not None
         return cursor.lastrowid
 
@@ -331,17 +340,31 @@ class SqliteTranscripts:
         full), the transaction rolls back and no row of this call is kept.
         """
         count = 0
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                for row in rows:
-                    self._db.execute(_INSERT, row)
-                    count += 1
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
+        with self._transaction() as db:
+            for row in rows:
+                db.execute(ADD_MESSAGE, add_row(row))
+                count += 1
         return count
+
+    def import_messages(self, records: Iterable[ImportRecord]) -> tuple[int, int]:
+        """Store each ``(session_id, role, content, created_at, id)`` record not already there.
+
+        The key is ``record_key`` of the session and ``id``, else ``message_key`` (IMP-1); a
+        record whose key a row holds, from an earlier import or earlier in ``records``, is
+        left out, and the stored row is never changed. Returns ``(new, already_there)``. One
+        transaction: when anything fails, no record of this call is kept.
+        """
+        new = already = 0
+        with self._transaction() as db:
+            for session_id, role, content, created_at, record_id in records:
+                key = (
+                    message_key(session_id, created_at, role, content)
+                    if record_id is None
+                    else record_key(session_id, record_id)
+                )
+                stored = db.execute(IMPORT_MESSAGE, (session_id, role, content, created_at, key))
+                new, already = (new + 1, already) if stored.rowcount else (new, already + 1)
+        return new, already
 
     def sessions(self) -> list[str]:
         """Ids of the sessions that have messages, in order of their first message."""
@@ -367,5 +390,15 @@ class SqliteTranscripts:
             (total,) = self._db.execute("SELECT COUNT(*) FROM message").fetchone()
         return int(total)
 
-
-_INSERT = "INSERT INTO message (session_id, role, content, created_at) VALUES (?, ?, ?, ?)"
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction, taken at once (``BEGIN IMMEDIATE``); rolled back on failure."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +19,13 @@ from provisioner.runtime.state import (
     StateStore,
 )
 from provisioner.runtime.transcripts import SqliteTranscripts
+from provisioner.runtime.transcripts_sqlite import (
+    TRANSCRIPTS_VERSION,
+    TranscriptsVersionError,
+    message_key,
+    record_key,
+    utc_instant,
+)
 
 from .conftest import NOW, add_session
 
@@ -59,6 +70,137 @@ class TestSqliteTranscripts:
             ("big", "user", f"m{i}", "2026-01-01T00:00:00Z") for i in range(5000)
         )
         assert len(transcripts.messages_after("big", 0, 25)) == 25
+
+
+class TestTranscriptsSchema:
+    """The transcripts file's version and import keys (IMP-1), on real SQLite files."""
+
+    OLD_TABLE = (
+        "CREATE TABLE message (id INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT NOT NULL,"
+        " role TEXT NOT NULL, content TEXT NOT NULL, created_at TEXT NOT NULL)"
+    )
+
+    def test_the_message_key_is_the_documented_sha256(self) -> None:
+        """IMP-1: SHA-256 of ``message`` and each field's UTF-8 bytes after their 8-byte
+        big-endian length, the time as its UTC instant; recomputed here from that text."""
+        fields = ("s1", "2026-11-30T10:00:00Z", "user", "tea, é")
+        expected = hashlib.sha256(b"message")
+        for field in fields:
+            data = field.encode("utf-8")
+            expected.update(len(data).to_bytes(8, "big") + data)
+        written_otherwise = ("s1", "2026-11-30T11:00:00+01:00", "user", "tea, é")
+        assert message_key(*written_otherwise) == expected.hexdigest()
+
+    def test_the_record_key_is_the_documented_sha256_of_session_and_id(self) -> None:
+        expected = hashlib.sha256(b"id")
+        for data in (b"s1", b"m-7"):
+            expected.update(len(data).to_bytes(8, "big") + data)
+        assert record_key("s1", "m-7") == expected.hexdigest()
+        assert record_key("s1", "m-7") != record_key("s2", "m-7")
+
+    def test_keys_are_the_same_in_another_process_with_another_hash_seed(self) -> None:
+        """IMP-1: never Python's ``hash()``, which changes with every process."""
+        code = (
+            "from provisioner.runtime.transcripts_sqlite import message_key, record_key;"
+            "print(message_key('s', '2026-11-30T10:00:00Z', 'user', 'x'), record_key('s', '1'))"
+        )
+        keys = []
+        for seed in ("1", "2"):
+            done = subprocess.run(
+                [sys.executable, "-c", code],
+                capture_output=True,
+                text=True,
+                check=True,
+                env={**os.environ, "PYTHONHASHSEED": seed},
+                timeout=60,
+            )
+            keys.append(done.stdout)
+        here = f"{message_key('s', '2026-11-30T10:00:00Z', 'user', 'x')} {record_key('s', '1')}\n"
+        assert keys == [here, here]
+
+    def test_an_import_stores_what_is_new_and_counts_what_is_there(
+        self, transcripts: SqliteTranscripts
+    ) -> None:
+        """IMP-1: ``import_messages`` answers (new, already there); a repeat is not stored."""
+        tea = ("a", "user", "tea", "2026-11-30T10:00:00Z", None)
+        keyed = ("a", "user", "tea", "2026-11-30T10:00:00Z", "m1")
+        assert transcripts.import_messages([tea, keyed, tea]) == (2, 1)
+        assert transcripts.import_messages([tea, keyed]) == (0, 2)
+        assert transcripts.count() == 2
+
+    def test_a_failed_import_keeps_no_row_and_no_key(self, transcripts: SqliteTranscripts) -> None:
+        """IMP-1: all or nothing, so the next import of the same file stores all of it."""
+        row = ("a", "user", "one", "2026-01-01T00:00:00Z", None)
+
+        def records():
+            yield row
+            raise RuntimeError("the input broke")
+
+        with pytest.raises(RuntimeError):
+            transcripts.import_messages(records())
+        assert transcripts.import_messages([row]) == (1, 0)
+
+    def test_a_host_adding_a_repeat_stores_it_and_an_import_finds_the_first(
+        self, transcripts: SqliteTranscripts
+    ) -> None:
+        """``add_message`` always stores (the host knows it is new); only the first of two
+        equal messages holds the key, so an import of it finds it there."""
+        first = transcripts.add_message("a", "user", "ok", "2026-11-30T10:00:00+00:00")
+        second = transcripts.add_message("a", "user", "ok", "2026-11-30T10:00:00Z")
+        assert second > first
+        ok = ("a", "user", "ok", "2026-11-30T10:00:00Z", None)
+        assert transcripts.import_messages([ok]) == (0, 1)
+        assert transcripts.count() == 2
+
+    def test_an_old_file_is_keyed_oldest_first_and_keeps_its_repeats(self, tmp_path: Path) -> None:
+        """IMP-1: a version-0 file gets the key column; the first of two equal rows holds the
+        key, the repeat holds none and stays (the sweep may not have taken it)."""
+        path = tmp_path / "old.sqlite3"
+        with sqlite3.connect(path) as database:
+            database.execute(self.OLD_TABLE)
+            database.executemany(
+                "INSERT INTO message (session_id, role, content, created_at) VALUES (?, ?, ?, ?)",
+                [("a", "user", "tea", "2026-11-30T10:00:00Z")] * 2,
+            )
+        database.close()
+        with SqliteTranscripts(path) as transcripts:
+            assert transcripts.count() == 2
+            tea = ("a", "user", "tea", "2026-11-30T10:00:00Z", None)
+            assert transcripts.import_messages([tea]) == (0, 1)
+        with sqlite3.connect(path) as database:
+            keys = database.execute("SELECT id, import_key FROM message ORDER BY id").fetchall()
+            version = database.execute("PRAGMA user_version").fetchone()[0]
+        database.close()
+        assert version == TRANSCRIPTS_VERSION
+        assert keys[0][1] == message_key("a", "2026-11-30T10:00:00Z", "user", "tea")
+        assert keys[1][1] is None
+
+    def test_a_file_of_a_newer_schema_is_refused(self, tmp_path: Path) -> None:
+        path = tmp_path / "newer.sqlite3"
+        with SqliteTranscripts(path):
+            pass
+        with sqlite3.connect(path) as database:
+            database.execute(f"PRAGMA user_version = {TRANSCRIPTS_VERSION + 1}")
+        database.close()
+        with pytest.raises(TranscriptsVersionError, match="newer than this package's"):
+            SqliteTranscripts(path)
+
+    @pytest.mark.parametrize(
+        ("written", "instant"),
+        [
+            ("2026-11-30T10:00:00+00:00", "2026-11-30T10:00:00Z"),
+            ("2026-11-30t12:00:00.5+02:00", "2026-11-30T10:00:00.500000Z"),
+            ("2026-11-30T10:00Z", "2026-11-30T10:00:00Z"),
+            ("2026-11-30T10:00:00", "2026-11-30T10:00:00Z"),
+            ("0001-01-01T00:30:00+01:00", None),
+            ("yesterday", None),
+        ],
+    )
+    def test_a_time_is_keyed_as_the_utc_instant_it_names(
+        self, written: str, instant: str | None
+    ) -> None:
+        """IMP-1: one instant, one text; a time without a zone is UTC, as the sweep takes it."""
+        assert utc_instant(written) == instant
 
 
 class TestStateStore:
