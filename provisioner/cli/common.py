@@ -12,7 +12,7 @@ import argparse
 import os
 import socket
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from provisioner.errors import UserError
 
@@ -37,12 +37,34 @@ class ArgParser(argparse.ArgumentParser):
     """argparse, but a usage error is one line and goes through ``UsageError``.
 
     The line names the subcommand (``init: argument --profile: …``); the ``nerve: error:``
-    prefix is the CLI's, printed once.
+    prefix is the CLI's, printed once. Every subcommand's ``--help`` opens with a sentence:
+    its own ``description``, or else its one-line ``help`` made into one.
     """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.register("action", "parsers", _Subcommands)
 
     def error(self, message: str) -> NoReturn:
         command = self.prog.removeprefix(PROGRAM).strip()
         raise UsageError(f"{command}: {message}" if command else message)
+
+
+class _Subcommands(argparse._SubParsersAction):  # type: ignore[type-arg]
+    """Subcommands whose ``--help`` opens with a sentence even when only ``help`` was given."""
+
+    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        summary = kwargs.get("help")
+        if kwargs.get("description") is None and isinstance(summary, str) and summary:
+            kwargs["description"] = as_sentence(summary)
+        return super().add_parser(name, **kwargs)
+
+
+def as_sentence(summary: str) -> str:
+    """``"provision a workspace"`` → ``"Provision a workspace."``: a help line as a sentence."""
+    text = summary.strip()
+    text = text[:1].upper() + text[1:]
+    return text if text.endswith((".", "!", "?")) else text + "."
 
 
 def path_argument(text: str) -> Path:
