@@ -225,7 +225,7 @@ class TestSweepState:
         _result, checks = doctor(gateway.base_url, "--offline")
         sweep = checks["loom.sweep"]
         assert sweep["status"] == "OK"
-        assert sweep["message"].startswith("1 sessions swept, 0 messages skipped"), sweep
+        assert sweep["message"].startswith("1 session swept, 0 messages skipped"), sweep
         assert sweep["source"] == str(state)
         assert state.read_bytes() == before
 

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from provisioner.cli.common import EXIT_OK, UsageError, add_workspace_options
 from provisioner.cli.memory_files import open_state
 from provisioner.config.paths import MEMORY_DIR, STATE_FILE, default_paths
+from provisioner.counts import counted
 
 if TYPE_CHECKING:
     from provisioner.runtime.loom.backend import LoomMemory
@@ -200,7 +201,7 @@ def _shown_status(report: dict[str, Any]) -> dict[str, Any]:
     through = shown.pop("batches_through_since")
     if last.get("code"):
         shown["kind"] = f"{last['kind']} ({last['code']})"
-    batches = "1 batch" if through == 1 else f"{through} batches"
+    batches = counted(through, "batch")
     shown["age"] = f"{age_words(last['age_s'])} ago, {batches} went through since"
     return {**report, "last_error": shown}
 

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from provisioner.config.paths import default_paths
+from provisioner.counts import counted
 from provisioner.doctor.check import OK, WARN, Check
 from provisioner.doctor.sweep import READ_TIMEOUT_S, _is_busy
 
@@ -69,11 +70,13 @@ def _progress_check(path: Path, counts: dict[str, int], run: Run) -> Check:
     done = sum(counts.get(status, 0) for status in FINAL_STATUSES)
     left = max(0, int(total) - done - int(without_id or 0))
     parts = ", ".join(f"{counts.get(status, 0)} {status}" for status in FINAL_STATUSES)
-    message = f"memU ({source}) into Loom: {done} of {total} items done ({parts}), {left} left"
+    message = (
+        f"memU ({source}) into Loom: {done} of {counted(total, 'item')} done ({parts}), {left} left"
+    )
     if counts.get(FAILING):
         message += f", {counts[FAILING]} failing with Loom's internal error"
     if without_id:
-        message += f", {without_id} rows without an id that can be a key (never written)"
+        message += f", {counted(without_id, 'row')} without an id that can be a key (never written)"
     if finished_at is None:
         message += f"; a run started {_when(started_at)} has not ended (running, or killed)"
     else:

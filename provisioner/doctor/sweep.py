@@ -29,6 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from provisioner.config.paths import default_paths
+from provisioner.counts import counted
 from provisioner.doctor.check import OK, WARN, Check
 
 READ_TIMEOUT_S = 1.0  # our choice: a sweep or a new file's setup holds its lock for one short
@@ -92,14 +93,16 @@ def nerve_db_check(path: Path) -> Check:
         return Check("loom.sweep.nerve_db", OK, message, source=str(path))
     if largest <= NERVE_DB_LARGE_SESSION:
         message = (
-            f"the sweep reads {path}; its largest session has {largest} messages, few enough "
+            f"the sweep reads {path}; its largest session has {counted(largest, 'message')}, "
+            "few enough "
             "to page by id without an index on messages (session_id, id)"
         )
         return Check("loom.sweep.nerve_db", OK, message, source=str(path))
     return Check(
         "loom.sweep.nerve_db",
         WARN,
-        f"the sweep reads {path}, whose largest session has {largest} messages and no index on "
+        f"the sweep reads {path}, whose largest session has {counted(largest, 'message')} "
+        "and no index on "
         "messages (session_id, id): a page of it may read the session's whole index",
         advice=f"if sweeps of it take long, an index Nerve could add makes each page one lookup "
         f"(with Nerve stopped): {SESSION_ID_INDEX}; the sweep uses it at once",
@@ -114,7 +117,7 @@ def _went_back_check(rows: list[tuple[str, int, str, float]], path: Path) -> Che
     return Check(
         "loom.sweep.went_back",
         WARN,
-        f"the transcripts went back below the sweep's watermark in {sessions} sessions "
+        f"the transcripts went back below the sweep's watermark in {counted(sessions, 'session')} "
         f"(last {when}, session {session_id}: {detail}); the sweep re-aligned them",
         advice="if nerve.db was restored from a backup, nothing is lost: every message written "
         "since is sent, and at most one batch per session again; if it was not, find what "
@@ -240,7 +243,7 @@ def _read(path: Path) -> str | None:
         last_error = _last_error(database)
     finally:
         database.close()
-    parts = [f"{sessions} sessions swept", f"{skipped} messages skipped"]
+    parts = [f"{counted(sessions, 'session')} swept", f"{counted(skipped, 'message')} skipped"]
     if isolating:
         parts.append(f"{isolating} isolating a batch Loom keeps failing")
     for mode, messages, size, cut in budgets:
@@ -281,7 +284,7 @@ def _last_error(database: sqlite3.Connection) -> str | None:
     detail = _printable(failed[0]) if failed and op == "extract" else ""
     coded = detail.startswith(f"{kind}(") and detail.endswith(")")
     code = f"code {detail[len(kind) + 1 : -1]}; " if coded else ""
-    since = "1 batch" if through == 1 else f"{through} batches"
+    since = counted(through, "batch")
     return f"last error {when} in {op}: {kind}: {message} ({code}{since} went through since)"
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from provisioner.counts import counted
 from provisioner.runtime.loom.types import WRITE_VERDICTS
 
 IDS_SHOWN = 20  # our choice: ids a text report lists per kind; --json lists them all
@@ -99,10 +100,14 @@ class MigrationReport:
         )
         lines += _listed("waiting", [f"{w['id']} ({w['kind']})" for w in self.waiting])
         if self.unusable_rows:
-            lines.append(f"  {self.unusable_rows} rows have no id that can be a key; not written")
+            lines.append(
+                f"  {counted(self.unusable_rows, 'row')} without an id that can be a key; "
+                "not written"
+            )
         if self.fields_dropped:
             lines.append(
-                f"  {self.fields_dropped} items went without a type, category or date memU "
+                f"  {counted(self.fields_dropped, 'item')} went without a type, category or "
+                "date memU "
                 "held in a form Loom cannot keep"
             )
         return lines
