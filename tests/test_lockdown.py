@@ -20,7 +20,7 @@ from starlette.testclient import TestClient
 
 from provisioner.config.loader import load_config
 from provisioner.web import memory_router
-from tests.conftest import RunNerve
+from tests.conftest import RunNerve, assert_one_line_error
 
 LOCKED_SETTINGS = """\
 lockdown: true
@@ -164,3 +164,140 @@ class TestLockdownVariable:
         config = load_config(config_dir, workspace, {"NERVE_LOCKDOWN": "0"})
         assert config.lockdown
         assert config.memory_backend == "memu"
+
+
+# --- CONF-3 at first init: every way of choosing lockdown reads the same layers ---------------
+
+# A machine-local file naming Loom and a gateway: read, it would word the files for Loom.
+LOCAL_NAMES_LOOM = "memory:\n  backend: loom\nmcp_gateway_url: http://127.0.0.1:1\n"
+# A machine-local file that cannot load: read, it would stop init.
+LOCAL_WOULD_NOT_LOAD = "memory:\n  backend: chroma\n"
+
+# How the lockdown answer is given at first init: extra arguments, environment, typed input.
+LOCK_WAYS = {
+    "--data lockdown=true": (("--data", "lockdown=true"), {}, None),
+    "NERVE_LOCKDOWN=1": ((), {"NERVE_LOCKDOWN": "1"}, None),
+    "yes at the terminal prompt": (("--terminal",), {}, "\n" * 4 + "yes\n"),
+}
+
+
+def first_locked_init(
+    run_nerve: RunNerve, tmp_path: Path, way: str, local: str
+) -> tuple[Path, Path, dict]:
+    """Init a new workspace locked the given way, beside a machine-local file; the summary."""
+    args, env, typed = LOCK_WAYS[way]
+    workspace, config_dir = tmp_path / "ws", tmp_path / "cfg"
+    config_dir.mkdir()
+    (config_dir / "config.local.yaml").write_text(local, encoding="utf-8")
+    result = run_nerve(
+        "init",
+        "--json",
+        *args,
+        "--workspace",
+        str(workspace),
+        "--config-dir",
+        str(config_dir),
+        env=env,
+        input=typed,
+    )
+    assert result.returncode == 0, result.stderr
+    return workspace, config_dir, json.loads(result.stdout)
+
+
+@pytest.mark.parametrize("way", LOCK_WAYS)
+class TestLockedAtFirstInit:
+    def test_the_local_file_is_not_read_and_doctor_finds_the_wording_right(
+        self, run_nerve: RunNerve, tmp_path: Path, way: str
+    ) -> None:
+        """CONF-3: a locked first init never words the files for what config.local.yaml names.
+
+        The locked instance reads `${NERVE_MEMORY_BACKEND:-memu}` from its tracked settings;
+        with the variable unset that is memU, so doctor must find memU's wording.
+        """
+        workspace, config_dir, summary = first_locked_init(
+            run_nerve, tmp_path, way, LOCAL_NAMES_LOOM
+        )
+        assert summary["locked"] is True and summary["answers"]["lockdown"] is True
+        assert (summary["wording"], summary["wording_source"]) == ("memu", "default")
+        assert summary["memory"] == {"backend": "memu", "asked": False, "locked": True}
+        env = LOCK_WAYS[way][1]
+        doctor = run_nerve(
+            "doctor",
+            "--offline",
+            "--json",
+            "--workspace",
+            str(workspace),
+            "--config-dir",
+            str(config_dir),
+            env=env,
+        )
+        checks = {check["id"]: check for check in json.loads(doctor.stdout)["checks"]}
+        assert checks["workspace.wording"]["status"] == "OK", checks["workspace.wording"]
+        assert checks["config.memory.backend"]["message"].startswith("memory.backend = memu")
+        assert "lockdown on, not read" in checks["config.files"]["message"]
+
+    def test_a_local_file_that_would_not_load_does_not_stop_it(
+        self, run_nerve: RunNerve, tmp_path: Path, way: str
+    ) -> None:
+        """CONF-3: the file is not opened at all, so its errors cannot stop a locked init."""
+        _workspace, _config_dir, summary = first_locked_init(
+            run_nerve, tmp_path, way, LOCAL_WOULD_NOT_LOAD
+        )
+        assert summary["locked"] is True and summary["wording"] == "memu"
+
+
+def test_every_way_of_locking_writes_the_same_workspace(
+    run_nerve: RunNerve, tmp_path: Path
+) -> None:
+    """CONF-3: the three ways give byte-identical files and the same recorded answers."""
+    manifests = []
+    for index, way in enumerate(LOCK_WAYS):
+        folder = tmp_path / f"way{index}"
+        folder.mkdir()
+        workspace, _config_dir, _summary = first_locked_init(
+            run_nerve, folder, way, LOCAL_NAMES_LOOM
+        )
+        manifests.append(json.loads((workspace / ".nerve" / "provisioned.json").read_text()))
+    assert all(manifest == manifests[0] for manifest in manifests[1:])
+    assert manifests[0]["answers"]["memory_backend"] == "memu"
+
+
+def test_unlocked_init_still_follows_the_local_file(run_nerve: RunNerve, tmp_path: Path) -> None:
+    """INIT-2: without lockdown the machine-local file is read and names the wording."""
+    config_dir = tmp_path / "cfg"
+    config_dir.mkdir()
+    (config_dir / "config.local.yaml").write_text(LOCAL_NAMES_LOOM, encoding="utf-8")
+    result = run_nerve(
+        "init",
+        "--json",
+        "--workspace",
+        "ws",
+        "--config-dir",
+        str(config_dir),
+        "--data",
+        "lockdown=false",
+    )
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["wording"] == "loom" and summary["locked"] is False
+    assert summary["wording_source"].endswith("config.local.yaml")
+
+
+def test_no_at_the_terminal_prompt_reads_the_local_file_and_its_error_stops_init(
+    run_nerve: RunNerve, tmp_path: Path
+) -> None:
+    """CONF-3, CONF-7: answered "no", the instance would read the file, so its error counts."""
+    config_dir = tmp_path / "cfg"
+    config_dir.mkdir()
+    (config_dir / "config.local.yaml").write_text(LOCAL_WOULD_NOT_LOAD, encoding="utf-8")
+    result = run_nerve(
+        "init",
+        "--terminal",
+        "--workspace",
+        "ws",
+        "--config-dir",
+        str(config_dir),
+        input="\n" * 4 + "no\n",
+    )
+    assert_one_line_error(result, "config.local.yaml", "'chroma' is not a memory backend")
+    assert not (tmp_path / "ws").exists()

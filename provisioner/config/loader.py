@@ -87,16 +87,21 @@ def load_config(
     config_dir: str | os.PathLike[str],
     workspace: str | os.PathLike[str] | None = None,
     env: Mapping[str, str] | None = None,
+    *,
+    lockdown: bool = False,
 ) -> Config:
     """Read, expand, merge and check the configuration layers (CONF-1…CONF-7).
 
     Missing files are skipped and an empty file counts as an empty mapping. Under lockdown the
-    machine-local file is not opened at all. Raises ``ConfigError`` (one line) for any input
-    that cannot be used, including every unset required variable at once.
+    machine-local file is not opened at all. ``lockdown=True`` turns lockdown on for this load
+    as ``NERVE_LOCKDOWN=1`` does, and never off: ``nerve init`` passes it when its answers lock
+    an instance whose tracked settings do not say so yet, so it reads the layers the locked
+    instance will read (CONF-3). Raises ``ConfigError`` (one line) for any input that cannot
+    be used, including every unset required variable at once.
     """
     env = os.environ if env is None else env
     state = _Loading(env)
-    state.lockdown = _lockdown_from_env(env, state.warnings)
+    state.lockdown = _lockdown_from_env(env, state.warnings) or lockdown
     for layer, path in _layer_paths(Path(config_dir), workspace):
         if layer == LAYER_LOCAL and state.lockdown:
             state.files.append(ConfigFile(path, layer, read=False, skipped=SKIPPED_LOCKDOWN))

@@ -10,11 +10,20 @@ The settings are Copier-compatible and deliberately literal: the trailing newlin
 is kept and no whitespace is stripped implicitly (no ``trim_blocks``/``lstrip_blocks``), so what
 a template author sees in the file is what the agent gets; whitespace control is written out
 with ``{%- … -%}`` where it is wanted. Undefined names raise instead of rendering empty.
+
+The extension also gives every environment the few answer rules Jinja cannot express on its
+own (a control character in a line, the IANA zone names, the yes/no words), as filters and a
+test that ``copier.yml``'s validators call. The validators are the one place the rules are
+applied, so ``nerve init`` and ``copier copy --trust`` refuse the same answers; Copier only
+loads the extension when trusted, which is one reason the template needs ``--trust``.
 """
 
 from __future__ import annotations
 
 import os
+import unicodedata
+from functools import cache
+from importlib import resources
 from typing import TYPE_CHECKING
 
 import jinja2
@@ -27,6 +36,16 @@ if TYPE_CHECKING:
     from provisioner.templating.folder import TemplateFolder
 
 SKILLS_PREFIX = "bundled-skills"  # templates include a skill as "bundled-skills/<skill>/<file>"
+
+# An answer is written into a file line: any character that breaks, hides or restyles a line is
+# refused like a newline: every control character (CR, NEL, ESC, …; a tab is allowed) and the
+# line and paragraph separators U+2028/U+2029. Our choice.
+REFUSED_CATEGORIES = frozenset({"Cc", "Zl", "Zp"})
+ALLOWED_CONTROL = "\t"
+NOT_A_ZONE = frozenset({"Factory"})  # in the IANA data, but names no place
+TRUE_WORDS = frozenset({"true", "yes", "y", "1", "on"})  # how a yes/no answer may be typed
+FALSE_WORDS = frozenset({"false", "no", "n", "0", "off"})
+YES_NO_EXPECTED = "expected yes or no"
 
 
 class NerveTemplateExtension(Extension):
@@ -48,6 +67,64 @@ class NerveTemplateExtension(Extension):
         )
         loaders = [environment.loader] if environment.loader is not None else []
         environment.loader = jinja2.ChoiceLoader([*loaders, skills])
+        environment.filters["line_problem"] = line_problem
+        environment.filters["yes_no_problem"] = yes_no_problem
+        environment.tests["iana_timezone"] = is_iana_timezone
+
+
+def line_problem(value: object) -> str:
+    """Why ``value`` is not one line of printable text, or ``""`` when it is.
+
+    A validator renders the result: empty accepts, anything else is the refusal. A value that
+    is not text is left to the question's type.
+    """
+    if not isinstance(value, str):
+        return ""
+    for char in value:
+        if char != ALLOWED_CONTROL and unicodedata.category(char) in REFUSED_CATEGORIES:
+            return (
+                f"contains the control character U+{ord(char):04X}; "
+                "expected one line of printable text"
+            )
+    return ""
+
+
+def yes_no_problem(value: object) -> str:
+    """Why the text given for a yes/no question is not a yes or a no, or ``""``.
+
+    Copier turns any text into a boolean before a validator sees the answer (``perhaps`` would
+    be yes), so the validator checks the text Copier was given; a boolean is already one.
+    """
+    if not isinstance(value, str) or parse_yes_no(value) is not None:
+        return ""
+    return f"is not a yes/no answer; {YES_NO_EXPECTED}"
+
+
+def parse_yes_no(text: str) -> bool | None:
+    """``text`` as a yes (True) or a no (False), or None when it is neither word."""
+    word = text.strip().lower()
+    if word in TRUE_WORDS:
+        return True
+    if word in FALSE_WORDS:
+        return False
+    return None
+
+
+@cache
+def iana_zone_names() -> frozenset[str]:
+    """The canonical IANA zone names, from the ``tzdata`` package (not the host's files).
+
+    The host's zone folder also holds files that name no zone (``posixrules``, ``localtime``,
+    ``right/…``), and a host without one would accept nothing; the package's list is the same
+    everywhere. A missing ``tzdata`` raises: it is a dependency of this package.
+    """
+    names = resources.files("tzdata").joinpath("zones").read_text(encoding="utf-8").split()
+    return frozenset(names) - NOT_A_ZONE
+
+
+def is_iana_timezone(value: object) -> bool:
+    """Whether ``value`` is a canonical IANA zone name (the ``iana_timezone`` test)."""
+    return isinstance(value, str) and value in iana_zone_names()
 
 
 shared_environment = folder_cached(lambda folder: make_environment(folder))

@@ -5,36 +5,52 @@ The template is data (see docs/templates.md): each question's type, choices, def
 answers from flags, ``--data``, the environment and earlier answers, and to ask them in plain
 line-based prompts; Copier reads the same file when it renders. ``when`` and ``validator`` are
 Jinja expressions and are evaluated with the shared environment, so both agree.
+
+Every rule an answer must meet beyond its type and choices (not empty, one line, at most so
+many characters, an IANA zone) is written once, in the question's ``validator``; the few a
+Jinja expression cannot check alone are filters of ``provisioner.templating.jinja_env``. So a
+``copier copy --trust`` of the template refuses exactly the answers ``nerve init`` refuses.
 """
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cache
-from importlib import resources
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+import jinja2
 import yaml
 
 from provisioner.errors import UserError
 from provisioner.templating.folder import folder_cached
-from provisioner.templating.jinja_env import shared_environment
+from provisioner.templating.jinja_env import (
+    YES_NO_EXPECTED,
+    iana_zone_names,
+    parse_yes_no,
+    shared_environment,
+)
+
+__all__ = [
+    "BACKEND_QUESTION",
+    "ECHO_MAX",
+    "SLIM_QUESTIONS",
+    "YES_NO_EXPECTED",
+    "AnswerError",
+    "Question",
+    "echo",
+    "iana_zone_names",
+    "load_questions",
+    "parse_questions",
+    "question_named",
+]
 
 BACKEND_QUESTION = "memory_backend"  # INIT-2: set by --memory-backend or the config, never asked
 SLIM_QUESTIONS = ("profile", "agent_name", "user_name", "timezone")  # INIT-1: slim mode asks these
-TIMEZONE_QUESTION = "timezone"
-_TRUE_WORDS = frozenset({"true", "yes", "y", "1", "on"})
-_FALSE_WORDS = frozenset({"false", "no", "n", "0", "off"})
-YES_NO_EXPECTED = "expected yes or no"
-# The answer is written into a file line: any character that breaks or hides a line is
-# refused like a newline: every control character (CR, NEL, ESC, …; a tab is allowed) and the
-# line and paragraph separators U+2028/U+2029.
-REFUSED_CATEGORIES = frozenset({"Cc", "Zl", "Zp"})
-ECHO_MAX = 60  # characters of a refused answer shown back in an error
-NOT_A_ZONE = frozenset({"Factory"})  # in the IANA data, but names no place
+ECHO_MAX = 60  # characters of a refused answer shown back in an error; our choice
+TRIMMED = " \t"  # our choice: trimmed around a given answer (Copier trims nothing)
+COMPILED_EXPRESSIONS_MAX = 256  # our choice: a template has a few dozen when/validator texts
 
 
 class AnswerError(UserError, ValueError):
@@ -59,15 +75,17 @@ class Question:
         return f"NERVE_{self.name.upper()}"
 
     def parse(self, raw: str) -> Any:
-        """Turn the text a user typed (or passed with ``--data``) into a typed answer."""
+        """Turn the text a user typed (or passed with ``--data``) into a typed answer.
+
+        Spaces and tabs around text are trimmed; anything else (a trailing newline, say) stays
+        for the validator to refuse, as Copier, which trims nothing, would.
+        """
         if self.type == "bool":
-            word = raw.strip().lower()
-            if word in _TRUE_WORDS:
-                return True
-            if word in _FALSE_WORDS:
-                return False
-            raise AnswerError(f"{echo(raw)} is not a yes/no answer; {YES_NO_EXPECTED}")
-        return raw.strip()
+            value = parse_yes_no(raw)
+            if value is None:
+                raise AnswerError(f"{echo(raw)} is not a yes/no answer; {YES_NO_EXPECTED}")
+            return value
+        return raw.strip(TRIMMED)
 
     def asked_given(self, answers: Mapping[str, Any]) -> bool:
         """Whether the question applies, given the answers so far (its ``when``)."""
@@ -76,22 +94,23 @@ class Question:
         return _render(self.when, answers).strip().lower() not in ("", "false", "0", "none")
 
     def check(self, value: Any, answers: Mapping[str, Any]) -> None:
-        """Raise ``AnswerError`` when ``value`` does not fit: choices, validator, timezone."""
+        """Raise ``AnswerError`` when ``value`` does not fit: its type, choices, validator.
+
+        Copier checks the type and the choices itself and renders the same validator, so the
+        answers refused here are the ones ``copier copy`` refuses. A validator that cannot be
+        rendered is a broken template (``TemplateBroken`` from the render), not a bad answer.
+        """
         if self.type == "bool":
             if not isinstance(value, bool):
                 raise AnswerError(f"{echo(value)} is not a yes/no answer; {YES_NO_EXPECTED}")
-            return
-        if not isinstance(value, str):
+        elif not isinstance(value, str):
             raise AnswerError(f"{echo(value)} is {type(value).__name__}; expected text")
-        if self.choices and value not in self.choices:
+        elif self.choices and value not in self.choices:
             raise AnswerError(f"{echo(value)} is not one of: {', '.join(self.choices)}")
-        _check_one_line(value)
-        if self.name == TIMEZONE_QUESTION:
-            _check_timezone(value)
         if self.validator:
-            message = _render(self.validator, {**answers, self.name: value}).strip()
+            message = " ".join(_render(self.validator, {**answers, self.name: value}).split())
             if message:
-                raise AnswerError(f"{echo(value)}: {message}")
+                raise AnswerError(f"{echo(value)} {message}")
 
 
 def echo(value: Any) -> str:
@@ -102,33 +121,14 @@ def echo(value: Any) -> str:
     return shown
 
 
-def _check_one_line(value: str) -> None:
-    """Refuse a character that would break, hide or restyle the line the answer is written in."""
-    for char in value:
-        if char != "\t" and unicodedata.category(char) in REFUSED_CATEGORIES:
-            raise AnswerError(
-                f"{echo(value)} contains the control character U+{ord(char):04X}; "
-                "expected one line of printable text"
-            )
-
-
-@cache
-def iana_zone_names() -> frozenset[str]:
-    """The canonical IANA zone names, from the ``tzdata`` package (not the host's files)."""
-    names = resources.files("tzdata").joinpath("zones").read_text(encoding="utf-8").split()
-    return frozenset(names) - NOT_A_ZONE
-
-
-def _check_timezone(value: str) -> None:
-    if value not in iana_zone_names():
-        raise AnswerError(
-            f"{echo(value)} is not an IANA timezone; expected a name such as UTC or Europe/Berlin"
-        )
-
-
 def _render(expression: str, answers: Mapping[str, Any]) -> str:
-    environment = shared_environment()
-    return environment.from_string(expression).render(**_with_unasked(answers))
+    return _compiled(shared_environment(), expression).render(**_with_unasked(answers))
+
+
+@lru_cache(maxsize=COMPILED_EXPRESSIONS_MAX)
+def _compiled(environment: jinja2.Environment, expression: str) -> jinja2.Template:
+    """``expression`` compiled once per environment: init evaluates each several times."""
+    return environment.from_string(expression)
 
 
 def _with_unasked(answers: Mapping[str, Any]) -> dict[str, Any]:

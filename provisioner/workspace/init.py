@@ -6,7 +6,9 @@ template's defaults; terminal and slim mode then ask, showing that value as the 
 memory backend is never asked: ``--memory-backend`` wins, else the backend the existing
 configuration names, else the wording the workspace recorded, else memU (INIT-2). Init never
 sets ``memory.backend`` itself. ``NERVE_LOCKDOWN`` can turn the lockdown answer on, never off
-(CONF-3).
+(CONF-3). However lockdown is chosen (``--data lockdown=true``, ``NERVE_LOCKDOWN=1``, a yes at the
+prompt), init reads the configuration layers the locked instance will read, so it never words
+the files for a backend only ``config.local.yaml`` names.
 
 The run holds the workspace's lock (one init at a time), renders into a scratch folder, and
 places the files through ``provisioner.workspace.placement`` (journal, atomic renames, no link
@@ -17,13 +19,14 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
 from provisioner.config.loader import (
     LOCKDOWN_ENV_ON,
     Config,
+    ConfigError,
     load_config,
 )
 from provisioner.config.setup_steps import SetupContext
@@ -174,11 +177,25 @@ def _remove_if_empty(workspace: Path) -> None:
 
 
 def _provision(request: InitRequest, root: WorkspaceRoot, prompter: Prompter | None) -> InitResult:
-    config = load_config(request.config_dir, request.workspace, env=request.env)
     recorded = read_state(root)
+    loaded_for = _lockdown_answer(request, recorded.answers)
+    try:
+        config = _load_layers(request, loaded_for)
+    except ConfigError:
+        question = _lockdown_question()
+        if loaded_for or prompter is None or question is None or not _asks(request.mode, question):
+            raise
+        # The answer still to be asked decides whether the layer that failed is read at all;
+        # answered "no", the reload below raises this error again.
+        config, loaded_for = _load_layers(request, True), True
     backend, backend_source = choose_backend(request.backend, config, recorded)
-    warnings = list(config.warnings)
-    answers = resolve_answers(request, backend, recorded.answers, prompter, warnings)
+    answer_warnings: list[str] = []
+    answers = resolve_answers(request, backend, recorded.answers, prompter, answer_warnings)
+    if answers.lockdown != loaded_for:  # answered otherwise at the prompt: read what it implies
+        config = _load_layers(request, answers.lockdown)
+        backend, backend_source = choose_backend(request.backend, config, recorded)
+        answers = replace(answers, memory_backend=backend)
+    warnings = [*config.warnings, *answer_warnings]
     locked = config.lockdown or answers.lockdown
     with tempfile.TemporaryDirectory(prefix="nerve-init-") as scratch:
         rendered = render_workspace(answers, Path(scratch) / "workspace")
@@ -193,6 +210,31 @@ def _provision(request: InitRequest, root: WorkspaceRoot, prompter: Prompter | N
         tuple(warnings),
         locked,
     )
+
+
+def _lockdown_answer(request: InitRequest, recorded: Mapping[str, Any]) -> bool:
+    """The lockdown answer as far as it is known before anything is asked (CONF-3).
+
+    A render that answers lockdown writes tracked settings that lock the instance, which then
+    never reads ``config.local.yaml``. Init must read the layers that instance will read, or
+    ``--data lockdown=true`` would word the files for a backend the machine-local file names
+    while ``NERVE_LOCKDOWN=1`` does not, and the locked instance would find its files worded
+    for another backend at once. A value that cannot be parsed raises ``InitError``.
+    """
+    question = _lockdown_question()
+    if question is None:
+        return False
+    value, _origin = _given_value(question, request, recorded, [])
+    return value is True
+
+
+def _lockdown_question() -> Question | None:
+    return next((q for q in load_questions() if q.name == LOCKDOWN_QUESTION), None)
+
+
+def _load_layers(request: InitRequest, lockdown: bool) -> Config:
+    """The configuration as an instance locked (or not) by this init's answer reads it."""
+    return load_config(request.config_dir, request.workspace, env=request.env, lockdown=lockdown)
 
 
 def choose_backend(
