@@ -234,7 +234,12 @@ class TestSweepState:
     ) -> None:
         """LOOM-4: the last error a sweep met is kept in its state file; doctor shows it."""
         messages = tmp_path / "messages.jsonl"
-        line = {"session_id": "s1", "role": "user", "content": "a fact", "created_at": "2026-01-01T00:00:00Z"}
+        line = {
+            "session_id": "s1",
+            "role": "user",
+            "content": "a fact",
+            "created_at": "2026-01-01T00:00:00Z",
+        }
         messages.write_text(json.dumps(line) + "\n", encoding="utf-8")
         _result, _checks = doctor(gateway.base_url, "--offline")  # writes the configuration
         config = ["--config-dir", str(tmp_path / "cfg"), "--workspace", str(tmp_path / "ws")]

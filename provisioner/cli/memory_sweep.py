@@ -25,6 +25,10 @@ words say why it stopped, and tells a monitor the truth by its exit status (SWEE
   interrupt ends the process with 130 as for every command; nothing is lost, since every
   batch is recorded in its own transaction.
 
+``--backfill all|since:DATE`` first moves watermarks back over the history left to memU after a
+switch, and the sweep sends it; ``--plan`` prints what a sweep would send now, sending and
+writing nothing (MIG-2, docs/backfill.md).
+
 While a batch is out, a hung Loom must not look like a frozen sweep: on a terminal the line
 shows the session, the batch and how long Loom has been waiting of its deadline, redrawn every
 second; without one, a progress line goes to stderr at most every ``PROGRESS_EVERY_S`` once a
@@ -85,7 +89,26 @@ def register(commands: argparse._SubParsersAction) -> None:
         help="sweep from Nerve's own nerve.db instead of the transcripts database (NERVE-2)",
     )
     sweep.add_argument("--json", action="store_true", help="print each report as JSON")
+    sweep.add_argument(
+        "--backfill",
+        type=_backfill_scope,
+        metavar="all|since:DATE",
+        help="first send the history left to memU after the switch: all of it, or from DATE on",
+    )
+    sweep.add_argument(
+        "--plan", action="store_true", help="print what a sweep would send now; send nothing"
+    )
     sweep.set_defaults(handler=_run_sweep)
+
+
+def _backfill_scope(text: str) -> Any:
+    """``all`` or ``since:DATE`` (MIG-2); argparse reports the one-line error as usage."""
+    from provisioner.runtime.sweep.backfill import parse_backfill
+
+    try:
+        return parse_backfill(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error).removeprefix("--backfill ")) from None
 
 
 def _duration(text: str) -> float:
@@ -109,12 +132,6 @@ def _run_sweep(args: argparse.Namespace) -> int:
 
     workspace, config_dir = workspace_and_config_dir(args)
     config = load_config(config_dir, workspace)
-    if config.memory_backend != "loom":
-        where = config.source_of("memory.backend")
-        raise UsageError(
-            f"{where or 'configuration'}: memory.backend is {config.memory_backend!r}; "
-            "the sweep extracts into Loom only (memory.backend: loom)"
-        )
     transcripts_path, state_path = default_paths(config_dir)
     paths = (args.transcripts or transcripts_path, args.state or state_path)
     if args.nerve_db is not None:
@@ -122,8 +139,18 @@ def _run_sweep(args: argparse.Namespace) -> int:
             raise UsageError("--nerve-db and --transcripts name two sources to sweep; give one")
         paths = (args.nerve_db, paths[1])
     from_nerve = args.nerve_db is not None
-    sweep = _sweep(config, paths, every_s=args.every, as_json=args.json, from_nerve=from_nerve)
-    return asyncio.run(sweep)
+    if args.plan:  # under memU too: what a switch would send
+        if args.every is not None:
+            raise UsageError("--plan prints what one sweep would send; it cannot go with --every")
+        return _plan(config, paths, from_nerve=from_nerve, scope=args.backfill, as_json=args.json)
+    if config.memory_backend != "loom":
+        where = config.source_of("memory.backend")
+        raise UsageError(
+            f"{where or 'configuration'}: memory.backend is {config.memory_backend!r}; "
+            "the sweep extracts into Loom only (memory.backend: loom)"
+        )
+    options = {"every_s": args.every, "as_json": args.json, "scope": args.backfill}
+    return asyncio.run(_sweep(config, paths, from_nerve=from_nerve, **options))
 
 
 async def _sweep(
@@ -133,27 +160,74 @@ async def _sweep(
     every_s: float | None,
     as_json: bool,
     from_nerve: bool = False,
+    scope: Any = None,
 ) -> int:
-    """Sweep once, or every ``every_s`` until interrupted; the exit status of the last sweep."""
+    """Sweep once, or every ``every_s`` until interrupted; the exit status of the last sweep.
+    A backfill ``scope`` moves the watermarks first, once (75 when another sweep runs)."""
     import asyncio
 
     from provisioner.cli.memory_files import open_state, open_transcripts
     from provisioner.runtime.loom.backend import LoomMemory
+    from provisioner.runtime.sweep.backfill import sweep_source
     from provisioner.runtime.sweep.sweeper import Sweeper, extraction_mode
 
     transcripts_path, state_path = paths
     source = _nerve_db(transcripts_path) if from_nerve else open_transcripts(transcripts_path)
     gateway_url = config.mcp_gateway_url or None
     with source, open_state(state_path) as state:
+        if scope is not None and not _backfill(source, state, scope, as_json=as_json):
+            return EXIT_TEMPFAIL
         async with LoomMemory.from_config(config, state=state) as memory:
             mode = extraction_mode(config.loom.defer_extraction)
-            sweeper = Sweeper(memory, source, state, mode=mode)
+            view = sweep_source(source, state, time.time)  # MIG-2: after memU, backfills
+            sweeper = Sweeper(memory, view, state, mode=mode)
             while True:
                 report = await sweep_with_progress(sweeper, ProgressPrinter(sys.stderr))
                 status = print_report(report, gateway_url, as_json=as_json)
                 if every_s is None:
                     return status
                 await asyncio.sleep(every_s)
+
+
+def _backfill(source: Any, state: Any, scope: Any, *, as_json: bool) -> bool:
+    """Move the watermarks back for ``scope`` (MIG-2) and say how many; False when another
+    sweep holds the lock and nothing moved. Sessions the source cannot give are named."""
+    from provisioner.runtime.sweep.backfill import BackfillBusy, backfill_line, run_backfill
+
+    try:
+        moves, errors = run_backfill(source, state, scope, now=time.time())
+    except BackfillBusy as busy:
+        print(f"backfill {scope.text}: {busy}; try again later", file=sys.stderr, flush=True)
+        return False
+    line = backfill_line(scope, moves, errors)
+    print(line, file=sys.stderr if as_json else sys.stdout, flush=True)
+    return True
+
+
+def _plan(
+    config: Any, paths: tuple[Path, Path], *, from_nerve: bool, scope: Any, as_json: bool
+) -> int:
+    """Print what a sweep would send now (MIG-2); 1 when a session could not be read.
+
+    Nothing is sent and nothing written: the state is opened read only, a missing
+    transcripts database is bad input rather than created.
+    """
+    from provisioner.cli.memory_files import open_transcripts
+    from provisioner.runtime.sweep.plan import StateUnreadable, plan_from_file
+    from provisioner.runtime.sweep.sweeper import extraction_mode
+
+    transcripts_path, state_path = paths
+    if not (from_nerve or transcripts_path.exists()):
+        raise UsageError(f"{transcripts_path}: no transcripts to plan from; give --nerve-db PATH")
+    source = _nerve_db(transcripts_path) if from_nerve else open_transcripts(transcripts_path)
+    mode = extraction_mode(config.loom.defer_extraction)
+    with source:
+        try:
+            plan = plan_from_file(source, state_path, mode=mode, scope=scope)
+        except StateUnreadable as error:
+            raise UsageError(str(error)) from None
+    print(json.dumps(plan.as_dict()) if as_json else "\n".join(plan.lines()), flush=True)
+    return EXIT_INCOMPLETE if plan.errors else EXIT_OK
 
 
 def _nerve_db(path: Path) -> Any:

@@ -563,7 +563,7 @@ class TestDoctor:
     def test_a_source_that_went_back_is_a_warning_with_advice(self, went_back: Path) -> None:
         checks = {c.id: c for c in doctor_sweep.sweep_checks(went_back, now=NOW + 60)}
         check = checks["loom.sweep.went_back"]
-        assert check.status == WARN and "1 sessions" in check.message
+        assert check.status == WARN and "1 session " in check.message
         assert "watermark 250 -> 100" in check.message
         assert check.advice is not None and "restored from a backup" in check.advice
 
@@ -585,7 +585,7 @@ class TestDoctor:
         checks = {c.id: c for c in doctor_sweep.sweep_checks(tmp_path / "cfg", now=NOW)}
         check = checks["loom.sweep.nerve_db"]
         assert check.status == OK and str(nerve.path) in check.message
-        assert "largest session has 1 messages" in check.message
+        assert "largest session has 1 message," in check.message
 
     @pytest.mark.parametrize("index", [False, True], ids=["nerves-indexes", "with-session-id"])
     def test_a_large_session_without_the_index_is_a_warning_naming_the_index(

@@ -36,6 +36,10 @@ else moves it. It is set to the time, in Nerve's format, of the message the wate
 on — never later, never back — in one short transaction of its own connection, and only when
 the column exists. A file replaced under the reader (a restored backup) is opened again at the
 start of the next sweep.
+
+``memorized_through`` reads the same column the other way, after a switch from memU (MIG-2):
+which of a session's messages memU already took, so the sweep starts after them
+(``memorized``).
 """
 
 from __future__ import annotations
@@ -44,10 +48,14 @@ import logging
 import os
 import sqlite3
 import threading
+import time
 from bisect import bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from provisioner.integrations.nerve import memorized
+from provisioner.runtime.sweep.start import Memorized
 from provisioner.runtime.transcripts import Message, loom_time
 
 READ_WAIT_MS = 5_000  # our choice: a read waits out a lock Nerve holds for this long
@@ -103,17 +111,23 @@ class NerveTranscripts:
 
     Raises ``NerveDatabaseError`` when ``db_path`` is not Nerve's database. Safe to share
     between the threads of one process (a lock serialises its queries). Use it as a context
-    manager, or call ``close()``.
+    manager, or call ``close()``. ``clock`` gives the wall time (seconds since the epoch) that
+    a ``last_memorized_at`` in the future is judged against.
     """
 
     kind = KIND
 
     def __init__(
-        self, db_path: str | os.PathLike[str], *, write_wait_ms: int = WRITE_WAIT_MS
+        self,
+        db_path: str | os.PathLike[str],
+        *,
+        write_wait_ms: int = WRITE_WAIT_MS,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self._path = Path(os.path.abspath(db_path))  # the same file whatever the cwd becomes
         self.location = str(self._path)
         self._write_wait_ms = write_wait_ms
+        self._clock = clock
         self._lock = threading.RLock()
         self._ids: tuple[str, int, list[int]] | None = None  # one session's ids read ahead
         self._db, self._shape, self._identity = _open(self._path)
@@ -188,6 +202,19 @@ class NerveTranscripts:
         value = min(row[0], waiting) if waiting is not None else row[0]
         if row[1] is None or row[1] < value:
             self._write_last_memorized(session_id, value)
+
+    def memorized_through(self, session_id: str) -> Memorized | None:
+        """The last message of ``session_id`` memU already took, by ``last_memorized_at``
+        (MIG-2), with the count of messages with text up to it; None when the column is
+        absent or its value cannot be trusted (see ``memorized``): the session is then sent
+        from its start. ``sqlite3.Error`` when the file cannot be read."""
+        if not self._shape.last_memorized_at:
+            return None
+        text_sql = f"COALESCE({_CONTENT_TEXT}, {self._block_text()})"
+        with self._lock:
+            return memorized.memorized_through(
+                self._db, session_id, now=self._clock(), text_sql=text_sql
+            )
 
     # --- reading ----------------------------------------------------------------------------
 

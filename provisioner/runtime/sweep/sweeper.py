@@ -52,6 +52,7 @@ from provisioner.runtime.state import (
     Mark,
     StateStore,
 )
+from provisioner.runtime.sweep.backfill import sweep_source
 from provisioner.runtime.sweep.batching import Batch, wire_size
 from provisioner.runtime.sweep.lock import sweep_lock
 from provisioner.runtime.sweep.outcomes import (
@@ -202,7 +203,8 @@ class Sweeper:
             if not held:
                 report.stopped = STOPPED_BUSY
             else:
-                run = SweepRun(self._memory, self._source, self._state, self._mode, self._clock)
+                source = sweep_source(self._source, self._state, self._clock)  # MIG-2
+                run = SweepRun(self._memory, source, self._state, self._mode, self._clock)
                 run.progress = progress
                 await run.sweep(report)
         budget = self.budget()

@@ -1,0 +1,220 @@
+"""Where a session's first window starts after a switch from memU (MIG-2).
+
+Before the switch, memU memorized the conversations, and a host source can tell how far: for
+Nerve, ``sessions.last_memorized_at``. Starting every session at its first message would hand
+Loom the whole history memU already distilled, a second time and at the cost of every batch.
+So a source may offer an optional capability beside ``TranscriptSource``:
+
+``memorized_through(session_id) -> Memorized | None``
+    the id of the last message the host's own memory took of the session (the end of the
+    longest run of them from the session's start, in id order), with how many messages that
+    covers; None when it cannot say.
+
+``start_where_host_stopped`` asks it only for a session the sweep has never seen — no row in
+the state at all, so never for a session the sweep already keeps a watermark of, even one this
+package's own ``last_memorized_at`` writes (NERVE-3) stand behind. When the answer is usable,
+the session's watermark is stored at that id with an audit row ``left_to_memu`` (the id, and
+``messages=N`` in its detail) in one transaction, and the sweep goes on from there as always.
+The row is also the state's memory of what was left to memU: ``--backfill`` reaches back over
+that range and no further (``backfill``). ``read_ledger`` puts together, from the audit rows
+``left_to_memu``, ``backfill`` and ``went_back``, what is still memU's alone in each session
+and which ranges a backfill under way passes over.
+
+Whatever the capability does, nothing is skipped by mistake: an answer that is not a
+``Memorized`` with a positive id, a capability that raises, or a source without it leaves the
+session to start at 0, where everything is sent. The built-in SQLite transcripts have no such
+capability: an import starts at 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sqlite3
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from provisioner.runtime.state import AUDIT_WENT_BACK, StateStore
+from provisioner.runtime.transcripts import SQLITE_MAX_INT, TranscriptSource
+
+# Kinds of audit row this module and ``backfill`` write (MIG-2; the names are our choice).
+AUDIT_LEFT_TO_MEMU = "left_to_memu"  # a session started after memU's point (detail: messages=N)
+AUDIT_BACKFILL = "backfill"  # a watermark moved back on purpose (detail: through=W resume=P)
+AUDIT_BACKFILL_DONE = "backfill_done"  # memU's share sent: on to where it stood (detail: W -> P)
+THROUGH_RESUME = re.compile(r"through=(\d+) resume=(\d+)")  # a backfill row's detail
+WENT_BACK_TO = re.compile(r"-> (\d+)")  # where a went_back row's watermark went (NERVE-3)
+
+log = logging.getLogger("provisioner.runtime.sweep.sweeper")
+
+
+@dataclass(frozen=True)
+class Memorized:
+    """How far the host's own memory (memU) took a session: ``through_id`` is the id of the
+    last message it took, ``messages`` how many messages with text that covers."""
+
+    through_id: int
+    messages: int
+
+
+@runtime_checkable
+class HostMemorized(Protocol):
+    """A source that can tell where the host's own memorization of a session stopped."""
+
+    def memorized_through(self, session_id: str) -> Memorized | None: ...
+
+
+class StateReader(Protocol):
+    """What the start point, the backfill and the plan read of the state: one query's rows.
+
+    ``StateStore`` is one; the plan's read-only view of the state file is another.
+    """
+
+    def read(self, sql: str, parameters: Sequence[object] = ()) -> list[sqlite3.Row]: ...
+
+
+def host_memorized(source: TranscriptSource, session_id: str) -> Memorized | None:
+    """What ``source`` says memU took of ``session_id``, checked; None for anything unusable.
+
+    Never raises: a source without the capability, one that raises, or an answer that is no
+    ``Memorized`` of a positive id the state can hold, and a count of at least 0, is None.
+    """
+    if not offers_memorized(source):
+        return None
+    try:
+        answer = source.memorized_through(session_id)  # type: ignore[attr-defined]
+    except Exception as error:
+        log.warning(
+            "session %s: where memU stopped cannot be read: %s", session_id, type(error).__name__
+        )
+        return None
+    if type(answer) is not Memorized:
+        return None
+    through, messages = answer.through_id, answer.messages
+    if type(through) is not int or type(messages) is not int:
+        return None
+    if not 0 < through <= SQLITE_MAX_INT or messages < 0:
+        return None
+    return answer
+
+
+def offers_memorized(source: object) -> bool:
+    """Whether ``source`` has the ``memorized_through`` capability; never raises."""
+    try:
+        return callable(getattr(source, "memorized_through", None))
+    except Exception:
+        return False
+
+
+def start_where_host_stopped(
+    source: TranscriptSource, state: StateStore, session_id: str, *, now: float
+) -> Memorized | None:
+    """Start a session the sweep has never seen after what memU took of it (see above).
+
+    Returns what was left to memU when the watermark was stored, else None (the session has
+    a row already, or the source cannot say: it starts where it stands, or at 0). The row is
+    inserted only when none exists, in the transaction that writes the audit row, so a
+    watermark another sweep stored meanwhile is never overwritten.
+    """
+    if state.read("SELECT 1 FROM sweep_session WHERE session_id = ?", (session_id,)):
+        return None
+    memorized = host_memorized(source, session_id)
+    if memorized is None:
+        return None
+    with state.transaction() as db:
+        inserted = db.execute(
+            "INSERT INTO sweep_session (session_id, watermark, failures, suspect_last_id)"
+            " VALUES (?, ?, 0, NULL) ON CONFLICT (session_id) DO NOTHING",
+            (session_id, memorized.through_id),
+        ).rowcount
+        if inserted:
+            db.execute(
+                "INSERT INTO sweep_audit (kind, session_id, message_id, recorded_at, detail)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (
+                    AUDIT_LEFT_TO_MEMU,
+                    session_id,
+                    memorized.through_id,
+                    now,
+                    f"messages={memorized.messages}",
+                ),
+            )
+    if not inserted:
+        return None
+    log.info(
+        "session %s: starts after message %d, %d messages left to memU",
+        session_id,
+        memorized.through_id,
+        memorized.messages,
+    )
+    return memorized
+
+
+def start_new_sessions(
+    source: TranscriptSource, state: StateStore, session_ids: Iterable[str], *, now: float
+) -> int:
+    """``start_where_host_stopped`` for each of ``session_ids`` without a row; how many started
+    after memU's point. One read of the state for all of them; never raises for the source,
+    and a session whose start cannot be stored is left to start at 0 (logged)."""
+    if not offers_memorized(source):
+        return 0
+    known = set(state_watermarks(state))
+    started = 0
+    for session_id in session_ids:
+        if session_id in known:
+            continue
+        try:
+            started += start_where_host_stopped(source, state, session_id, now=now) is not None
+        except sqlite3.Error as error:
+            log.warning(
+                "session %s: its start after memU cannot be stored: %s",
+                session_id,
+                type(error).__name__,
+            )
+    return started
+
+
+@dataclass
+class Ledger:
+    """What the audit rows say about memU's share of each session (MIG-2).
+
+    ``left`` is, per session, the id up to which its history is still memU's alone; ``passed``
+    the ranges ``(through, resume]`` a backfill under way passes over; ``seq`` the newest
+    audit row read, so a ``went_back`` written after it is noticed.
+    """
+
+    left: dict[str, int] = field(default_factory=dict)
+    passed: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    seq: int = 0
+
+
+def read_ledger(reader: StateReader) -> Ledger:
+    """The ledger, from one read of the audit rows of its three kinds, oldest first."""
+    kinds = (AUDIT_LEFT_TO_MEMU, AUDIT_BACKFILL, AUDIT_WENT_BACK)
+    rows = reader.read(
+        "SELECT seq, kind, session_id, message_id, detail FROM sweep_audit"
+        " WHERE kind IN (?, ?, ?) ORDER BY seq",
+        kinds,
+    )
+    ledger = Ledger()
+    for seq, kind, session_id, message_id, detail in (tuple(row) for row in rows):
+        ledger.seq = max(ledger.seq, int(seq))
+        if not isinstance(session_id, str) or not isinstance(message_id, int):
+            continue
+        if kind == AUDIT_WENT_BACK:
+            ledger.passed.pop(session_id, None)
+            target = WENT_BACK_TO.search(str(detail))
+            if target and session_id in ledger.left:
+                ledger.left[session_id] = min(ledger.left[session_id], int(target[1]))
+            continue
+        ledger.left[session_id] = min(ledger.left.get(session_id, message_id), message_id)
+        numbers = THROUGH_RESUME.fullmatch(str(detail)) if kind == AUDIT_BACKFILL else None
+        if numbers and int(numbers[2]) > int(numbers[1]):
+            ledger.passed.setdefault(session_id, []).append((int(numbers[1]), int(numbers[2])))
+    return ledger
+
+
+def state_watermarks(reader: StateReader) -> dict[str, int]:
+    """Every session the state keeps a row for, with its watermark."""
+    rows = reader.read("SELECT session_id, watermark FROM sweep_session")
+    return {str(row[0]): int(row[1]) for row in rows}
