@@ -2,12 +2,14 @@
 
 The server lives in ``provisioner.devgateway`` and needs the ``dev`` extra; it is imported only
 when the command runs, so ``nerve --help`` stays fast and an install without the extra gets
-one line saying how to add it.
+one line saying how to add it. ``nerve dev gateway --help`` lists the fault names, read from
+``provisioner.devgateway.faults.FAULT_NAMES`` only while that help is shown.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 from pathlib import Path
 
 from provisioner.cli.common import (
@@ -32,6 +34,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         "gateway",
         help="serve a local MCP gateway with a Loom stand-in (needs the dev extra)",
         description="Serve GET /catalog and Loom's tools at /s/loom/mcp on 127.0.0.1.",
+        formatter_class=_FaultNamesHelp,
     )
     gateway.add_argument(
         "--port",
@@ -56,6 +59,33 @@ def register(commands: argparse._SubParsersAction) -> None:
         help="answer as JSON, as event streams, or either per call (default)",
     )
     gateway.set_defaults(handler=_run_gateway)
+
+
+class _FaultNamesHelp(argparse.HelpFormatter):
+    """The gateway's help, with the fault names after ``--faults``' own line.
+
+    The names come from the fault module, which needs the dev extra; they are read only when
+    the whole help is formatted (never while the parser is built, nor for a usage line), so
+    ``nerve --help`` imports nothing of the dev gateway. Without the extra the help says how
+    to add it instead of the names.
+    """
+
+    def add_argument(self, action: argparse.Action) -> None:
+        if action.dest == "faults" and action.help:
+            action = copy.copy(action)
+            action.help = f"{action.help}; faults: {_fault_names()}"
+        super().add_argument(action)
+
+
+def _fault_names() -> str:
+    """The faults as rules write them (``coded[:CODE]``), or how to get the dev extra."""
+    try:
+        from provisioner.devgateway.faults import fault_usage
+    except ImportError as error:
+        if (error.name or "").split(".")[0] not in DEV_EXTRA_MODULES:
+            raise
+        return f"listed once the dev extra is installed ({DEV_EXTRA_HINT})"
+    return ", ".join(fault_usage())
 
 
 def _run_gateway(args: argparse.Namespace) -> int:

@@ -22,6 +22,7 @@ from provisioner.config.model import (
 )
 from provisioner.config.urls import absolute_http_url, has_credentials, redacted
 from provisioner.runtime.loom.settings import boolean_value as runtime_boolean_value
+from provisioner.runtime.loom.settings import whole_number_value
 from provisioner.templating.backends import (
     BACKEND_NAMES,
     BACKENDS,
@@ -108,6 +109,19 @@ class KeyChecker:
     def boolean(self, key: str, value: Any, default: bool) -> bool:
         """A YAML boolean, or the words true/false (``SectionReader``)."""
         return boolean_value(value, default, self.where(key), key)
+
+    def whole_number(self, key: str, value: Any, default: int, *, low: int, high: int) -> int:
+        """A whole number from ``low`` to ``high``, or its ASCII digits from a ``${VAR:-4}``;
+        empty or absent is ``default`` (``SectionReader``).
+
+        The runtime's reader decides, so the loader refuses exactly what ``LoomMemory`` built
+        from Nerve's settings refuses (``memory.loom.sweep_concurrency``, SWEEP-14); the
+        refusal is a ``ConfigError`` naming the file, with the runtime's wording.
+        """
+        try:
+            return whole_number_value(value, key, default=default, low=low, high=high)
+        except ValueError as error:
+            raise self.fail(key, str(error).removeprefix(f"{key}: ")) from None
 
     def http_url(self, value: Any) -> str | None:
         """``value`` when it is an absolute http(s) URL with a host (``SectionReader``)."""

@@ -5,7 +5,9 @@ the rules are tried in order; a rule applies when its tool (if named) is the one
 condition (``too-large:BYTES``, ``fail-text:TEXT``) holds, and then plays with its probability
 (default 1), drawn from a random generator seeded with ``--seed``: the same seed and the same
 calls give the same faults. The first rule that plays decides the answer; none plays → Loom
-answers. The names cover every row of contracts/gateway.md:
+answers. ``latency`` is the one rule that decides no answer: when Loom answers, the first
+latency rule that plays makes that answer wait (a fault that plays answers at once, as a
+gateway's refusal does). The names cover every row of contracts/gateway.md, and a slow Loom:
 
 ========================  ==============================================================
 ``policy``                JSON-RPC -32001: the gateway's policy refused the call
@@ -21,15 +23,23 @@ answers. The names cover every row of contracts/gateway.md:
 ``trickle``               an event stream of keep-alive pings that never brings the answer
 ``cut``                   an event stream cut off in the middle of the answer
 ``reset``                 the connection reset before any answer
+``latency:SECONDS``       Loom's own answer comes SECONDS later (up to 600, e.g. ``0.5``)
 ========================  ==============================================================
 
 Examples: ``policy@loom_context_pack`` (the pack refused, the search fallback answered),
-``503=0.2,hang=0.05`` (a flaky gateway), ``too-large:16384`` (a 16 KiB body limit).
+``503=0.2,hang=0.05`` (a flaky gateway), ``too-large:16384`` (a 16 KiB body limit),
+``latency:1@loom_memory_set_from_messages,429=0.2`` (Loom spends a second on every extraction,
+and the gateway turns a fifth of the calls away at once: a backlog swept concurrently,
+SWEEP-14).
+
+``FaultPlan.decide`` says both what answers and how long Loom's answer waits; the app plays
+the wait only for Loom's own answer, and ends it early when the caller goes away.
 """
 
 from __future__ import annotations
 
 import random
+import re
 import threading
 from dataclasses import dataclass
 
@@ -49,13 +59,27 @@ FAULT_NAMES = (
     "trickle",
     "cut",
     "reset",
+    "latency",
 )
-ARGUMENT_REQUIRED = frozenset({"fail-text"})
-ARGUMENT_ALLOWED = frozenset({"coded", "fail-text", "too-large", "429"})
+LATENCY = "latency"  # the rule that delays Loom's answer instead of deciding it
+# What each fault's argument is, as help and error lines write it; a fault not named here
+# takes none.
+ARGUMENT_NAMES = {
+    "coded": "CODE",
+    "fail-text": "TEXT",
+    "too-large": "BYTES",
+    "429": "SECONDS",
+    LATENCY: "SECONDS",
+}
+ARGUMENT_REQUIRED = frozenset({"fail-text", LATENCY})
+ARGUMENT_ALLOWED = frozenset(ARGUMENT_NAMES)
 DEFAULT_FAULT_CODE = "BACKEND_UNAVAILABLE"
 DEFAULT_RETRY_AFTER_S = 1
 COUNT_MAX_DIGITS = 30  # our choice: far past any body size or Retry-After worth a test
 RULE_SHOWN_MAX_CHARS = 80  # our choice: how much of a bad rule its error line quotes
+LATENCY_MAX_S = 600.0  # our choice: as long as a hanging answer lasts in the dev gateway
+# our choice: seconds as ASCII digits, at most three decimals (0.001 s is finer than needed)
+LATENCY_PATTERN = re.compile(r"[0-9]{1,3}(?:\.[0-9]{1,3})?", re.ASCII)
 
 
 class FaultSpecError(ValueError):
@@ -81,6 +105,13 @@ class FaultRule:
             return (self.argument or "").encode() in body
         return True
 
+    @property
+    def delay_s(self) -> float:
+        """How long a ``latency`` rule makes Loom's answer wait; 0 for every other rule."""
+        if self.name != LATENCY or self.argument is None:
+            return 0.0
+        return float(self.argument)
+
     def __str__(self) -> str:
         text = self.name
         if self.argument is not None:
@@ -90,6 +121,30 @@ class FaultRule:
         if self.probability != 1.0:
             text += f"={self.probability:g}"
         return text
+
+
+@dataclass(frozen=True)
+class FaultDecision:
+    """What answers one call: ``rule``, the fault that plays (None: Loom answers), and
+    ``delay_s``, how long Loom's own answer waits first (always 0 when a fault plays)."""
+
+    rule: FaultRule | None = None
+    delay_s: float = 0.0
+
+
+def fault_usage() -> tuple[str, ...]:
+    """Every fault as a rule writes it (``coded[:CODE]``, ``latency:SECONDS``), in
+    ``FAULT_NAMES`` order: what ``nerve dev gateway --help`` lists."""
+    written = []
+    for name in FAULT_NAMES:
+        argument = ARGUMENT_NAMES.get(name)
+        if argument is None:
+            written.append(name)
+        elif name in ARGUMENT_REQUIRED:
+            written.append(f"{name}:{argument}")
+        else:
+            written.append(f"{name}[:{argument}]")
+    return tuple(written)
 
 
 def parse_fault_spec(spec: str) -> tuple[FaultRule, ...]:
@@ -123,11 +178,18 @@ def _parse_rule(text: str) -> FaultRule:
     if colon and name not in ARGUMENT_ALLOWED:
         raise FaultSpecError(f"fault rule {_shown(text)}: {name} takes no argument")
     if not colon and name in ARGUMENT_REQUIRED:
-        raise FaultSpecError(f"fault rule {_shown(text)}: {name} needs an argument ({name}:TEXT)")
+        raise FaultSpecError(
+            f"fault rule {_shown(text)}: {name} needs an argument ({name}:{ARGUMENT_NAMES[name]})"
+        )
     if name in ("too-large", "429") and colon and not _is_count(argument):
         raise FaultSpecError(
             f"fault rule {_shown(text)}: {name} takes a whole number of ASCII digits 0-9 "
             f"(at most {COUNT_MAX_DIGITS})"
+        )
+    if name == LATENCY and not _is_latency(argument):
+        raise FaultSpecError(
+            f"fault rule {_shown(text)}: latency takes seconds above 0 and at most "
+            f"{LATENCY_MAX_S:g}, in ASCII digits with at most three decimals (latency:1.5)"
         )
     return FaultRule(
         name=name,
@@ -156,6 +218,11 @@ def _is_unicode_text(text: str) -> bool:
 def _is_count(text: str) -> bool:
     """ASCII digits only: ``str.isdigit`` also takes ``²`` and ``٣``, which ``int`` refuses."""
     return 0 < len(text) <= COUNT_MAX_DIGITS and text.isascii() and text.isdigit()
+
+
+def _is_latency(text: str) -> bool:
+    """Seconds a latency rule may take: ``1``, ``0.25``, up to ``LATENCY_MAX_S``, above 0."""
+    return LATENCY_PATTERN.fullmatch(text) is not None and 0.0 < float(text) <= LATENCY_MAX_S
 
 
 def _probability(rule: str, text: str) -> float:
@@ -199,10 +266,26 @@ class FaultPlan:
                 self._seed = seed
                 self._random = random.Random(seed)
 
-    def choose(self, tool: str, body: bytes) -> FaultRule | None:
-        """The rule that plays on this call, or None for Loom's own answer."""
+    def decide(self, tool: str, body: bytes) -> FaultDecision:
+        """What answers this call, and how long Loom's own answer waits.
+
+        The answering rules are drawn first, in order, as they always were (a spec without
+        ``latency`` draws exactly the same faults from the same seed); only when none plays
+        are the ``latency`` rules drawn, the first that plays giving the wait.
+        """
         with self._lock:
             for rule in self._rules:
-                if rule.applies_to(tool, body) and self._random.random() < rule.probability:
-                    return rule
-        return None
+                if rule.name != LATENCY and self._plays(rule, tool, body):
+                    return FaultDecision(rule)
+            for rule in self._rules:
+                if rule.name == LATENCY and self._plays(rule, tool, body):
+                    return FaultDecision(None, rule.delay_s)
+        return FaultDecision()
+
+    def choose(self, tool: str, body: bytes) -> FaultRule | None:
+        """The fault that answers this call, or None for Loom's own answer (never a
+        ``latency`` rule: it decides no answer; ``decide`` gives its wait)."""
+        return self.decide(tool, body).rule
+
+    def _plays(self, rule: FaultRule, tool: str, body: bytes) -> bool:
+        return rule.applies_to(tool, body) and self._random.random() < rule.probability

@@ -33,6 +33,11 @@ LOOM_NAME_RULE = (
 )
 BOOLEAN_WORDS = {"true": True, "false": False}  # CONF-3, CONF-5: what `${VAR:-false}` can give
 GATEWAY_URL_EXAMPLE = "http://127.0.0.1:8787"  # CONF-6: the shape of a usable gateway URL
+SWEEP_CONCURRENCY_DEFAULT = 4  # SWEEP-14: session windows a sweep may have in flight at most
+SWEEP_CONCURRENCY_MIN = 1  # SWEEP-14: one window at a time, as a sweep ran before
+SWEEP_CONCURRENCY_MAX = 32  # our choice: past this one agent's sweep would crowd Loom out
+WHOLE_NUMBER_MAX_CHARS = 12  # our choice: longer text is no count worth converting
+SHOWN_MAX_CHARS = 40  # our choice: how much of a refused value an error line quotes
 # Values that are never a section: a section is a mapping or an object with attributes.
 _NOT_SECTIONS = (str, bytes, bytearray, int, float, bool, list, tuple, set, frozenset)
 
@@ -69,13 +74,15 @@ class LoomValues:
 
     ``gateway_url`` has no trailing slash, or is None for no gateway (the backend is then
     unavailable, never broken); ``org`` and ``namespace`` are overrides of what Loom resolves,
-    or None; ``defer_extraction`` picks the sweep's queued mode (SWEEP-4).
+    or None; ``defer_extraction`` picks the sweep's queued mode (SWEEP-4);
+    ``sweep_concurrency`` is how many sessions' windows a sweep may have in flight (SWEEP-14).
     """
 
     gateway_url: str | None = None
     org: str | None = None
     namespace: str | None = None
     defer_extraction: bool = False
+    sweep_concurrency: int = SWEEP_CONCURRENCY_DEFAULT
 
 
 def checked_values(
@@ -84,14 +91,22 @@ def checked_values(
     org: object,
     namespace: object,
     defer_extraction: object,
-    keys: tuple[str, str, str, str] = ("gateway_url", "org", "namespace", "defer_extraction"),
+    sweep_concurrency: object = None,
+    keys: tuple[str, str, str, str, str] = (
+        "gateway_url",
+        "org",
+        "namespace",
+        "defer_extraction",
+        "sweep_concurrency",
+    ),
 ) -> LoomValues:
-    """The four values, each held to its rule; ``ValueError`` names ``keys[i]`` for a bad one."""
+    """The values, each held to its rule; ``ValueError`` names ``keys[i]`` for a bad one."""
     return LoomValues(
         gateway_url=gateway_url_value(gateway_url, keys[0]),
         org=loom_name_value(org, keys[1]),
         namespace=loom_name_value(namespace, keys[2]),
         defer_extraction=boolean_value(defer_extraction, keys[3]),
+        sweep_concurrency=sweep_concurrency_value(sweep_concurrency, keys[4]),
     )
 
 
@@ -119,8 +134,9 @@ def loom_values(settings: object) -> LoomValues:
     """What ``LoomMemory`` needs of Nerve-shaped ``settings`` whose backend is ``loom``.
 
     Reads ``memory.backend`` (it must be ``loom``), ``memory.loom.org``, ``.namespace``,
-    ``.defer_extraction`` and the top-level ``mcp_gateway_url``; an empty or unset gateway URL
-    is no gateway. Raises ``ValueError`` naming the key of the first value it cannot use.
+    ``.defer_extraction``, ``.sweep_concurrency`` and the top-level ``mcp_gateway_url``; an
+    empty or unset gateway URL is no gateway. Raises ``ValueError`` naming the key of the first
+    value it cannot use.
     """
     backend = memory_backend(settings)
     if backend != LOOM_BACKEND:
@@ -142,11 +158,13 @@ def loom_values(settings: object) -> LoomValues:
         org=_get(loom, "org"),
         namespace=_get(loom, "namespace"),
         defer_extraction=_get(loom, "defer_extraction"),
+        sweep_concurrency=_get(loom, "sweep_concurrency"),
         keys=(
             "mcp_gateway_url",
             "memory.loom.org",
             "memory.loom.namespace",
             "memory.loom.defer_extraction",
+            "memory.loom.sweep_concurrency",
         ),
     )
 
@@ -203,6 +221,64 @@ def boolean_value(value: object, key: str, default: bool = False) -> bool:
         return BOOLEAN_WORDS[value.strip().lower()]
     shown = repr(value) if isinstance(value, str) else _kind(value)
     raise ValueError(f"{key}: {shown} is not a boolean; expected true or false")
+
+
+def sweep_concurrency_value(value: object, key: str) -> int:
+    """How many sessions' windows one sweep may have in flight at most (SWEEP-14).
+
+    A whole number from 1 to 32; empty or None is the default, 4. More windows at once only
+    help while Loom keeps up, and the sweep's own limit adapts below this cap; 1 sweeps one
+    session at a time. Anything else raises ``ValueError`` naming ``key``.
+    """
+    return whole_number_value(
+        value,
+        key,
+        default=SWEEP_CONCURRENCY_DEFAULT,
+        low=SWEEP_CONCURRENCY_MIN,
+        high=SWEEP_CONCURRENCY_MAX,
+    )
+
+
+def whole_number_value(value: object, key: str, *, default: int, low: int, high: int) -> int:
+    """A whole number from ``low`` to ``high``; empty or None is ``default``.
+
+    An integer, or its ASCII digits as text (what a ``${VAR:-4}`` gives, blanks around them
+    allowed). A boolean, a fraction, digits of another script (``٤``) or a number out of range
+    raise one ``ValueError`` line naming ``key``; the value is quoted cut short.
+    """
+    if value is None or value == "":
+        return default
+    number = _whole_number(value)
+    if number is not None and low <= number <= high:
+        return number
+    raise ValueError(
+        f"{key}: {_shown(value)} is not a whole number from {low} to {high}; "
+        f"expected one such as {default}"
+    )
+
+
+def _whole_number(value: object) -> int | None:
+    """``value`` as an int when it is one or spells one in ASCII digits; None otherwise."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        text = value.strip()
+        if 0 < len(text) <= WHOLE_NUMBER_MAX_CHARS and text.isascii() and text.isdigit():
+            return int(text)
+    return None
+
+
+def _shown(value: object) -> str:
+    """A refused value for an error line: text quoted and cut short, a small integer as it
+    is, anything else by its kind (an integer of thousands of digits is never converted)."""
+    if isinstance(value, str):
+        text = repr(value)
+        return text if len(text) <= SHOWN_MAX_CHARS else text[:SHOWN_MAX_CHARS] + "…"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value) if value.bit_length() <= 64 else "an integer of more than 64 bits"
+    return _kind(value)
 
 
 # --- reading a mapping or an object alike ---------------------------------------------------
