@@ -21,8 +21,6 @@ One migration runs at a time per state file (``migration_lock``), the way one sw
 
 from __future__ import annotations
 
-import fcntl
-import os
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -31,6 +29,7 @@ from pathlib import Path
 
 from provisioner.runtime.loom.types import WriteVerdict
 from provisioner.runtime.state import StateStore
+from provisioner.runtime.sweep.lock import file_lock
 
 STATUS_WRITTEN = "written"
 STATUS_CONFLICT = "conflict"
@@ -207,13 +206,5 @@ def migration_lock(state_path: str) -> Iterator[bool]:
     if state_path == IN_MEMORY:
         yield True
         return
-    descriptor = os.open(state_path + LOCK_SUFFIX, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        try:
-            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False
-            return
-        yield True
-    finally:
-        os.close(descriptor)
+    with file_lock(state_path + LOCK_SUFFIX) as held:
+        yield held

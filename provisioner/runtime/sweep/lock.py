@@ -35,7 +35,19 @@ def sweep_lock(state_path: str, owner: object) -> Iterator[bool]:
         with _held_in_memory(id(owner)) as held:
             yield held
         return
-    descriptor = os.open(state_path + LOCK_SUFFIX, os.O_RDWR | os.O_CREAT, 0o600)
+    with file_lock(state_path + LOCK_SUFFIX) as held:
+        yield held
+
+
+@contextmanager
+def file_lock(lock_path: str) -> Iterator[bool]:
+    """Yield True while this process holds an exclusive ``flock`` on ``lock_path``, else False.
+
+    Taken without waiting; the file is made when missing (mode 0600) and never removed, so
+    two processes always lock the same inode. Closing the descriptor releases the lock, and
+    the operating system does so when the holder dies.
+    """
+    descriptor = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         try:
             fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -44,7 +56,7 @@ def sweep_lock(state_path: str, owner: object) -> Iterator[bool]:
             return
         yield True
     finally:
-        os.close(descriptor)  # closing the descriptor releases the lock
+        os.close(descriptor)
 
 
 @contextmanager
