@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
+from provisioner.integrations.nerve.transcripts import NerveTranscripts
 from provisioner.runtime.state import StateStore
-from provisioner.runtime.transcripts import SqliteTranscripts
+from provisioner.runtime.sweep.backfill import sweep_source
+from provisioner.runtime.sweep.sweeper import Sweeper, SweepReport
+from provisioner.runtime.transcripts import SqliteTranscripts, TranscriptSource
+from tests.integrations.nerve_db import NerveDb
 
 from .scripted_loom import ScriptedLoom
 
@@ -59,3 +64,29 @@ def add_session(
         created_at = f"2026-11-30T10:{index % 60:02d}:00Z"
         ids.append(source.add_message(session_id, role, body, created_at))
     return ids
+
+
+# --- a Nerve-shaped nerve.db read as the sweep's source (MIG-2, NERVE-2) ---------------------
+
+AFTER_ROWS = datetime(2026, 12, 1, tzinfo=UTC).timestamp()  # the reader's clock
+
+
+@pytest.fixture
+def nerve(tmp_path: Path) -> Iterator[NerveDb]:
+    """A Nerve-shaped ``nerve.db`` for a test to fill."""
+    database = NerveDb(tmp_path / "nerve" / "nerve.db")
+    yield database
+    database.close()
+
+
+@pytest.fixture
+def reader(nerve: NerveDb) -> Iterator[NerveTranscripts]:
+    """``nerve`` read as the sweep reads it, on a clock past every row's time."""
+    with NerveTranscripts(nerve.path, clock=lambda: AFTER_ROWS) as source:
+        yield source
+
+
+async def sweep(source: TranscriptSource, state: StateStore, loom: ScriptedLoom) -> SweepReport:
+    """One sweep of ``source`` through the view the engine's sweep reads (MIG-2)."""
+    view = sweep_source(source, state, fixed_clock)
+    return await Sweeper(loom, view, state, clock=fixed_clock).run_once()

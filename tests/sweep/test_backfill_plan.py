@@ -27,41 +27,20 @@ from provisioner.runtime.sweep.backfill import (
     parse_backfill,
     read_ledger,
     run_backfill,
-    sweep_source,
 )
 from provisioner.runtime.sweep.batching import ENVELOPE_BYTES, context_size, wire_size
 from provisioner.runtime.sweep.lock import sweep_lock
 from provisioner.runtime.sweep.plan import ReadOnlyState, StateUnreadable, plan_sweep
 from provisioner.runtime.sweep.start import AUDIT_BACKFILL, AUDIT_BACKFILL_DONE, Memorized
-from provisioner.runtime.sweep.sweeper import WAITING, Sweeper, SweepReport
+from provisioner.runtime.sweep.sweeper import WAITING
 from provisioner.runtime.transcripts import Message, SqliteTranscripts, TranscriptSource
 from tests.conftest import RunNerve, assert_one_line_error
 from tests.integrations.nerve_db import NerveDb, native
 
-from .conftest import NOW, add_session, fixed_clock
+from .conftest import NOW, add_session, sweep
 from .scripted_loom import ScriptedLoom
 
 pytestmark = pytest.mark.anyio
-
-AFTER_ROWS = datetime(2026, 12, 1, tzinfo=UTC).timestamp()  # the reader's clock
-
-
-@pytest.fixture
-def nerve(tmp_path: Path) -> Iterator[NerveDb]:
-    database = NerveDb(tmp_path / "nerve" / "nerve.db")
-    yield database
-    database.close()
-
-
-@pytest.fixture
-def reader(nerve: NerveDb) -> Iterator[NerveTranscripts]:
-    with NerveTranscripts(nerve.path, clock=lambda: AFTER_ROWS) as source:
-        yield source
-
-
-async def sweep(source: TranscriptSource, state: StateStore, loom: ScriptedLoom) -> SweepReport:
-    view = sweep_source(source, state, fixed_clock)
-    return await Sweeper(loom, view, state, clock=fixed_clock).run_once()
 
 
 def backfill(source: TranscriptSource, state: StateStore, scope: str) -> list[BackfillMove]:

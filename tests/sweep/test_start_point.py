@@ -6,8 +6,7 @@ transcripts, a real state file, and the sweep against the scripted Loom.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from datetime import UTC, datetime
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -21,34 +20,13 @@ from provisioner.runtime.sweep.start import (
     start_new_sessions,
     start_where_host_stopped,
 )
-from provisioner.runtime.sweep.sweeper import Sweeper, SweepReport
-from provisioner.runtime.transcripts import Message, SqliteTranscripts, TranscriptSource
+from provisioner.runtime.transcripts import Message, SqliteTranscripts
 from tests.integrations.nerve_db import NerveDb, native
 
-from .conftest import NOW, add_session, fixed_clock
+from .conftest import NOW, add_session, fixed_clock, sweep
 from .scripted_loom import ScriptedLoom
 
 pytestmark = pytest.mark.anyio
-
-AFTER_ROWS = datetime(2026, 12, 1, tzinfo=UTC).timestamp()  # the reader's clock
-
-
-@pytest.fixture
-def nerve(tmp_path: Path) -> Iterator[NerveDb]:
-    database = NerveDb(tmp_path / "nerve" / "nerve.db")
-    yield database
-    database.close()
-
-
-@pytest.fixture
-def reader(nerve: NerveDb) -> Iterator[NerveTranscripts]:
-    with NerveTranscripts(nerve.path, clock=lambda: AFTER_ROWS) as source:
-        yield source
-
-
-async def sweep(source: TranscriptSource, state: StateStore, loom: ScriptedLoom) -> SweepReport:
-    view = sweep_source(source, state, fixed_clock)
-    return await Sweeper(loom, view, state, clock=fixed_clock).run_once()
 
 
 def left_rows(state: StateStore) -> list[dict[str, object]]:
