@@ -31,14 +31,12 @@ scripted Loom on a virtual clock, so a thousand seconds of waiting cost none;
 the wall time (virtual for the scripted Loom), the calls against the lower bound, the sweeps it
 took, and messages lost (never taken) or sent twice. Target: at a limit of 4, at most 0.3 of
 the time a limit of 1 takes, the same calls, nothing lost; with the 429s, nothing lost.
-A limit above 1 runs once ``Sweeper`` takes ``concurrency``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import inspect
 import json
 import math
 import os
@@ -295,10 +293,7 @@ def run_backlog(shape: Backlog, limits: list[int], loom: str, *, as_json: bool) 
     results = []
     for turned_away in (0.0, TURNED_AWAY):
         for limit in limits:
-            if limit > 1 and not sweeper_takes_concurrency():
-                result = {"limit": limit, "turned_away": turned_away, "skipped": "not wired"}
-            else:
-                result = sweep_backlog(shape, limit, loom, turned_away)
+            result = sweep_backlog(shape, limit, loom, turned_away)
             results.append(result)
             if not as_json:
                 print(describe_backlog(result), flush=True)
@@ -307,12 +302,6 @@ def run_backlog(shape: Backlog, limits: list[int], loom: str, *, as_json: bool) 
     else:
         print(describe_ratio(results))
     return 0
-
-
-def sweeper_takes_concurrency() -> bool:
-    from provisioner.runtime.sweep.sweeper import Sweeper
-
-    return "concurrency" in inspect.signature(Sweeper).parameters
 
 
 def sweep_backlog(shape: Backlog, limit: int, loom: str, turned_away: float) -> dict[str, Any]:
@@ -350,6 +339,8 @@ class ScriptedBacklogLoom:
         self.turned_away = turned_away
         self.draw = random.Random(TURNED_AWAY_SEED)
         self.calls = 0
+        self.in_flight = 0
+        self.peak = 0  # the most calls Loom was working on at once
 
     async def extract(self, messages: Any, **options: Any) -> Any:
         from provisioner.runtime.gateway.errors import MayPass
@@ -357,7 +348,12 @@ class ScriptedBacklogLoom:
         self.calls += 1
         if self.draw.random() < self.turned_away:
             raise MayPass("rate limited", retry_after_s=1.0)
-        await asyncio.sleep(self.call_s)
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        try:
+            await asyncio.sleep(self.call_s)
+        finally:
+            self.in_flight -= 1
         return await self.loom.extract(messages, **options)
 
 
@@ -386,6 +382,7 @@ def scripted_backlog(
         "own_s": own_s,
         "lost": lost,
         "sent_twice": sum(1 for times in taken.values() if times > 1),
+        "peak_in_flight": memory.peak,
     }
 
 
@@ -424,8 +421,7 @@ async def sweep_until_taken(memory: Any, transcripts: Any, state: Any, limit: in
     """Sweep until no window is left behind (a 429 stops a window until the next sweep)."""
     from provisioner.runtime.sweep.sweeper import Sweeper
 
-    options = {"concurrency": limit} if sweeper_takes_concurrency() else {}
-    sweeper = Sweeper(memory, transcripts, state, **options)
+    sweeper = Sweeper(memory, transcripts, state, concurrency=limit)
     for count in range(1, SWEEPS_MAX + 1):
         await sweeper.run_once()
         if not left_behind(transcripts, state):
@@ -443,14 +439,13 @@ def left_behind(transcripts: Any, state: Any) -> int:
 
 def describe_backlog(result: dict[str, Any]) -> str:
     head = f"limit {result['limit']}, {result['turned_away']:.0%} turned away: "
-    if "skipped" in result:
-        return head + "waits for the sweep loop to take `concurrency` (SWEEP-14)"
     clock = "virtual" if result["loom"] == "scripted" else "real"
     own = f", the sweep's own {result['own_s']:.1f} s" if "own_s" in result else ""
     return head + (
         f"{result['calls']} calls (lower bound {result['lower_bound']}), "
         f"{result['sweeps']} sweep(s), wall {result['wall_s']:.0f} s {clock}{own}, "
         f"lost {result['lost']}, sent twice {result['sent_twice']}"
+        + (f", at most {result['peak_in_flight']} at once" if "peak_in_flight" in result else "")
     )
 
 

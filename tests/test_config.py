@@ -17,6 +17,7 @@ from provisioner.config.loader import (
     known_keys,
     load_config,
 )
+from provisioner.runtime.loom.backend import LoomMemory
 from provisioner.runtime.loom.settings import (
     SWEEP_CONCURRENCY_DEFAULT,
     SWEEP_CONCURRENCY_MAX,
@@ -835,14 +836,6 @@ class TestErrors:
 # --- memory.loom.sweep_concurrency (SWEEP-14) -------------------------------------------------
 
 SWEEP_KEY = "memory.loom.sweep_concurrency"
-# The loader checks memory.loom through the backend registry's Loom entry; until that entry
-# declares the key, a load warns it away as unknown. These tests expect the declared behaviour
-# and are strict expected failures until then (they turn live, unmarked, once it is declared).
-until_declared = pytest.mark.xfail(
-    "sweep_concurrency" not in LOOM_KEYS,
-    reason="memory.loom.sweep_concurrency is not declared on the registry's Loom entry yet",
-    strict=True,
-)
 BAD_CONCURRENCY = ["0", "33", "-1", "true", "2.5", "'four'", "'٤'", "[4]"]
 
 
@@ -887,30 +880,34 @@ class TestSweepConcurrency:
         shared(config_dir, "memory:\n  loom:\n    sweep_concurrency: lots\n")
         assert load(config_dir).memory_backend == "memu"
 
-    @until_declared
+    def test_the_registry_declares_it_on_loom_s_section(self):
+        """CONF-5: a key of memory.loom, checked while the backend is Loom."""
+        assert "sweep_concurrency" in LOOM_KEYS
+
     def test_it_defaults_to_four(self, config_dir):
         shared(config_dir, "memory:\n  backend: loom\n")
         assert load(config_dir).loom.sweep_concurrency == SWEEP_CONCURRENCY_DEFAULT
 
-    @until_declared
     def test_a_value_or_a_variable_is_taken_without_a_warning(self, config_dir):
         loom_config(config_dir, "sweep_concurrency: ${SWEEP_CONCURRENCY:-8}\n")
         assert load(config_dir).loom.sweep_concurrency == 8
         config = load(config_dir, SWEEP_CONCURRENCY="2")
         assert (config.loom.sweep_concurrency, config.warnings) == (2, ())
 
-    @until_declared
     @pytest.mark.parametrize("value", BAD_CONCURRENCY)
     def test_a_bad_value_refuses_to_load_in_one_line(self, config_dir, value):
         path = loom_config(config_dir, f"sweep_concurrency: {value}\n")
         text = assert_one_line(load_error(config_dir), path, SWEEP_KEY)
         assert "is not a whole number from 1 to 32" in text
 
-    @until_declared
     def test_the_docs_list_it_among_the_known_keys(self):
         assert SWEEP_KEY in known_keys()
 
-    @until_declared
+    def test_the_loaded_value_reaches_the_backend_and_its_sweeper(self, config_dir):
+        """SWEEP-14: ``nerve memory sweep`` builds its Sweeper from ``memory.sweep_concurrency``."""
+        loom_config(config_dir, "sweep_concurrency: 2\n")
+        assert LoomMemory.from_config(load(config_dir)).sweep_concurrency == 2
+
     def test_a_bad_value_is_one_line_and_exit_2_at_the_command_line(self, run_nerve, tmp_path):
         from tests.conftest import assert_one_line_error
 
@@ -921,3 +918,12 @@ class TestSweepConcurrency:
         result = run_nerve("init", "--workspace", "ws", "--config-dir", "cfg")
         assert_one_line_error(result, "config.local.yaml", SWEEP_KEY, "1 to 32")
         assert not (tmp_path / "ws").exists()
+
+    def test_the_backend_built_from_nerve_s_settings_holds_the_same_rule(self):
+        """NERVE-5: the engine's ``LoomMemory`` carries the value to its ``Sweeper``; a value
+        given in code is held to the rule too, blamed on the parameter."""
+        settings = {"memory": {"backend": "loom", "loom": {"sweep_concurrency": " 8 "}}}
+        assert LoomMemory.from_settings(settings).sweep_concurrency == 8
+        assert LoomMemory().sweep_concurrency == SWEEP_CONCURRENCY_DEFAULT
+        with pytest.raises(ValueError, match=r"^sweep_concurrency: 0 is not a whole number"):
+            LoomMemory(sweep_concurrency=0)

@@ -546,7 +546,7 @@ class TestTroubleshootingPage:
         from provisioner.doctor.config import LOOM_ORIGIN_KEYS, ORIGIN_KEYS
 
         ids |= {f"config.{key}`" for key in ORIGIN_KEYS} | {"config.memory.loom.*`"}
-        assert len(LOOM_ORIGIN_KEYS) == 4 and len(ids) >= 12, ids
+        assert len(LOOM_ORIGIN_KEYS) == 5 and len(ids) >= 12, ids
         page = (root / "docs" / "troubleshooting.md").read_text(encoding="utf-8")
         headings = [line for line in page.splitlines() if line.startswith("### ")]
         missing = sorted(i for i in ids if not any(f"`{i}" in h for h in headings))

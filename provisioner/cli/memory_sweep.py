@@ -32,7 +32,8 @@ writing nothing (MIG-2, docs/backfill.md).
 While a batch is out, a hung Loom must not look like a frozen sweep: on a terminal the line
 shows the session, the batch and how long Loom has been waiting of its deadline, redrawn every
 second; without one, a progress line goes to stderr at most every ``PROGRESS_EVERY_S`` once a
-sweep has run that long. Lines name sessions and counts, never a message's text.
+sweep has run that long; with sessions swept side by side, the batch held longest (SWEEP-14).
+Lines name sessions and counts, never a message's text.
 """
 
 from __future__ import annotations
@@ -84,7 +85,6 @@ def register(commands: argparse._SubParsersAction) -> None:
     sweep.add_argument(
         "--nerve-db",
         type=Path,
-        default=None,
         metavar="PATH",
         help="sweep from Nerve's own nerve.db instead of the transcripts database (NERVE-2)",
     )
@@ -180,7 +180,7 @@ async def _sweep(
         async with LoomMemory.from_config(config, state=state) as memory:
             mode = extraction_mode(config.loom.defer_extraction)
             view = sweep_source(source, state, time.time)  # MIG-2: after memU, backfills
-            sweeper = Sweeper(memory, view, state, mode=mode)
+            sweeper = Sweeper(memory, view, state, mode=mode, concurrency=memory.sweep_concurrency)
             while True:
                 report = await sweep_with_progress(sweeper, ProgressPrinter(sys.stderr))
                 status = print_report(report, gateway_url, as_json=as_json)
@@ -207,11 +207,8 @@ def _backfill(source: Any, state: Any, scope: Any, *, as_json: bool) -> bool:
 def _plan(
     config: Any, paths: tuple[Path, Path], *, from_nerve: bool, scope: Any, as_json: bool
 ) -> int:
-    """Print what a sweep would send now (MIG-2); 1 when a session could not be read.
-
-    Nothing is sent and nothing written: the state is opened read only, a missing
-    transcripts database is bad input rather than created.
-    """
+    """Print what a sweep would send now (MIG-2); 1 when a session could not be read. Nothing
+    is sent or written: the state is opened read only; no transcripts database is bad input."""
     from provisioner.cli.memory_files import open_transcripts
     from provisioner.runtime.sweep.plan import StateUnreadable, plan_from_file
     from provisioner.runtime.sweep.sweeper import extraction_mode
@@ -275,6 +272,9 @@ class ProgressPrinter:
     ``PROGRESS_EVERY_S``, the first once the sweep has run that long, so a short sweep prints
     none. ``clock`` (monotonic seconds) times both; tests hand it a fake one. A stream that
     fails to take a write (a closed terminal, say) ends the printing, never the sweep.
+
+    With sessions swept side by side (SWEEP-14), every batch out is kept: the line shows the
+    one Loom has held longest, and how many sessions are in flight when more than one is.
     """
 
     def __init__(
@@ -294,16 +294,17 @@ class ProgressPrinter:
         self._terminal = _is_terminal(stream)
         self._last_line_at = clock()  # the sweep's start, then each line written
         self._at: SweepProgress | None = None
-        self._waiting_since: float | None = None
+        self._waiting: dict[str, tuple[int, float]] = {}  # batches out: session -> batch, since
         self._drawn = ""
         self._broken = False
 
     def __call__(self, progress: SweepProgress) -> None:
         """A step of the sweep: a batch out, a batch back, a session done."""
-        if not progress.waiting:
-            self._waiting_since = None
-        elif self._waiting_since is None or not (self._at and self._at.waiting):
-            self._waiting_since = self._clock()
+        session_id, batch = progress.session_id, progress.batch
+        if session_id is not None and not progress.waiting:
+            self._waiting.pop(session_id, None)
+        elif session_id is not None and self._waiting.get(session_id, (0, 0.0))[0] != batch:
+            self._waiting[session_id] = (batch, self._clock())  # a new batch: its wait starts
         self._at = progress
         self._show()
 
@@ -334,18 +335,25 @@ class ProgressPrinter:
     def _line(self, *, terminal: bool) -> str:
         at = self._at
         assert at is not None
-        if at.waiting and at.session_id is not None and self._waiting_since is not None:
-            waited = max(0, int(self._clock() - self._waiting_since))
-            session = f"{at.sessions_done + 1}/{at.sessions_total} {_shown(at.session_id)}"
-            waiting = f"batch {at.batch}: waiting for Loom: {waited} s of {self._deadline_s:g} s"
-            if terminal:
-                return f"session {session}, {waiting}"
-            return f"sweep: session {session}, {waiting}; {at.messages_taken} messages taken"
+        if self._waiting:
+            return self._waiting_line(at, terminal=terminal)
         line = (
             f"sessions {at.sessions_done}/{at.sessions_total}, "
             f"{at.messages_taken} messages taken, budget {at.budget.describe()}"
         )
         return line if terminal else f"sweep: {line}"
+
+    def _waiting_line(self, at: SweepProgress, *, terminal: bool) -> str:
+        """The batch Loom has held longest; on a terminal, the session id is cut to fit."""
+        session_id, (batch, since) = min(self._waiting.items(), key=lambda out: out[1][1])
+        waited = max(0, int(self._clock() - since))
+        head = f"session {at.sessions_done + 1}/{at.sessions_total} "
+        tail = f", batch {batch}: waiting for Loom: {waited} s of {self._deadline_s:g} s"
+        more = f"; {at.in_flight} in flight" if at.in_flight > 1 else ""
+        if terminal:
+            room = LINE_WIDTH - len(head) - len(tail) - len(more)
+            return f"{head}{_shown(session_id, room)}{tail}{more}"
+        return f"sweep: {head}{_shown(session_id)}{tail}; {at.messages_taken} messages taken{more}"
 
     def _write(self, text: str) -> None:
         try:
@@ -362,14 +370,14 @@ def _is_terminal(stream: TextIO) -> bool:
         return False
 
 
-def _shown(session_id: str) -> str:
-    """A session id as a progress line shows it: printable, and cut to fit the line."""
+def _shown(session_id: str, room: int = SESSION_SHOWN_CHARS) -> str:
+    """A session id as a progress line shows it: printable, cut to ``room`` characters or
+    ``SESSION_SHOWN_CHARS``, whichever is fewer."""
     from provisioner.runtime.transcripts import shown_session_id
 
+    width = max(1, min(SESSION_SHOWN_CHARS, room))
     shown = shown_session_id(session_id)
-    if len(shown) > SESSION_SHOWN_CHARS:
-        return shown[: SESSION_SHOWN_CHARS - 1] + "…"
-    return shown
+    return shown if len(shown) <= width else shown[: width - 1] + "…"
 
 
 # --- the report -----------------------------------------------------------------------------
@@ -387,11 +395,8 @@ def exit_status(report: SweepReport) -> int:
 
 
 def why_it_stopped(report: SweepReport, gateway_url: str | None) -> str:
-    """Why the sweep ended as it did, in a few words: the one line's reason (SWEEP-13).
-
-    Batches that were never sent are never counted; error kinds are named, never an error's
-    message or a message's text.
-    """
+    """Why the sweep ended as it did, in a few words: the one line's reason (SWEEP-13). Batches
+    never sent are not counted; error kinds are named, never an error's or a message's text."""
     from provisioner.runtime.sweep.outcomes import STOPPED_BUSY, STOPPED_DONE, UNREACHED_STOPS
 
     if report.stopped == STOPPED_BUSY:

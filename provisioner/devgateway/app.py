@@ -3,7 +3,9 @@
 Routes:
 
 * ``GET /catalog`` — schema version 1 (contracts/gateway.md), listing ``loom`` with the tools
-  the stand-in serves; ``digest`` is the sha256 of the servers list as canonical JSON;
+  the stand-in serves (``loom_op`` included, SWEEP-15) less those ``unlist`` took away, which
+  a call then meets as the gateway's policy refusal; ``digest`` is the sha256 of the servers
+  list as canonical JSON;
 * ``POST /s/loom/mcp`` — one ``tools/call`` per POST. The fault plan decides first; if no fault
   plays, the SDK server answers, as JSON or as an event stream (``answers``: ``json``, ``sse``,
   or ``mixed`` — chosen per call from the seed);
@@ -37,7 +39,7 @@ from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from provisioner.devgateway.contract import ServedTool, served_tools
+from provisioner.devgateway.contract import LOOM_OP, LoomOpTool, ServedTool, served_tools
 from provisioner.devgateway.faults import (
     DEFAULT_FAULT_CODE,
     DEFAULT_RETRY_AFTER_S,
@@ -98,12 +100,15 @@ class DevGateway:
         self.store = store or LoomStandIn()
         self.faults = faults or FaultPlan()
         self.calls: deque[SeenCall] = deque(maxlen=CALLS_KEPT)
-        self.tools: dict[str, ServedTool] = served_tools()
+        self.tools: dict[str, ServedTool | LoomOpTool] = served_tools()
+        self.unlisted: set[str] = set()
+        self.answering: list[object] = []  # Loom's answers under way: each call's session_id
+        self.most_at_once = self.most_for_one_session = 0  # SWEEP-14: what a sweep overlapped
         self._answers = answers
         self._answer_draw = random.Random(f"answers:{self.faults.seed}")
         self._log = log or (lambda line: None)
-        self._json_server = build_loom_server(self.store, self.tools)
-        self._sse_server = build_loom_server(self.store, self.tools)
+        self._json_server = build_loom_server(self.store, self.tools, forced=self._queue_state)
+        self._sse_server = build_loom_server(self.store, self.tools, forced=self._queue_state)
         self._json_app = loom_http_app(self._json_server, json_response=True)
         self._sse_app = loom_http_app(self._sse_server, json_response=False)
 
@@ -111,13 +116,23 @@ class DevGateway:
         """Where one line per call (and per fault switch) goes."""
         self._log = log
 
+    def unlist(self, *tools: str) -> None:
+        """Leave ``tools`` out of the catalog (a platform that does not grant them); a call to
+        one is refused by the gateway's policy. ``unlist()`` lists every tool again."""
+        self.unlisted = set(tools)
+
+    def _queue_state(self) -> str | None:
+        """A forced state for one pending queued batch a status call names, or None: the
+        ``queue`` fault rules, drawn per batch (SWEEP-15)."""
+        return self.faults.queue_state(LOOM_OP)
+
     def catalog(self) -> dict[str, Any]:
         """The catalog this gateway serves."""
         servers = [
             {
                 "id": "loom",
                 "path": MCP_PATH,
-                "tools": sorted(self.tools),
+                "tools": sorted(set(self.tools) - self.unlisted),
                 "displayName": "Loom (dev stand-in)",
                 "description": "Long-term memory, kept locally by nerve dev gateway",
             }
@@ -196,15 +211,33 @@ class DevGateway:
             await _json(send, 400, {"jsonrpc": "2.0", "id": None, "error": error})
             return
         tool, arguments, request_id = _call_of(body)
-        rule = self.faults.choose(tool, body)
+        if tool in self.unlisted:
+            self.calls.append(SeenCall(tool, arguments, "unlisted", "fault"))
+            self._log(f"tools/call {tool}: not listed, refused")
+            error = {"code": -32001, "message": f"policy: {tool} is not allowed for this agent"}
+            await _json(send, 200, {"jsonrpc": "2.0", "id": request_id, "error": error})
+            return
+        decision = self.faults.decide(tool, body)
+        rule, delayed = decision.rule, f" after {decision.delay_s:g} s" * bool(decision.delay_s)
         answered_as = "fault" if rule else self._answer_mode()
         self.calls.append(SeenCall(tool, arguments, str(rule) if rule else None, answered_as))
-        self._log(f"tools/call {tool or '?'}: {rule or answered_as}")
+        self._log(f"tools/call {tool or '?'}: {rule or answered_as}{delayed}")
         if rule is not None:
             await _play_fault(rule, request_id, receive, send)
             return
-        app = self._json_app if answered_as == "json" else self._sse_app
-        await app(scope, replay_body(body, receive), send)
+        session = arguments.get("session_id") if isinstance(arguments, dict) else None
+        self.answering.append(session)
+        self.most_at_once = max(self.most_at_once, len(self.answering))
+        self.most_for_one_session = max(self.most_for_one_session, self.answering.count(session))
+        try:
+            if decision.delay_s:  # a slow Loom (latency): nobody to answer once the caller left
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(_wait_for_disconnect(receive), decision.delay_s)
+                    return
+            app = self._json_app if answered_as == "json" else self._sse_app
+            await app(scope, replay_body(body, receive), send)
+        finally:
+            self.answering.remove(session)
 
     def _answer_mode(self) -> str:
         if self._answers != "mixed":

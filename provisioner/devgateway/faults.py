@@ -5,9 +5,12 @@ the rules are tried in order; a rule applies when its tool (if named) is the one
 condition (``too-large:BYTES``, ``fail-text:TEXT``) holds, and then plays with its probability
 (default 1), drawn from a random generator seeded with ``--seed``: the same seed and the same
 calls give the same faults. The first rule that plays decides the answer; none plays → Loom
-answers. ``latency`` is the one rule that decides no answer: when Loom answers, the first
-latency rule that plays makes that answer wait (a fault that plays answers at once, as a
-gateway's refusal does). The names cover every row of contracts/gateway.md, and a slow Loom:
+answers. ``latency`` and ``queue`` decide no answer: when Loom answers, the first latency rule
+that plays makes that answer wait (a fault that plays answers at once, as a gateway's refusal
+does), and when Loom answers a status call about its queue (SWEEP-15), the first ``queue``
+rule that plays for a batch still in the queue moves that batch to its state, drawn per batch
+(``failed`` writes nothing of it). The names cover every row of contracts/gateway.md, a slow
+Loom and a queue whose batches fail:
 
 ========================  ==============================================================
 ``policy``                JSON-RPC -32001: the gateway's policy refused the call
@@ -24,13 +27,15 @@ gateway's refusal does). The names cover every row of contracts/gateway.md, and 
 ``cut``                   an event stream cut off in the middle of the answer
 ``reset``                 the connection reset before any answer
 ``latency:SECONDS``       Loom's own answer comes SECONDS later (up to 600, e.g. ``0.5``)
+``queue:STATE``           a queued batch moves to STATE (queued, running, done, failed)
 ========================  ==============================================================
 
 Examples: ``policy@loom_context_pack`` (the pack refused, the search fallback answered),
 ``503=0.2,hang=0.05`` (a flaky gateway), ``too-large:16384`` (a 16 KiB body limit),
 ``latency:1@loom_memory_set_from_messages,429=0.2`` (Loom spends a second on every extraction,
 and the gateway turns a fifth of the calls away at once: a backlog swept concurrently,
-SWEEP-14).
+SWEEP-14), ``queue:failed=0.3`` (Loom fails three queued batches in ten, replays
+included, SWEEP-15).
 
 ``FaultPlan.decide`` says both what answers and how long Loom's answer waits; the app plays
 the wait only for Loom's own answer, and ends it early when the caller goes away.
@@ -60,8 +65,12 @@ FAULT_NAMES = (
     "cut",
     "reset",
     "latency",
+    "queue",
 )
 LATENCY = "latency"  # the rule that delays Loom's answer instead of deciding it
+QUEUE_STATUS = "queue"  # the rule that moves a queued batch instead of deciding an answer
+QUEUE_STATES = ("queued", "running", "done", "failed")  # SWEEP-15: what a status may say
+NOT_ANSWERING = frozenset({LATENCY, QUEUE_STATUS})  # rules that decide no answer of their own
 # What each fault's argument is, as help and error lines write it; a fault not named here
 # takes none.
 ARGUMENT_NAMES = {
@@ -70,8 +79,9 @@ ARGUMENT_NAMES = {
     "too-large": "BYTES",
     "429": "SECONDS",
     LATENCY: "SECONDS",
+    QUEUE_STATUS: "STATE",
 }
-ARGUMENT_REQUIRED = frozenset({"fail-text", LATENCY})
+ARGUMENT_REQUIRED = frozenset({"fail-text", LATENCY, QUEUE_STATUS})
 ARGUMENT_ALLOWED = frozenset(ARGUMENT_NAMES)
 DEFAULT_FAULT_CODE = "BACKEND_UNAVAILABLE"
 DEFAULT_RETRY_AFTER_S = 1
@@ -191,6 +201,10 @@ def _parse_rule(text: str) -> FaultRule:
             f"fault rule {_shown(text)}: latency takes seconds above 0 and at most "
             f"{LATENCY_MAX_S:g}, in ASCII digits with at most three decimals (latency:1.5)"
         )
+    if name == QUEUE_STATUS and argument not in QUEUE_STATES:
+        raise FaultSpecError(
+            f"fault rule {_shown(text)}: queue takes one of {', '.join(QUEUE_STATES)}"
+        )
     return FaultRule(
         name=name,
         argument=argument if colon else None,
@@ -275,12 +289,21 @@ class FaultPlan:
         """
         with self._lock:
             for rule in self._rules:
-                if rule.name != LATENCY and self._plays(rule, tool, body):
+                if rule.name not in NOT_ANSWERING and self._plays(rule, tool, body):
                     return FaultDecision(rule)
             for rule in self._rules:
                 if rule.name == LATENCY and self._plays(rule, tool, body):
                     return FaultDecision(None, rule.delay_s)
         return FaultDecision()
+
+    def queue_state(self, tool: str) -> str | None:
+        """The state the first ``queue`` rule that plays gives one queued batch a
+        status call of ``tool`` names, or None (the batch moves on as Loom moves it)."""
+        with self._lock:
+            for rule in self._rules:
+                if rule.name == QUEUE_STATUS and self._plays(rule, tool, b""):
+                    return rule.argument
+        return None
 
     def choose(self, tool: str, body: bytes) -> FaultRule | None:
         """The fault that answers this call, or None for Loom's own answer (never a

@@ -2,7 +2,8 @@
 
 Built on the SDK's low-level ``Server``, so the handler sees the arguments exactly as sent and
 can answer what Loom answers: a result with ``structuredContent`` and the same JSON as text,
--32602 for arguments the op's schema refuses, -32601 for a tool Loom does not serve here.
+-32602 for arguments the op's schema refuses (through ``loom_op``: also an op it does not
+serve), -32601 for a tool Loom does not serve here.
 The same server is served twice, once answering JSON bodies and once event streams, both
 stateless streamable HTTP at ``/s/loom/mcp``.
 """
@@ -10,6 +11,7 @@ stateless streamable HTTP at ``/s/loom/mcp``.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import mcp_types as types
@@ -17,8 +19,8 @@ from mcp.server.lowlevel.server import Server
 from mcp.shared.exceptions import MCPError
 from starlette.applications import Starlette
 
-from provisioner.devgateway.contract import ServedTool
-from provisioner.devgateway.store import LoomStandIn
+from provisioner.devgateway.contract import LoomOpTool, ServedTool
+from provisioner.devgateway.store import LoomStandIn, QueueState
 
 MCP_PATH = "/s/loom/mcp"
 INVALID_PARAMS = -32602  # JSON-RPC: the arguments break the op's params schema
@@ -26,19 +28,25 @@ METHOD_NOT_FOUND = -32601  # JSON-RPC: no such tool here
 LOOM_FAULT = -32000  # loom-ops.md: a failed op
 
 
-def build_loom_server(store: LoomStandIn, tools: dict[str, ServedTool]) -> Server[Any]:
-    """A low-level SDK server whose ``tools/call`` answers from ``store``."""
+def build_loom_server(
+    store: LoomStandIn,
+    tools: Mapping[str, ServedTool | LoomOpTool],
+    *,
+    forced: QueueState | None = None,
+) -> Server[Any]:
+    """A low-level SDK server whose ``tools/call`` answers from ``store``; ``forced`` may
+    force the state of each pending batch a status call names (the ``queue`` fault)."""
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         tool = tools.get(params.name)
         if tool is None:
             raise MCPError(code=METHOD_NOT_FOUND, message=f"unknown tool {params.name}")
-        arguments = params.arguments or {}
-        problem = tool.argument_error(arguments)
-        if problem is not None:
-            raise MCPError(code=INVALID_PARAMS, message=f"{tool.name}: {problem}")
         try:
-            answer = store.answer(tool.op, arguments)
+            op, arguments = tool.resolve(params.arguments or {})
+        except ValueError as problem:
+            raise MCPError(code=INVALID_PARAMS, message=f"{tool.name}: {problem}") from None
+        try:
+            answer = store.answer(op, arguments, forced=forced)
         except Exception as error:  # the stand-in's own failure is Loom's internal error
             raise MCPError(
                 code=LOOM_FAULT, message=f"internal error: {type(error).__name__}"

@@ -11,6 +11,17 @@ Loom writes pack text; ``search.query`` returns raw excerpts ranked by shared wo
 abstains when no memory shares a word with the query; ``namespace.summary`` names the org
 ``dev`` and the home namespace ``agent``.
 
+A queued extraction (``defer: true``, SWEEP-4) is kept with its queue id and stores nothing
+yet, as Loom's queue does. ``memory.extraction_status_mine`` moves each pending batch one step
+per status call — ``queued``, then ``running``, then ``done`` (``queue_polls_before_done``
+sets how many answers come before ``done``; 0 writes a batch when it is queued) — and a batch
+is stored when it is done. A status answer may be forced per batch (the dev gateway's
+``queue`` fault): ``failed`` stores nothing; ``memory.extraction_retry_mine`` puts a
+failed batch back in the queue. Both ops leave out ids the caller did not queue in that
+namespace, as Loom's caller-bound ops do (SWEEP-15). Every message an extraction stores —
+waiting, or a queued batch once done — is also logged, duplicates included
+(``extracted_texts``), so a test can tell a message written once from one written twice.
+
 The database is a file under ``--data DIR`` (kept across restarts) or in memory. Calls come
 from the server's event loop and, in tests, from the test's thread, so a lock guards it.
 """
@@ -23,7 +34,7 @@ import re
 import sqlite3
 import threading
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -45,6 +56,19 @@ CREATE TABLE IF NOT EXISTS memories (
 );
 CREATE INDEX IF NOT EXISTS memories_by_namespace ON memories (namespace, id);
 CREATE INDEX IF NOT EXISTS memories_by_text ON memories (namespace, text);
+CREATE TABLE IF NOT EXISTS extraction_queue (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    namespace TEXT NOT NULL,
+    texts TEXT NOT NULL,
+    state TEXT NOT NULL,
+    polls INTEGER NOT NULL DEFAULT 0,
+    attempts INTEGER NOT NULL DEFAULT 1
+);
+CREATE TABLE IF NOT EXISTS extracted (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    namespace TEXT NOT NULL,
+    text TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS memory_details (
     memory_key TEXT PRIMARY KEY,
     kind TEXT,
@@ -55,6 +79,11 @@ CREATE TABLE IF NOT EXISTS memory_details (
 );
 """
 DETAILS = ("kind", "tags", "created_at", "updated_at", "happened_at")  # memory.set's extras
+QUEUE_POLLS_BEFORE_DONE = 2  # our choice: "queued", then "running", then "done"
+QUEUE_ID_PREFIX = "q-"
+QUEUE_SEQ_MAX_DIGITS = 18  # our choice: past any row count, and int() stays cheap
+PENDING = ("queued", "running")  # SWEEP-15: the states of a batch still in the queue
+QueueState = Callable[[], str | None]  # a forced state for one pending batch, or None
 _WORD = re.compile(r"[^\W_]{3,}")
 
 
@@ -69,7 +98,7 @@ class LoomStandIn:
         self._lock = threading.Lock()
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         self._db.executescript(_SCHEMA)
-        self._queued = 0
+        self.queue_polls_before_done = QUEUE_POLLS_BEFORE_DONE
 
     def close(self) -> None:
         with self._lock:
@@ -98,6 +127,20 @@ class LoomStandIn:
             ).fetchall()
         return [row[0] for row in rows]
 
+    def extracted_texts(self, namespace: str = HOME_NAMESPACE) -> list[str]:
+        """Every message text an extraction stored in ``namespace``, in order, duplicates kept."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT text FROM extracted WHERE namespace = ? ORDER BY id", (namespace,)
+            ).fetchall()
+        return [row[0] for row in rows]
+
+    def queue_states(self) -> dict[str, str]:
+        """Each queued batch's id and state, as the status op would answer without moving it."""
+        with self._lock:
+            rows = self._db.execute("SELECT seq, state FROM extraction_queue ORDER BY seq")
+            return {f"{QUEUE_ID_PREFIX}{seq}": state for seq, state in rows.fetchall()}
+
     def memory(self, memory_key: str) -> dict[str, Any] | None:
         """One stored memory by key: its namespace, text, and what ``memory.set`` kept of it."""
         with self._lock:
@@ -117,14 +160,22 @@ class LoomStandIn:
 
     # --- the ops ---------------------------------------------------------------------------------
 
-    def answer(self, op: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
-        """The answer of ``op`` to ``arguments`` (already checked against its params schema)."""
+    def answer(
+        self, op: str, arguments: Mapping[str, Any], *, forced: QueueState | None = None
+    ) -> dict[str, Any]:
+        """The answer of ``op`` to ``arguments`` (already checked against its params schema).
+
+        ``forced`` is asked once per pending batch a status call names: the state it gives
+        (``queued``, ``running``, ``done``, ``failed``) replaces the batch's next step.
+        """
         handlers = {
             "context.pack": self._context_pack,
             "search.query": self._search,
             "memory.set_from_messages": self._set_from_messages,
             "namespace.summary": self._summary,
             "memory.set": self._memory_set,
+            "memory.extraction_status_mine": lambda args: self._status(args, forced),
+            "memory.extraction_retry_mine": self._retry,
         }
         with self._lock:
             return handlers[op](arguments)
@@ -172,12 +223,78 @@ class LoomStandIn:
 
     def _set_from_messages(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         namespace = arguments.get("namespace", HOME_NAMESPACE)
-        messages = arguments["messages"]
-        written = [self._store(namespace, message["content"]) for message in messages]
+        texts = [message["content"] for message in arguments["messages"]]
         if arguments.get("defer", False):
-            self._queued += 1
-            return {"accepted": len(messages), "queue_id": f"q-{self._queued}"}
-        return {"accepted": len(messages), "written": written}
+            at_once = self.queue_polls_before_done <= 0
+            cursor = self._db.execute(
+                "INSERT INTO extraction_queue (namespace, texts, state) VALUES (?, ?, ?)",
+                (namespace, json.dumps(texts, ensure_ascii=False), "done" if at_once else "queued"),
+            )
+            if at_once:
+                self._extract(namespace, texts)
+            return {"accepted": len(texts), "queue_id": f"{QUEUE_ID_PREFIX}{cursor.lastrowid}"}
+        return {"accepted": len(texts), "written": self._extract(namespace, texts)}
+
+    def _extract(self, namespace: str, texts: list[str]) -> list[dict[str, str]]:
+        """Store one memory per text, and log each text as extracted (duplicates too)."""
+        self._db.executemany(
+            "INSERT INTO extracted (namespace, text) VALUES (?, ?)",
+            [(namespace, text) for text in texts],
+        )
+        return [self._store(namespace, text) for text in texts]
+
+    def _status(self, arguments: Mapping[str, Any], forced: QueueState | None) -> dict[str, Any]:
+        items = []
+        for seq, namespace, texts, state, polls, attempts in self._caller_batches(arguments):
+            if state in PENDING:
+                polls += 1
+                step = forced() if forced is not None else None
+                if step is None:
+                    done = polls > self.queue_polls_before_done
+                    step = "done" if done else PENDING[min(polls - 1, len(PENDING) - 1)]
+                if step == "done":
+                    self._extract(namespace, json.loads(texts))
+                state = step
+                self._db.execute(
+                    "UPDATE extraction_queue SET state = ?, polls = ? WHERE seq = ?",
+                    (state, polls, seq),
+                )
+            error = "extraction failed" if state == "failed" else None
+            queue_id = f"{QUEUE_ID_PREFIX}{seq}"
+            items.append(
+                {"queue_id": queue_id, "state": state, "attempts": attempts, "error": error}
+            )
+        return {"items": items}
+
+    def _retry(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        items = []
+        for seq, _namespace, _texts, state, _polls, _attempts in self._caller_batches(arguments):
+            if state == "failed":
+                state = "queued"
+                self._db.execute(
+                    "UPDATE extraction_queue SET state = 'queued', polls = 0,"
+                    " attempts = attempts + 1 WHERE seq = ?",
+                    (seq,),
+                )
+            items.append({"queue_id": f"{QUEUE_ID_PREFIX}{seq}", "state": state})
+        return {"items": items}
+
+    def _caller_batches(self, arguments: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+        """The batches the call names that the caller queued in its namespace, each once."""
+        namespace = arguments.get("namespace", HOME_NAMESPACE)
+        wanted = dict.fromkeys(_queue_seq(queue_id) for queue_id in arguments["queue_ids"])
+        found = []
+        for seq in wanted:
+            if seq is None:
+                continue
+            row = self._db.execute(
+                "SELECT seq, namespace, texts, state, polls, attempts FROM extraction_queue"
+                " WHERE seq = ? AND namespace = ?",
+                (seq, namespace),
+            ).fetchone()
+            if row is not None:
+                found.append(tuple(row))
+        return found
 
     def _summary(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         namespace = arguments.get("namespace", HOME_NAMESPACE)
@@ -233,3 +350,10 @@ class LoomStandIn:
                 "UPDATE memories SET memory_key = ? WHERE id = ?", (key, cursor.lastrowid)
             )
         return {"memory_key": key, "verdict": "clear"}
+
+
+def _queue_seq(queue_id: str) -> int | None:
+    """The row behind a queue id this stand-in made (``q-<n>``); None for any other text."""
+    digits = queue_id.removeprefix(QUEUE_ID_PREFIX)
+    made_here = queue_id.startswith(QUEUE_ID_PREFIX) and 0 < len(digits) <= QUEUE_SEQ_MAX_DIGITS
+    return int(digits) if made_here and digits.isascii() and digits.isdigit() else None

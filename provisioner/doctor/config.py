@@ -35,11 +35,13 @@ LOOM_ORIGIN_KEYS = tuple(f"memory.loom.{key}" for key in LOOM_KEYS)
 DEFAULT_ORIGIN = "default"
 DASHBOARD_KEY = "memory.loom.dashboard_url"
 DEFER_KEY = "memory.loom.defer_extraction"
-# SWEEP-4, docs/config.md "Waiting and queued extraction": why queued mode is to be kept off
-# for now. Worded as the present reason, so that it can change with the reason.
+# SWEEP-4, SWEEP-15, docs/config.md "Waiting and queued extraction": the risk of queued mode.
+# Doctor reads no catalog offline, so the reason names the condition; the network check
+# (loom.catalog) says whether the catalog lists loom_op.
 QUEUED_MODE_RISK = (
-    "a queued window's watermark moves when Loom accepts the batch, not when it is written, "
-    "so a failed background extraction loses it"
+    "unless the gateway's catalog lists loom_op (see loom.catalog), a queued window's "
+    "watermark moves when Loom accepts the batch, not when it is written, so a failed "
+    "background extraction loses it"
 )
 
 
@@ -117,11 +119,12 @@ def value_check(config: Config, key: str, origins: _Origins) -> Check:
 
 
 def defer_extraction_warning(message: str, config: Config, source: str) -> Check:
-    """WARN on ``defer_extraction: true`` with the reason (DOC-1, SWEEP-4).
+    """WARN on ``defer_extraction: true`` with the reason (DOC-1, SWEEP-4, SWEEP-15).
 
-    The docs ask to keep queued extraction off: the sweep cannot learn that a queued batch
-    failed inside Loom, so a person who turned it on should hear why before messages go
-    missing. The advice names the file whose value won, so the fix lands in the right layer.
+    Without ``loom_op`` in the catalog the sweep cannot learn that a queued batch failed
+    inside Loom, so a person who turned queued mode on should hear why before messages go
+    missing; whether the catalog lists it is for the network check to say. The advice names
+    the file whose value won, so the fix lands in the right layer.
     """
     where = config.sources.get(DEFER_KEY)
     place = f" in {where}" if where is not None else ""
@@ -131,7 +134,7 @@ def defer_extraction_warning(message: str, config: Config, source: str) -> Check
         f"{message}: {QUEUED_MODE_RISK}",
         advice=(
             f"set {DEFER_KEY}: false{place}, or remove it: waiting extraction, the default, "
-            "moves the watermark only past what Loom took"
+            "moves the watermark only past what Loom took; or have the platform grant loom_op"
         ),
         source=source,
     )
@@ -146,6 +149,7 @@ def _shown_value(config: Config, key: str) -> str:
         "memory.loom.namespace": loom.namespace,
         "memory.loom.dashboard_url": loom.dashboard_url,
         "memory.loom.defer_extraction": loom.defer_extraction,
+        "memory.loom.sweep_concurrency": loom.sweep_concurrency,
     }
     value = values[key]
     if value is None:

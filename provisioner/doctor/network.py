@@ -4,6 +4,10 @@ Both run at once, each inside its own deadline, so a gateway that is down or han
 run one deadline, not the sum of them (DOC-1: the whole run ends within 10 s). Each check
 builds its own client and closes it before returning, whatever happened. A gateway or Loom
 failure is an ERR carrying the one-line reason the runtime gave, never an exception.
+
+Under queued extraction the catalog check also says whether the catalog lists ``loom_op``, through
+which the sweep follows its queued batches up until Loom has written them (SWEEP-15): without
+it a batch that fails inside Loom is lost to the sweep, a WARN.
 """
 
 from __future__ import annotations
@@ -13,10 +17,11 @@ from collections.abc import Awaitable, Callable
 
 from provisioner.config.loader import Config
 from provisioner.counts import counted
-from provisioner.doctor.check import ERR, OK, Check, joined
+from provisioner.doctor.check import ERR, OK, WARN, Check, joined
 from provisioner.runtime.gateway.catalog import CATALOG_DEADLINE_S, GatewayCatalog
 from provisioner.runtime.gateway.errors import CatalogError, GatewayError
 from provisioner.runtime.loom.backend import LoomMemory
+from provisioner.runtime.loom.contract import LOOM_OP_TOOL
 from provisioner.runtime.memory_contract import LOOM_SERVER, MemoryBackendUnavailable
 from provisioner.templating.backends import loom_core_tools
 
@@ -32,6 +37,11 @@ CATALOG_ADVICE = {
     "not_json": "mcp_gateway_url may point at something that is not the MCP gateway",
 }
 CATALOG_ADVICE_OTHER = "check the gateway's logs for the request that failed"
+FOLLOWED_UP = f"{LOOM_OP_TOOL} listed: queued batches are followed up until Loom has written them"
+NOT_FOLLOWED_UP = (
+    f"{LOOM_OP_TOOL} not listed: queued batches cannot be followed up, so one that fails "
+    "inside Loom is lost"
+)
 
 
 async def network_checks(config: Config) -> list[Check]:
@@ -41,7 +51,10 @@ async def network_checks(config: Config) -> list[Check]:
     url = config.mcp_gateway_url
     return list(
         await asyncio.gather(
-            _within_deadline("loom.catalog", lambda: catalog_check(url)),
+            _within_deadline(
+                "loom.catalog",
+                lambda: catalog_check(url, queued=config.loom.defer_extraction),
+            ),
             _within_deadline("loom.namespace", lambda: namespace_check(config)),
         )
     )
@@ -60,8 +73,9 @@ async def _within_deadline(check_id: str, run: Callable[[], Awaitable[Check]]) -
         )
 
 
-async def catalog_check(url: str) -> Check:
-    """Whether the gateway's catalog lists ``loom``, its generation, and Loom's tools (GW-2)."""
+async def catalog_check(url: str, *, queued: bool = False) -> Check:
+    """Whether the gateway's catalog lists ``loom``, its generation, and Loom's tools (GW-2);
+    under queued extraction (``queued``), whether it lists ``loom_op`` too (SWEEP-15)."""
     async with GatewayCatalog(url) as reader:
         catalog = await reader.current(deadline_s=CATALOG_WAIT_S)
         error = reader.last_error
@@ -97,6 +111,17 @@ async def catalog_check(url: str) -> Check:
     )
     if not_listed:
         message += f"; not offered: {joined(not_listed)}"
+    if queued and LOOM_OP_TOOL not in server.tools:
+        return Check(
+            "loom.catalog",
+            WARN,
+            f"{message}; {NOT_FOLLOWED_UP}",
+            advice=f"ask the platform to grant {LOOM_OP_TOOL} to this agent, or set "
+            "memory.loom.defer_extraction: false",
+            source=f"{url}/catalog",
+        )
+    if queued:
+        message += f"; {FOLLOWED_UP}"
     return Check("loom.catalog", OK, message, source=f"{url}/catalog")
 
 

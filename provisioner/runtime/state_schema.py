@@ -104,6 +104,33 @@ MIGRATIONS: tuple[str, ...] = (
         rows_without_id INTEGER NOT NULL DEFAULT 0
     );
     """,
+    # 6: queued batches followed up (SWEEP-15): per batch Loom queued, its queue id, session,
+    # the watermark it was read after, its first and last message id, what Loom last said of
+    # it (queued, running, done, failed) or what the sweep made of it (waiting: failed after
+    # its one replay, sent again in waiting mode; and, once closed, how), whether it was
+    # replayed, the fingerprint of its last message (kept with the watermark once the batch is
+    # written, NERVE-3), and when it was queued, last asked about and closed. An open batch has
+    # no ``closed_at``; a queue id is followed (open, not waiting) at most once.
+    """
+    CREATE TABLE queued_batch (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        queue_id TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        after_id INTEGER NOT NULL,
+        first_id INTEGER NOT NULL,
+        last_id INTEGER NOT NULL,
+        status TEXT NOT NULL,
+        replayed INTEGER NOT NULL DEFAULT 0,
+        mark_created_at TEXT,
+        mark_digest TEXT,
+        queued_at REAL NOT NULL,
+        checked_at REAL,
+        closed_at REAL
+    );
+    CREATE UNIQUE INDEX queued_batch_followed ON queued_batch (queue_id)
+        WHERE closed_at IS NULL AND status <> 'waiting';
+    CREATE INDEX queued_batch_by_session ON queued_batch (session_id, first_id);
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

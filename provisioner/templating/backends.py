@@ -32,7 +32,13 @@ from provisioner.config.urls import redacted
 from provisioner.errors import UserError
 from provisioner.runtime.loom.settings import BOOLEAN_WORDS as BOOLEAN_WORDS  # re-export
 from provisioner.runtime.loom.settings import LOOM_NAME_MAX as LOOM_NAME_MAX  # re-export
-from provisioner.runtime.loom.settings import LOOM_NAME_PATTERN, LOOM_NAME_RULE
+from provisioner.runtime.loom.settings import (
+    LOOM_NAME_PATTERN,
+    LOOM_NAME_RULE,
+    SWEEP_CONCURRENCY_DEFAULT,
+    SWEEP_CONCURRENCY_MAX,
+    SWEEP_CONCURRENCY_MIN,
+)
 from provisioner.runtime.memory_contract import LOOM_SERVER, NERVE_SERVER
 from provisioner.templating.folder import ContractFixtureError, folder_value
 
@@ -109,6 +115,10 @@ class SectionReader(Protocol):
 
     def boolean(self, key: str, value: Any, default: bool) -> bool:
         """``value`` as a YAML boolean (or the words true/false); raises otherwise."""
+
+    def whole_number(self, key: str, value: Any, default: int, *, low: int, high: int) -> int:
+        """``value`` as a whole number from ``low`` to ``high`` (its ASCII digits count too;
+        empty or absent: ``default``); raises otherwise."""
 
     def http_url(self, value: Any) -> str | None:
         """``value`` stripped when it is an absolute http(s) URL with a host, else None."""
@@ -201,7 +211,13 @@ def _loom_core() -> frozenset[str]:
 
 
 # CONF-5: memory.loom, checked only while the backend is loom.
-LOOM_KEYS = ("org", "namespace", "dashboard_url", "defer_extraction")  # CONF-5
+LOOM_KEYS = (  # CONF-5; sweep_concurrency: SWEEP-14
+    "org",
+    "namespace",
+    "dashboard_url",
+    "defer_extraction",
+    "sweep_concurrency",
+)
 DEFAULT_DEFER_EXTRACTION = False  # CONF-5, SWEEP-3: waiting extraction unless asked otherwise
 
 
@@ -216,6 +232,7 @@ class LoomSettings:
     namespace: str | None = None
     dashboard_url: str | None = None
     defer_extraction: bool = DEFAULT_DEFER_EXTRACTION
+    sweep_concurrency: int = SWEEP_CONCURRENCY_DEFAULT  # SWEEP-14
 
 
 def _check_loom_settings(read: SectionReader, section: Mapping[Any, Any]) -> LoomSettings:
@@ -228,6 +245,13 @@ def _check_loom_settings(read: SectionReader, section: Mapping[Any, Any]) -> Loo
             "memory.loom.defer_extraction",
             section.get("defer_extraction"),
             DEFAULT_DEFER_EXTRACTION,
+        ),
+        sweep_concurrency=read.whole_number(
+            "memory.loom.sweep_concurrency",
+            section.get("sweep_concurrency"),
+            SWEEP_CONCURRENCY_DEFAULT,
+            low=SWEEP_CONCURRENCY_MIN,
+            high=SWEEP_CONCURRENCY_MAX,
         ),
     )
 

@@ -2,10 +2,10 @@
 
 The scheduler runs real coroutines on a real event loop. In ``TestScheduler`` each window waits
 for a gate the test opens, so what is in flight at every step is exact. ``TestBacklog`` drives
-the sweep's real ``SessionWindow`` over real SQLite transcripts and state, against the scripted
-Loom slowed to one second per call on a virtual clock: the loop's time jumps to its next timer
-whenever nothing is ready, so a backlog of minutes runs in a moment and no wall-clock time is
-ever measured.
+the real ``Sweeper`` over real SQLite transcripts and state, against the scripted Loom slowed
+to one second per call on a virtual clock: the loop's time jumps to its next timer whenever
+nothing is ready, so a backlog of minutes runs in a moment and no wall-clock time is ever
+measured.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from provisioner.runtime.gateway.errors import (
     NoAnswer,
     PolicyRefused,
 )
-from provisioner.runtime.loom.settings import SWEEP_CONCURRENCY_MAX
+from provisioner.runtime.loom.settings import SWEEP_CONCURRENCY_DEFAULT, SWEEP_CONCURRENCY_MAX
 from provisioner.runtime.loom.types import Extracted
 from provisioner.runtime.state import AUDIT_BUDGET, AuditEntry, StateStore
 from provisioner.runtime.sweep.concurrency import (
@@ -53,9 +53,8 @@ from provisioner.runtime.sweep.concurrency import (
     slows_down,
     sweep_windows,
 )
-from provisioner.runtime.sweep.outcomes import STOPPED_BREAKER
-from provisioner.runtime.sweep.sweeper import WAITING, SweepRun
-from provisioner.runtime.sweep.window import SessionWindow
+from provisioner.runtime.sweep.outcomes import STOPPED_BREAKER, STOPPED_DONE, SweepReport
+from provisioner.runtime.sweep.sweeper import WAITING, Sweeper, SweepProgress
 from provisioner.runtime.transcripts import Message, SqliteTranscripts
 
 from .conftest import fixed_clock
@@ -519,41 +518,66 @@ def on_virtual_time(main: Callable[[], Coroutine[Any, Any, Any]]) -> tuple[Any, 
 
 
 class SlowLoom:
-    """The scripted Loom, one virtual second per call; counts the calls in flight."""
+    """The scripted Loom, one virtual second per call; counts the calls in flight, in all and
+    per session, and keeps the session of each call in the order the calls went out."""
 
     def __init__(self, loom: ScriptedLoom) -> None:
         self.loom = loom
         self.in_flight = 0
         self.peak = 0
+        self.per_session: dict[str, int] = {}
+        self.session_peak = 0
+        self.order: list[str] = []
 
     async def extract(self, messages: Sequence[Message], **options: Any) -> Extracted:
+        session = options["session_id"]
+        self.order.append(session)
         self.in_flight += 1
+        self.per_session[session] = self.per_session.get(session, 0) + 1
         self.peak = max(self.peak, self.in_flight)
+        self.session_peak = max(self.session_peak, self.per_session[session])
         try:
             await asyncio.sleep(CALL_S)
             return await self.loom.extract(messages, **options)
         finally:
             self.in_flight -= 1
+            self.per_session[session] -= 1
 
 
-async def concurrent_sweep(
-    memory: Any, source: SqliteTranscripts, state: StateStore, cap: int
-) -> tuple[Swept, Any]:
-    """One sweep whose windows run under ``sweep_windows``: the pieces as the loop will use
-    them, over the sweep's real ``SessionWindow``; what it did, and the run's report."""
-    tallied = TalliedExtractor(memory)
-    run = SweepRun(tallied, source, state, WAITING, fixed_clock)
+class ToldHost:
+    """A transcript source that is a host's own store (NERVE-3): it lists its sessions
+    ``listings`` times over and keeps every ``swept_through`` it is told."""
 
-    async def window(session_id: str) -> WindowResult:
-        tally = tallied.start(session_id)
-        try:
-            ended = await SessionWindow(run, session_id).run()
-        finally:
-            tallied.finish(session_id)
-        return WindowResult(ended, tally.verdict)
+    kind = "test-host"
+    location = "memory"
 
-    swept = await sweep_windows(source.sessions(), window, AdaptiveLimit(cap))
-    return swept, run.report
+    def __init__(self, source: SqliteTranscripts, listings: int = 1) -> None:
+        self._source = source
+        self._listings = listings
+        self.told: dict[str, int] = {}
+
+    def sessions(self) -> list[str]:
+        return list(self._source.sessions()) * self._listings
+
+    def messages_after(self, session_id: str, after_id: int, limit: int) -> list[Message]:
+        return self._source.messages_after(session_id, after_id, limit)
+
+    def swept_through(self, session_id: str, message_id: int) -> None:
+        self.told[session_id] = message_id
+
+
+def sweep_once(
+    memory: Any,
+    source: Any,
+    state: StateStore,
+    cap: int,
+    progress: Callable[[SweepProgress], None] | None = None,
+) -> tuple[SweepReport, float]:
+    """One sweep of the real ``Sweeper`` at ``cap`` on a virtual clock: its report, and the
+    virtual seconds it took."""
+    sweeper = Sweeper(memory, source, state, clock=fixed_clock, concurrency=cap)
+    report, elapsed = on_virtual_time(lambda: sweeper.run_once(progress))
+    return report, elapsed
 
 
 def backlog(source: SqliteTranscripts, count: int, batches: int) -> dict[str, int]:
@@ -574,6 +598,22 @@ def backlog(source: SqliteTranscripts, count: int, batches: int) -> dict[str, in
     return {name: source.messages_after(name, 0, size)[-1].id for name in names}
 
 
+class TestTheSweeperTakesALimit:
+    @pytest.mark.parametrize("cap", [0, SWEEP_CONCURRENCY_MAX + 1, True])
+    def test_a_limit_outside_one_to_thirty_two_is_refused_when_the_sweeper_is_built(
+        self, cap: Any, loom: ScriptedLoom, transcripts: SqliteTranscripts, state: StateStore
+    ) -> None:
+        """The configuration has checked it; a caller passing its own value hears at once."""
+        with pytest.raises(ValueError, match="cap"):
+            Sweeper(loom, transcripts, state, concurrency=cap)
+
+    def test_the_default_is_the_configuration_s_default(
+        self, loom: ScriptedLoom, transcripts: SqliteTranscripts, state: StateStore
+    ) -> None:
+        """SWEEP-14: at most 4 unless memory.loom.sweep_concurrency says otherwise."""
+        assert Sweeper(loom, transcripts, state).concurrency == SWEEP_CONCURRENCY_DEFAULT
+
+
 class TestBacklog:
     SESSIONS = 24
     BATCHES = 3
@@ -585,11 +625,10 @@ class TestBacklog:
         ):
             last = backlog(source, self.SESSIONS, self.BATCHES)
             slow = SlowLoom(loom)
-            (swept, report), elapsed = on_virtual_time(
-                lambda: concurrent_sweep(slow, source, state, cap)
-            )
+            told: list[SweepProgress] = []
+            report, elapsed = sweep_once(slow, source, state, cap, told.append)
             watermarks = {session: state.watermark(session) for session in last}
-        return swept, report, elapsed, slow.peak, watermarks == last
+        return report, elapsed, slow, told, watermarks == last
 
     def test_a_backlog_at_a_second_per_call_takes_a_quarter_of_the_time_and_the_ramp(
         self, tmp_path
@@ -597,16 +636,65 @@ class TestBacklog:
         """SWEEP-14: the same calls, none lost; four windows at once once the limit has grown
         from one to four, a window through at a time."""
         one, many = ScriptedLoom(), ScriptedLoom()
-        _, _, alone_s, alone_peak, alone_done = self.sweep_backlog(tmp_path, "one", 1, one)
-        swept, report, together_s, peak, done = self.sweep_backlog(tmp_path, "many", 4, many)
+        _, alone_s, alone, _, alone_done = self.sweep_backlog(tmp_path, "one", 1, one)
+        report, together_s, slow, _, done = self.sweep_backlog(tmp_path, "many", 4, many)
         calls = self.SESSIONS * self.BATCHES
-        assert alone_s == calls * CALL_S and alone_peak == 1
+        assert alone_s == calls * CALL_S and alone.peak == 1
         ramp_s = (4 - START_LIMIT) * self.BATCHES * CALL_S
         assert together_s <= alone_s / 4 + ramp_s
         assert (len(one.calls), len(many.calls), report.batches_sent) == (calls, calls, calls)
         assert alone_done and done
         assert set(many.taken.values()) == {1}
-        assert (swept.finished, swept.ended, peak) == (self.SESSIONS, None, 4)
+        assert (report.sessions_swept, report.stopped, slow.peak) == (
+            self.SESSIONS,
+            STOPPED_DONE,
+            4,
+        )
+
+    def test_one_session_never_has_two_windows_in_flight(self, tmp_path):
+        """SWEEP-14: a session listed twice is swept once; its batches go one after another."""
+        loom = ScriptedLoom()
+        with (
+            SqliteTranscripts(tmp_path / "t.sqlite3") as transcripts,
+            StateStore(tmp_path / "s.sqlite3") as state,
+        ):
+            last = backlog(transcripts, 8, self.BATCHES)  # 1, then 2, then 4 side by side
+            source, slow = ToldHost(transcripts, listings=2), SlowLoom(loom)
+            report, _ = sweep_once(slow, source, state, 4)
+            assert {session: state.watermark(session) for session in last} == last
+        assert (slow.session_peak, slow.peak) == (1, 4)
+        assert len(loom.calls) == 8 * self.BATCHES and set(loom.taken.values()) == {1}
+        assert (report.sessions_seen, report.sessions_swept) == (16, 16)
+
+    def test_at_a_limit_of_one_the_sessions_take_their_turns_as_before(self, tmp_path):
+        """``sweep_concurrency: 1``: one window at a time, in the order listed, each session's
+        batches together, and the progress told as one window at a time told it."""
+        report, _, slow, told, done = self.sweep_backlog(tmp_path, "one", 1, ScriptedLoom())
+        names = [f"s{index:03d}" for index in range(self.SESSIONS)]
+        assert slow.order == [name for name in names for _ in range(self.BATCHES)]
+        assert (slow.peak, report.sessions_swept, done) == (1, self.SESSIONS, True)
+        assert {step.in_flight for step in told if step.session_id} == {1}
+        assert [step.sessions_done for step in told if step.session_id is None] == list(
+            range(1, self.SESSIONS + 1)
+        )
+
+    def test_progress_names_each_window_s_batches_and_how_many_are_in_flight(self, tmp_path):
+        _, _, _, told, _ = self.sweep_backlog(tmp_path, "many", 4, ScriptedLoom())
+        out = [(step.session_id, step.batch) for step in told if step.waiting]
+        back = [
+            (step.session_id, step.batch) for step in told if step.session_id and not step.waiting
+        ]
+        assert (
+            sorted(out)
+            == sorted(back)
+            == sorted(
+                (f"s{index:03d}", batch)
+                for index in range(self.SESSIONS)
+                for batch in range(1, self.BATCHES + 1)
+            )
+        )
+        assert max(step.in_flight for step in told) == 4
+        assert told[-1].sessions_done == self.SESSIONS and told[-1].in_flight == 0
 
     def test_with_a_fifth_of_the_calls_turned_away_nothing_is_lost_or_sent_twice(self, tmp_path):
         """SWEEP-7 per session: a 429 stops that window only; later sweeps finish the rest."""
@@ -621,31 +709,55 @@ class TestBacklog:
             slow = SlowLoom(loom)
             sweeps = 0
             while any(state.watermark(s) != last[s] for s in last) and sweeps < 20:
-                on_virtual_time(lambda: concurrent_sweep(slow, source, state, 4))
+                sweep_once(slow, source, state, 4)
                 sweeps += 1
             assert {session: state.watermark(session) for session in last} == last
         assert sum(call.outcome == "MayPass" for call in loom.calls) > 0
         assert len(loom.taken) == self.SESSIONS * self.BATCHES * WAITING_MAX_MESSAGES
         assert set(loom.taken.values()) == {1}
-        assert slow.peak <= 4
+        assert slow.peak <= 4 and slow.session_peak == 1
 
     def test_an_open_breaker_ends_the_sweep_and_the_next_one_loses_nothing(self, tmp_path):
-        """SWEEP-10: windows in flight are cancelled; their batches go again next sweep."""
+        """SWEEP-10: windows in flight are cancelled; their batches go again next sweep, and
+        the host still hears where each cancelled window's watermark stands (NERVE-3)."""
         opened = CircuitOpen("breaker open", retry_in_s=15.0)
         # Call 13 is the second batch of the first window of four side by side (one window of
         # three batches, then two, then four): three windows are mid-way when it fails.
         loom = ScriptedLoom(fault_for_call=lambda n: opened if n == 13 else None)
         with (
-            SqliteTranscripts(tmp_path / "t.sqlite3") as source,
+            SqliteTranscripts(tmp_path / "t.sqlite3") as transcripts,
             StateStore(tmp_path / "s.sqlite3") as state,
         ):
-            last = backlog(source, self.SESSIONS, self.BATCHES)
-            slow = SlowLoom(loom)
-            (swept, _), _ = on_virtual_time(lambda: concurrent_sweep(slow, source, state, 4))
-            assert swept.ended == STOPPED_BREAKER and len(swept.cancelled) == 3
-            assert swept.finished + len(swept.cancelled) + swept.not_started == self.SESSIONS
-            assert all(0 < state.watermark(s) < last[s] for s in swept.cancelled)  # kept
+            last = backlog(transcripts, self.SESSIONS, self.BATCHES)
+            source, slow = ToldHost(transcripts), SlowLoom(loom)
+            report, _ = sweep_once(slow, source, state, 4)
+            watermarks = {session: state.watermark(session) for session in last}
+            midway = [s for s in last if 0 < watermarks[s] < last[s]]
+            finished = [s for s in last if watermarks[s] == last[s]]
+            assert report.stopped == STOPPED_BREAKER and len(midway) == 4
+            assert report.sessions_swept == len(finished) == 3
+            assert {s: source.told[s] for s in midway} == {s: watermarks[s] for s in midway}
             loom.fault_for_call = None
-            on_virtual_time(lambda: concurrent_sweep(slow, source, state, 4))
+            sweep_once(slow, source, state, 4)
             assert {session: state.watermark(session) for session in last} == last
         assert set(loom.taken.values()) == {1}
+
+    def test_two_windows_meeting_one_cut_halve_the_shared_budget_once(self, tmp_path):
+        """SWEEP-5 with SWEEP-14: both batches were planned with the same budget; one cut, one
+        audit row, and the limit halves back to one window."""
+        call_limit = GatewayCallTimeout("MCP server timed out")
+        loom = ScriptedLoom(fault_for_call=lambda n: call_limit if n in (1, 2) else None)
+        with (
+            SqliteTranscripts(tmp_path / "t.sqlite3") as transcripts,
+            StateStore(tmp_path / "s.sqlite3") as state,
+        ):
+            backlog(transcripts, 3, 1)
+            slow = SlowLoom(loom)
+            report, _ = sweep_once(slow, transcripts, state, 4)
+            cuts = [row for row in state.audit() if row["kind"] == AUDIT_BUDGET]
+            assert state.batch_budget(WAITING.name, DEFAULT) == halved_once()
+        assert slow.peak == 2 and [call.outcome for call in loom.calls][1:] == [
+            "GatewayCallTimeout",
+            "GatewayCallTimeout",
+        ]
+        assert len(cuts) == 1 and report.budget_messages == halved_once().messages

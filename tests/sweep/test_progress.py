@@ -3,8 +3,9 @@
 The printer of ``nerve memory sweep`` is driven by an injected clock: a fake stream that says
 it is a terminal gets the line redrawn in place with "waiting for Loom: N s of 130 s"; one
 that is not gets a line at most every ``PROGRESS_EVERY_S``. The sweep tells the printer each
-batch that goes out and comes back. One test runs the real command on a pseudo-terminal
-against the dev gateway with Loom hanging, and interrupts it.
+batch that goes out and comes back; with several windows in flight (SWEEP-14) the line shows
+the batch held longest and how many are in flight. One test runs the real command on a
+pseudo-terminal against the dev gateway with Loom hanging, and interrupts it.
 """
 
 from __future__ import annotations
@@ -154,6 +155,76 @@ class TestOnATerminal:
         printer.finish()  # nothing raised
 
 
+def several(session: str, batch: int, in_flight: int, *, waiting: bool = True) -> SweepProgress:
+    """A step of one of several windows in flight (SWEEP-14)."""
+    return SweepProgress(3, 9, 40, BUDGET, session, batch, waiting, in_flight)
+
+
+class TestSeveralWindowsInFlight:
+    """SWEEP-14: each window tells its own batches; the line follows the one held longest."""
+
+    def test_the_line_shows_the_batch_held_longest_and_how_many_are_in_flight(self) -> None:
+        clock, stream = FakeClock(), FakeStream(terminal=True)
+        printer = ProgressPrinter(stream, clock=clock, deadline_s=130)
+        printer(several("alpha", 2, 1))
+        clock.now += 5
+        printer(several("beta", 1, 2))
+        clock.now += 3
+        printer.tick()
+        assert redraws(stream)[-1] == (
+            "session 4/9 alpha, batch 2: waiting for Loom: 8 s of 130 s; 2 in flight"
+        )
+        printer(several("alpha", 2, 2, waiting=False))  # alpha's answer: beta waits on
+        assert redraws(stream)[-1] == (
+            "session 4/9 beta, batch 1: waiting for Loom: 3 s of 130 s; 2 in flight"
+        )
+        printer(several("alpha", 3, 2))  # alpha's next batch starts its own wait
+        clock.now += 10
+        printer.tick()
+        assert redraws(stream)[-1] == (
+            "session 4/9 beta, batch 1: waiting for Loom: 13 s of 130 s; 2 in flight"
+        )
+        printer(several("beta", 1, 1, waiting=False))
+        assert redraws(stream)[-1] == "session 4/9 alpha, batch 3: waiting for Loom: 10 s of 130 s"
+
+    def test_a_window_that_ends_takes_its_wait_with_it_and_counts_show_when_none_waits(
+        self,
+    ) -> None:
+        clock, stream = FakeClock(), FakeStream(terminal=True)
+        printer = ProgressPrinter(stream, clock=clock, deadline_s=130)
+        printer(several("alpha", 1, 2))
+        printer(several("beta", 1, 2))
+        printer(several("beta", 1, 2, waiting=False))
+        printer(SweepProgress(4, 9, 80, BUDGET, in_flight=1))  # beta's window done
+        assert redraws(stream)[-1].startswith("session 5/9 alpha, batch 1: waiting for Loom")
+        printer(several("alpha", 1, 1, waiting=False))
+        assert redraws(stream)[-1] == (
+            "sessions 3/9, 40 messages taken, budget 100 messages / 128 KiB"
+        )
+
+    def test_with_long_session_ids_the_count_in_flight_still_fits_the_line(self) -> None:
+        clock, stream = FakeClock(), FakeStream(terminal=True)
+        printer = ProgressPrinter(stream, clock=clock, deadline_s=130)
+        printer(SweepProgress(122, 4567, 40, BUDGET, "x" * 200, 12, True, 32))
+        clock.now += 125
+        printer.tick()
+        line = redraws(stream)[-1]
+        assert len(line) <= LINE_WIDTH and line.endswith("125 s of 130 s; 32 in flight")
+        assert "session 123/4567 x" in line and "…" in line
+
+    def test_without_a_terminal_the_line_says_it_too(self) -> None:
+        clock, stream = FakeClock(), FakeStream(terminal=False)
+        printer = ProgressPrinter(stream, clock=clock, deadline_s=130)
+        printer(several("alpha", 1, 1))
+        printer(several("beta", 4, 2))
+        clock.now += PROGRESS_EVERY_S
+        printer.tick()
+        assert stream.getvalue() == (
+            "sweep: session 4/9 alpha, batch 1: waiting for Loom: 10 s of 130 s; "
+            "40 messages taken; 2 in flight\n"
+        )
+
+
 class TestWithoutATerminal:
     def test_a_short_sweep_prints_no_progress(self) -> None:
         clock, stream = FakeClock(), FakeStream(terminal=False)
@@ -196,11 +267,13 @@ class TestWithoutATerminal:
 
 
 class HeldLoom:
-    """An extraction that waits until the test lets it answer."""
+    """An extraction that waits until the test lets it answer (every session's, or only
+    those of ``held``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, held: frozenset[str] | None = None) -> None:
         self.release = asyncio.Event()
         self.calls = 0
+        self.held = held
 
     async def extract(
         self,
@@ -210,8 +283,9 @@ class HeldLoom:
         session_id: str,
         defer: bool = False,
     ) -> Extracted:
-        self.calls += 1
-        await self.release.wait()
+        if self.held is None or session_id in self.held:
+            self.calls += 1
+            await self.release.wait()
         return Extracted(accepted=len(messages))
 
 
@@ -271,6 +345,32 @@ class TestTheSweepTellsEachBatch:
         assert report.messages_taken == 3
         assert redraws(stream)[-1].startswith("sessions 1/1, 3 messages taken")
         assert stream.getvalue().endswith("\n")
+
+    async def test_two_windows_held_at_once_show_on_one_line(
+        self, transcripts: SqliteTranscripts, state: StateStore
+    ) -> None:
+        """SWEEP-14: the first window goes alone and through, so two go side by side; Loom
+        holds both, and the line counts the wait of the one held longest, and the two."""
+        for session in ("a", "b", "c"):
+            add_session(transcripts, session, 3)
+        held, clock = HeldLoom(frozenset({"b", "c"})), FakeClock()
+        stream = FakeStream(terminal=True)
+        printer = ProgressPrinter(stream, clock=clock, deadline_s=130)
+        sweeper = Sweeper(held, transcripts, state, clock=fixed_clock, concurrency=4)
+        sweep = asyncio.create_task(sweep_with_progress(sweeper, printer, tick_s=0.001))
+        while held.calls < 2:
+            await asyncio.sleep(0.001)
+        clock.now += 7
+        wanted = "session 2/3 b, batch 1: waiting for Loom: 7 s of 130 s; 2 in flight"
+        for _ in range(10_000):  # until a tick has redrawn it
+            if wanted in stream.getvalue():
+                break
+            await asyncio.sleep(0.001)
+        assert wanted in stream.getvalue()
+        held.release.set()
+        report = await sweep
+        assert (report.sessions_swept, report.messages_taken) == (3, 9)
+        assert redraws(stream)[-1].startswith("sessions 3/3, 9 messages taken")
 
 
 def _read_until(descriptor: int, wanted: str, limit_s: float) -> str:

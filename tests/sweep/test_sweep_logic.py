@@ -143,10 +143,10 @@ class TestQueuedMode:
         await make(failing, transcripts, waiting_state).run_once()
         assert waiting_state.watermark("a") == 0
 
-    def test_the_mode_is_chosen_where_the_todo_names_the_status_and_retry_ops(self) -> None:
-        """SWEEP-4: the TODO at the choice of mode names both caller-bound ops and their use."""
+    def test_the_mode_s_docstring_names_the_follow_up_ops_and_no_todo_is_left(self) -> None:
+        """SWEEP-15: the follow-up replaced the TODO that named both caller-bound ops."""
         source = inspect.getsource(extraction_mode)
-        assert "TODO(SWEEP-4)" in source
+        assert "TODO" not in source
         assert "memory.extraction_status_mine" in source
         assert "memory.extraction_retry_mine" in source
         assert extraction_mode(True) is QUEUED and extraction_mode(False) is WAITING

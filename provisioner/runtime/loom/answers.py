@@ -1,5 +1,5 @@
-"""Loom's extraction, write and summary calls: their arguments, and their answers read into the
-backend's types (SWEEP-3, MIG-1, LOOM-3).
+"""Loom's extraction, write, summary and queue calls: their arguments, and their answers read
+into the backend's types (SWEEP-3, MIG-1, LOOM-3, SWEEP-15).
 
 Every field is read through ``provisioner.runtime.loom.contract`` (CON-2) and checked for the shape
 the contract promises; anything else is a ``BrokenAnswer``. Names Loom reports (org,
@@ -16,10 +16,12 @@ from typing import Any
 from provisioner.runtime.gateway.errors import BrokenAnswer
 from provisioner.runtime.loom import contract
 from provisioner.runtime.loom.types import (
+    QUEUE_STATES,
     WRITE_VERDICTS,
     Extracted,
     Identity,
     MemoryWrite,
+    QueueStates,
     WriteVerdict,
     WrittenMemory,
 )
@@ -29,6 +31,8 @@ LOOM_NAME = re.compile(r"[a-z][a-z0-9_-]{0,62}")  # loom-ops.md: 1-63 of a-z 0-9
 MESSAGE_ROLES = frozenset({"user", "assistant", "system", "tool"})  # SWEEP-3 (in the fixture)
 SESSION_ID_MAX_CHARS = 200  # the op's params schema: session_id of 1-200 characters
 MEMORY_KEY_MAX_CHARS = 256  # our choice: a key longer than this is not one Loom made
+QUEUE_ID_MAX_CHARS = MEMORY_KEY_MAX_CHARS  # our choice: the same bound for a queue id
+QUEUE_IDS_PER_CALL = 100  # SWEEP-15: the status and retry ops take 1-100 queue ids a call
 # MIG-1: memory.set's params in the contract fixture (text, kind, tags).
 MEMORY_TEXT_MAX_CHARS = 20_000
 KIND_MAX_CHARS = 40
@@ -90,11 +94,54 @@ def extracted_from(answer: Any, *, sent: int, defer: bool) -> Extracted:
             raise BrokenAnswer(f"{op}: a written memory lacks its key or verdict")
         written.append(WrittenMemory(memory_key=key, verdict=verdict))
     queue_id = contract.field(answer, op, "queue_id")
-    if queue_id is not None and not _is_short_text(queue_id, MEMORY_KEY_MAX_CHARS):
+    if queue_id is not None and not _is_short_text(queue_id, QUEUE_ID_MAX_CHARS):
         raise BrokenAnswer(f"{op}: queue_id is not a short string")
     if defer and queue_id is None:
         raise BrokenAnswer(f"{op}: a queued extraction was answered without a queue_id")
     return Extracted(accepted=accepted, written=tuple(written), queue_id=queue_id)
+
+
+def queue_arguments(queue_ids: Sequence[str], *, namespace: str | None) -> dict[str, Any]:
+    """The params of a status or retry call (SWEEP-15): ``queue_ids`` and the namespace.
+
+    Raises ``ValueError`` for no ids, more than ``QUEUE_IDS_PER_CALL``, or an id that is not
+    a short printable text (no call is made): the caller asks in slices of ids it stored.
+    """
+    if not 0 < len(queue_ids) <= QUEUE_IDS_PER_CALL:
+        raise ValueError(f"a queue call takes 1-{QUEUE_IDS_PER_CALL} queue ids")
+    if not all(_is_short_text(queue_id, QUEUE_ID_MAX_CHARS) for queue_id in queue_ids):
+        raise ValueError(f"a queue id must be 1-{QUEUE_ID_MAX_CHARS} printable characters")
+    params: dict[str, Any] = {"queue_ids": list(queue_ids)}
+    if namespace:
+        params["namespace"] = namespace
+    return params
+
+
+def queue_states_from(answer: Any, op: str, asked: Sequence[str]) -> QueueStates:
+    """Loom's word on the ``asked`` queue ids (SWEEP-15); ``BrokenAnswer`` for a wrong shape.
+
+    An item is taken only for an id that was asked, answered once, with a state of
+    ``QUEUE_STATES``; every other item is counted in ``odd``. An id answered twice is
+    dropped whatever the two items say: two answers for one batch are no answer.
+    """
+    wanted = set(asked)
+    states: dict[str, str] = {}
+    doubled: set[str] = set()
+    odd = 0
+    for entry in contract.records(answer, op, "items[]", ("queue_id", "state")):
+        queue_id, state = entry["queue_id"], entry["state"]
+        if not isinstance(queue_id, str) or queue_id not in wanted or queue_id in doubled:
+            odd += 1
+        elif queue_id in states:
+            del states[queue_id]
+            doubled.add(queue_id)
+            odd += 2
+        elif state not in QUEUE_STATES:
+            doubled.add(queue_id)
+            odd += 1
+        else:
+            states[queue_id] = state
+    return QueueStates(states=states, odd=odd)
 
 
 def write_arguments(write: MemoryWrite, *, namespace: str | None) -> dict[str, Any]:

@@ -34,6 +34,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
+from dataclasses import asdict
 from typing import Any
 
 import httpx
@@ -78,11 +79,12 @@ class LoomMemory:
 
     Built from plain values: ``gateway_url`` (None or empty: no gateway, so unavailable),
     ``org`` and ``namespace`` (overrides of what Loom resolves), ``defer_extraction`` (the
-    sweep's queued mode), and where frozen recalls are kept — ``state`` (a store that stays the
+    sweep's queued mode), ``sweep_concurrency`` (the sweep's most windows at once, SWEEP-14;
+    None: the default), and where frozen recalls are kept — ``state`` (a store that stays the
     caller's) or ``state_path`` (a file the backend opens when opened and closes when closed);
-    with neither, an in-memory store lives as long as the backend is open. ``ValueError`` names
-    the parameter of a value that breaks its rule (CONF-5, CONF-6). ``transport_factory``
-    (builds each HTTP client's transport), ``clock`` (monotonic seconds), ``sleep`` and
+    with neither, an in-memory store lives as long as the backend is open. ``ValueError``
+    names the parameter of a value that breaks its rule (CONF-5, CONF-6). ``transport_factory``
+    (each HTTP client's transport), ``clock`` (monotonic seconds), ``sleep`` and
     ``wall_clock`` (epoch seconds, for diagnostics) are seams for tests.
     """
 
@@ -93,6 +95,7 @@ class LoomMemory:
         org: str | None = None,
         namespace: str | None = None,
         defer_extraction: bool = False,
+        sweep_concurrency: int | None = None,
         state: StateStore | None = None,
         state_path: StatePath | None = None,
         transport_factory: TransportFactory | None = None,
@@ -100,18 +103,18 @@ class LoomMemory:
         sleep: Sleep | None = None,
         wall_clock: Callable[[], float] | None = None,
     ) -> None:
-        values = checked_values(
+        self._values = checked_values(
             gateway_url=gateway_url,
             org=org,
             namespace=namespace,
             defer_extraction=defer_extraction,
+            sweep_concurrency=sweep_concurrency,
         )
         if state is not None and state_path is not None:
             raise ValueError("state, state_path: both given; expected one place for the state")
-        self._gateway_url = values.gateway_url
-        self._org = values.org
-        self._namespace = values.namespace
-        self._defer_extraction = values.defer_extraction
+        self._gateway_url = self._values.gateway_url
+        self._org = self._values.org
+        self._namespace = self._values.namespace
         self._given_state = state
         self._state_path = state_path
         self._state = state
@@ -141,17 +144,13 @@ class LoomMemory:
         """The backend for Nerve's own configuration, whose ``memory.backend`` is ``loom``.
 
         ``settings`` is the mapping Nerve merges from its layers, or a config object of that
-        shape (sections as attributes): ``memory.backend``, ``memory.loom.org``,
-        ``.namespace``, ``.defer_extraction`` and the top-level ``mcp_gateway_url`` are read,
-        nothing else. Raises ``ValueError`` naming the key for a value it cannot use, and for a
-        backend other than ``loom`` (LOOM-1). The other arguments are the constructor's.
+        shape (sections as attributes); ``memory.backend``, ``memory.loom.*`` (``org``,
+        ``namespace``, ``defer_extraction``, ``sweep_concurrency``) and ``mcp_gateway_url``
+        are read, nothing else. ``ValueError`` names the key of a value it cannot use, and a
+        backend other than ``loom`` (LOOM-1); the other arguments are the constructor's.
         """
-        values = loom_values(settings)
         return cls(
-            gateway_url=values.gateway_url,
-            org=values.org,
-            namespace=values.namespace,
-            defer_extraction=values.defer_extraction,
+            **asdict(loom_values(settings)),
             state=state,
             state_path=state_path,
             transport_factory=transport_factory,
@@ -182,6 +181,7 @@ class LoomMemory:
             org=config.loom.org,
             namespace=config.loom.namespace,
             defer_extraction=config.loom.defer_extraction,
+            sweep_concurrency=config.loom.sweep_concurrency,
             state=state,
             state_path=state_path,
             transport_factory=transport_factory,
@@ -273,7 +273,12 @@ class LoomMemory:
     @property
     def defer_extraction(self) -> bool:
         """Whether the sweep should queue its batches (``memory.loom.defer_extraction``)."""
-        return self._defer_extraction
+        return self._values.defer_extraction
+
+    @property
+    def sweep_concurrency(self) -> int:
+        """The most sessions a ``Sweeper`` sweeps at once (``memory.loom.sweep_concurrency``)."""
+        return self._values.sweep_concurrency
 
     async def startup_recall(self, session_id: str) -> Recall:
         """The memories for a session's start, frozen for that session (REC-1…REC-4).
@@ -293,13 +298,8 @@ class LoomMemory:
             async with asyncio.timeout(RECALL_DEADLINE_S + RECALL_GUARD_S):
                 source, lines = await self._recall_from_loom(self._connection)
         except TimeoutError:
-            self.note_error(
-                "recall",
-                NoAnswer(
-                    f"the recall passed its {RECALL_DEADLINE_S:g} s",
-                    deadline_s=RECALL_DEADLINE_S,
-                ),
-            )
+            passed = f"the recall passed its {RECALL_DEADLINE_S:g} s"
+            self.note_error("recall", NoAnswer(passed, deadline_s=RECALL_DEADLINE_S))
             return NOT_RECALLED
         except GatewayError as error:
             self.note_error("recall", error)

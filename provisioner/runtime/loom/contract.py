@@ -3,7 +3,8 @@
 Every answer field the backend reads is named here, per op, as a path (``results[].memory_key``,
 ``sections.memories.items[].text``) exactly as the contract fixture declares it
 (``tests/fixtures/loom_lifecycle_ops.json``: the lifecycle ops under ``ops``, the write of
-``nerve memory migrate`` under ``operator_ops``; the contract tests check that the two agree). A
+``nerve memory migrate`` under ``operator_ops``, the follow-up of queued batches under
+``loom_op_ops``; the contract tests check that the two agree). A
 read of any other path raises ``UndeclaredField`` — a bug in this package, caught by the
 tests before it ships — so the backend cannot quietly start relying on a field Loom never
 promised.
@@ -25,6 +26,8 @@ SEARCH_QUERY = "search.query"
 SET_FROM_MESSAGES = "memory.set_from_messages"
 NAMESPACE_SUMMARY = "namespace.summary"
 MEMORY_SET = "memory.set"
+EXTRACTION_STATUS = "memory.extraction_status_mine"  # SWEEP-15: the caller's queued batches
+EXTRACTION_RETRY = "memory.extraction_retry_mine"  # SWEEP-15: queue the caller's failed again
 
 TOOLS = {  # contracts/loom-ops.md: the MCP tool that serves each lifecycle op
     CONTEXT_PACK: "loom_context_pack",
@@ -37,6 +40,14 @@ OPERATOR_TOOLS = {  # MIG-1: the tool behind each op an operator job calls (nerv
     MEMORY_SET: "loom_memory_set",
 }
 
+# SWEEP-15, loom-ops.md: ops no tool of their own serves, reached through ``loom_op``, which takes
+# the op's name as ``op`` and the op's own arguments, as its params schema declares them, as
+# ``params`` (the names Loom's op files use for the two).
+LOOM_OP_TOOL = "loom_op"
+LOOM_OP_NAME = "op"
+LOOM_OP_PARAMS = "params"
+LOOM_OP_OPS = frozenset({EXTRACTION_STATUS, EXTRACTION_RETRY})
+
 DECLARED_READS: dict[str, frozenset[str]] = {  # CON-2: the answer fields the backend reads
     CONTEXT_PACK: frozenset(
         {"sections.memories.items[].text", "sections.memories.items[].memory_key"}
@@ -47,11 +58,24 @@ DECLARED_READS: dict[str, frozenset[str]] = {  # CON-2: the answer fields the ba
     ),
     NAMESPACE_SUMMARY: frozenset({"org", "namespace", "shared_namespaces[]", "memory_count"}),
     MEMORY_SET: frozenset({"memory_key", "verdict", "reason"}),
+    EXTRACTION_STATUS: frozenset({"items[].queue_id", "items[].state"}),
+    EXTRACTION_RETRY: frozenset({"items[].queue_id", "items[].state"}),
 }
 
 
 class UndeclaredField(LookupError):
     """The backend asked for an answer field the contract does not declare (a bug here)."""
+
+
+def loom_op_arguments(op: str, params: dict[str, Any]) -> dict[str, Any]:
+    """The arguments of a ``loom_op`` call of ``op`` with the op's own ``params``.
+
+    ``UndeclaredField`` for an op the contract does not name as reached through ``loom_op``:
+    a bug here, as for a field read that the contract does not declare.
+    """
+    if op not in LOOM_OP_OPS:
+        raise UndeclaredField(f"the contract declares no op {op!r} reached through loom_op")
+    return {LOOM_OP_NAME: op, LOOM_OP_PARAMS: params}
 
 
 def field(answer: Any, op: str, path: str) -> Any:

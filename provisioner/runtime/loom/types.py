@@ -1,4 +1,4 @@
-"""What the Loom backend answers its callers: recalls, extractions, writes, identity.
+"""What the Loom backend answers its callers: recalls, extractions, writes, identity, queues.
 
 Plain frozen dataclasses in a module of their own, so the sweep, the CLI and the web page can
 name them without importing the backend.
@@ -6,11 +6,18 @@ name them without importing the backend.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 RECALL_SOURCES = ("pack", "search")  # REC-1: where a startup recall came from
 # loom-ops.md: what loom_memory_set answers of a write; there is no "pending".
 WRITE_VERDICTS = ("clear", "merge", "duplicate", "conflict", "refines", "rejected")
+# SWEEP-15 (the status and retry ops' result schema): what Loom says of a queued batch.
+QUEUE_QUEUED = "queued"
+QUEUE_RUNNING = "running"
+QUEUE_DONE = "done"  # written: the batch's memories are in Loom
+QUEUE_FAILED = "failed"  # Loom gave up on it (after its own tries); nothing of it was written
+QUEUE_STATES = (QUEUE_QUEUED, QUEUE_RUNNING, QUEUE_DONE, QUEUE_FAILED)
 
 
 @dataclass(frozen=True)
@@ -96,3 +103,18 @@ class Identity:
     memory_count: int
     org_source: str
     namespace_source: str
+
+
+@dataclass(frozen=True)
+class QueueStates:
+    """What Loom answered about queued batches (SWEEP-15).
+
+    ``states`` maps each queue id Loom answered for, among those asked, to one of
+    ``QUEUE_STATES``. ``odd`` counts the items that could not be taken at their word: a state
+    outside ``QUEUE_STATES``, an id that was not asked, or an id answered twice (then that id
+    is left out of ``states`` altogether). An id asked and absent from ``states`` is one Loom
+    did not vouch for; the follow-up never takes it for written.
+    """
+
+    states: Mapping[str, str] = field(default_factory=dict)
+    odd: int = 0

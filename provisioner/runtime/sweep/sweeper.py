@@ -12,6 +12,11 @@ method), the transcripts and the state. ``await sweeper.run_once()`` sweeps once
 "already_running"`` (SWEEP-11). How each failure is answered is in ``sweep_outcomes``; the
 window, its budget and the isolation of a failing batch are in ``window``.
 
+Sessions are swept side by side (SWEEP-14, ``concurrency``): up to ``concurrency`` windows in
+flight, never two of one session, under a limit that starts at one and follows what Loom
+answers. Each window keeps its own watermark and isolation; the batch budget is shared, and a
+window that ends the sweep (SWEEP-10) cancels the others, which keep what Loom took.
+
 Nothing of a message's text reaches a report, an audit row or a log line: they name sessions,
 message ids, roles, times, counts and error kinds only.
 
@@ -24,37 +29,47 @@ cannot list its sessions ends the sweep with ``stopped == "source_failed"``.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
-import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from provisioner.runtime.budget import (
-    QUEUED_MAX_BYTES,
-    QUEUED_MAX_MESSAGES,
-    WAITING_MAX_BYTES,
-    WAITING_MAX_MESSAGES,
-    BatchBudget,
-)
+from provisioner.runtime.budget import BatchBudget
 from provisioner.runtime.gateway.errors import NoAnswer
-from provisioner.runtime.loom.answers import MESSAGE_ROLES
 from provisioner.runtime.loom.backend import EXTRACT_DEADLINE_S
+from provisioner.runtime.loom.settings import SWEEP_CONCURRENCY_DEFAULT
 from provisioner.runtime.loom.types import Extracted
 from provisioner.runtime.state import (
     AUDIT_BATCH,
+    AUDIT_BUDGET,
     AUDIT_CUT,
     AUDIT_FAILED,
-    AUDIT_QUEUED,
     AuditEntry,
     Mark,
     StateStore,
 )
 from provisioner.runtime.sweep.backfill import sweep_source
-from provisioner.runtime.sweep.batching import Batch, wire_size
+from provisioner.runtime.sweep.batching import Batch
+from provisioner.runtime.sweep.concurrency import (
+    AdaptiveLimit,
+    SharedBudget,
+    TalliedExtractor,
+    WindowResult,
+    sweep_windows,
+)
+from provisioner.runtime.sweep.concurrency import ExtractCall as Extractor
+from provisioner.runtime.sweep.followup import FollowUp
 from provisioner.runtime.sweep.lock import sweep_lock
+from provisioner.runtime.sweep.modes import QUEUED as QUEUED  # callers import it from here
+from provisioner.runtime.sweep.modes import (
+    WAITING,
+    ExtractionMode,
+    queued_entry,
+    read_window,
+    source_page,
+)
+from provisioner.runtime.sweep.modes import extraction_mode as extraction_mode  # likewise
 from provisioner.runtime.sweep.outcomes import (
     BAD_SESSION_ID_KIND,
     STOPPED_BUSY,
@@ -69,31 +84,16 @@ from provisioner.runtime.transcripts import (
     Refused,
     SourceFailed,
     TranscriptSource,
-    check_message,
     check_session_id,
     shown_session_id,
 )
 
 EXTRACT_GUARD_S = 10  # our choice: past this beyond the deadline, the sweep stops waiting
 READ_PAGE_MESSAGES = 25  # our choice: messages read from the source per query
-QUEUE_ID_PATTERN = re.compile(r"[A-Za-z0-9_.:-]{1,128}")  # our choice: what an audit row keeps
 
 Clock = Callable[[], float]
 
 log = logging.getLogger("provisioner.runtime.sweep.sweeper")
-
-
-class Extractor(Protocol):
-    """What the sweep needs of the Loom backend: ``LoomMemory.extract``."""
-
-    async def extract(
-        self,
-        messages: Sequence[Message],
-        *,
-        context: Sequence[Message] = (),
-        session_id: str,
-        defer: bool = False,
-    ) -> Extracted: ...
 
 
 @runtime_checkable
@@ -104,48 +104,14 @@ class BudgetListener(Protocol):
 
 
 @dataclass(frozen=True)
-class ExtractionMode:
-    """Waiting (SWEEP-3) or queued (SWEEP-4) extraction, with its batch limits."""
-
-    name: str
-    defer: bool
-    max_messages: int
-    max_bytes: int
-
-    def default_budget(self) -> BatchBudget:
-        return BatchBudget.default(self.max_messages, self.max_bytes)
-
-
-WAITING = ExtractionMode("waiting", False, WAITING_MAX_MESSAGES, WAITING_MAX_BYTES)  # SWEEP-3
-QUEUED = ExtractionMode("queued", True, QUEUED_MAX_MESSAGES, QUEUED_MAX_BYTES)  # SWEEP-4
-
-
-def extraction_mode(defer_extraction: bool) -> ExtractionMode:
-    """The mode ``memory.loom.defer_extraction`` asks for (SWEEP-3, SWEEP-4).
-
-    Waiting is the default: a batch Loom fails then fails the call, and the watermark stays.
-    Queued mode moves the watermark once Loom queued a batch; Loom tries a failed batch three
-    times within about a minute out of sight, so a window can be lost, and the audit log
-    names each queued batch so that a loss can at least be traced.
-    """
-    # TODO(SWEEP-4): once Loom serves the caller-bound ops `memory.extraction_status_mine`
-    # and `memory.extraction_retry_mine` ({"queue_ids": [...], "namespace"?}) through
-    # `loom_op`, the queued mode stops moving the watermark at queue time: it stores each
-    # queue id with its batch's first and last message id, asks `extraction_status_mine`
-    # for the open ones at the start of every sweep, moves the watermark past a batch only
-    # once its status says it was written, and replays a failed batch once with
-    # `extraction_retry_mine` before treating it as a batch failure (SWEEP-8).
-    return QUEUED if defer_extraction else WAITING
-
-
-@dataclass(frozen=True)
 class SweepProgress:
     """Where a sweep is: told after each session, and as each batch goes out and comes back.
 
     ``session_id`` and ``batch`` (its number in the session's window, from 1) name the batch
     while ``waiting`` is True: it went out and Loom has not answered yet, for up to
     ``EXTRACT_DEADLINE_S``. A progress line that times the wait makes a hung Loom look like
-    one, not like a frozen sweep.
+    one, not like a frozen sweep. ``in_flight`` is how many sessions' windows are under way
+    (SWEEP-14): each window's batches are told on their own, in whatever order they go.
     """
 
     sessions_done: int
@@ -155,6 +121,7 @@ class SweepProgress:
     session_id: str | None = None
     batch: int = 0
     waiting: bool = False
+    in_flight: int = 0
 
 
 ProgressCallback = Callable[[SweepProgress], None]
@@ -164,7 +131,9 @@ class Sweeper:
     """Sweeps ``source`` into ``memory``, keeping watermarks and budgets in ``state``.
 
     ``clock`` gives the wall time (seconds since the epoch) stamped on audit rows; ``mode``
-    is ``WAITING`` (default) or ``QUEUED`` — see ``extraction_mode``.
+    is ``WAITING`` (default) or ``QUEUED`` — see ``extraction_mode``. ``concurrency`` is the
+    most sessions' windows in flight at once (``memory.loom.sweep_concurrency``, SWEEP-14; 1
+    sweeps one session at a time); ``ValueError`` at once for one outside 1…32.
     """
 
     def __init__(
@@ -175,16 +144,24 @@ class Sweeper:
         *,
         clock: Clock | None = None,
         mode: ExtractionMode = WAITING,
+        concurrency: int = SWEEP_CONCURRENCY_DEFAULT,
     ) -> None:
+        AdaptiveLimit(concurrency)  # the cap's check: refused here, not at the first sweep
         self._memory = memory
         self._source = source
         self._state = state
         self._clock = clock or time.time
         self._mode = mode
+        self._concurrency = concurrency
 
     @property
     def mode(self) -> ExtractionMode:
         return self._mode
+
+    @property
+    def concurrency(self) -> int:
+        """The most sessions' windows one sweep has in flight (SWEEP-14)."""
+        return self._concurrency
 
     def budget(self) -> BatchBudget:
         """The batch budget kept for this sweeper's mode (its default when none was kept)."""
@@ -204,8 +181,13 @@ class Sweeper:
                 report.stopped = STOPPED_BUSY
             else:
                 source = sweep_source(self._source, self._state, self._clock)  # MIG-2
-                run = SweepRun(self._memory, source, self._state, self._mode, self._clock)
+                run = SweepRun(
+                    self._memory, source, self._state, self._mode, self._clock, self._concurrency
+                )
                 run.progress = progress
+                run.follow_up = FollowUp.for_sweep(  # SWEEP-15: the backend itself, unwrapped
+                    self._memory, self._state, defer=self._mode.defer, clock=self._clock
+                )
                 await run.sweep(report)
         budget = self.budget()
         report.note_budget(budget)
@@ -215,7 +197,12 @@ class Sweeper:
 
 
 class SweepRun:
-    """One sweep in progress: what its windows share (state, budget, report, the call)."""
+    """One sweep in progress: what its windows share (state, budget, report, the call).
+
+    Its windows run side by side (SWEEP-14), each a ``SessionWindow`` of its own session; all
+    they share is changed only between ``await``s, on the event loop's thread, so no two
+    windows' updates interleave.
+    """
 
     def __init__(
         self,
@@ -224,23 +211,37 @@ class SweepRun:
         state: StateStore,
         mode: ExtractionMode,
         clock: Clock,
+        concurrency: int = SWEEP_CONCURRENCY_DEFAULT,
     ) -> None:
         self.state = state
         self.report = SweepReport(mode.name)
-        self._memory = memory
+        self._calls = TalliedExtractor(memory)  # each window's calls noted for its verdict
         self._source = source
         self._mode = mode
         self.clock = clock
         self.progress: ProgressCallback | None = None
-        self._at = (0, 0, 0)  # sessions done, sessions listed, batches of the current window
+        self.follow_up: FollowUp | None = None  # SWEEP-15: queued batches followed up
+        self._concurrency = concurrency
+        self._shared = SharedBudget(state.batch_budget(mode.name, mode.default_budget()))
+        self._done = 0  # sessions done: swept, or passed over for a bad id
+        self._total = 0  # sessions listed
+        self._batches: dict[str, int] = {}  # the windows in flight: batches each has sent
 
     async def sweep(self, report: SweepReport) -> None:
-        """Offer every session's window in turn; fill ``report`` as it goes.
+        """Offer every session's window, up to the limit at once; fill ``report`` as it goes.
 
         A source that cannot list its sessions ends the sweep (``source_failed``); a session
-        id that is no text is passed over and named in the report (SWEEP-12).
+        id that is no text is passed over and named in the report (SWEEP-12), and one listed
+        twice is swept once. The first window that ends the sweep (SWEEP-10) names why; the
+        others still in flight are cancelled (``sweep_windows``). In queued mode the batches
+        still in Loom's queue are asked about once first, before any window starts (SWEEP-15).
         """
         self.report = report
+        if self.follow_up is not None:  # SWEEP-15: what Loom wrote of the queued batches
+            ended = await self.follow_up.at_sweep_start(report)
+            if ended is not None:
+                report.stopped = ended
+                return
         try:
             sessions = list(self._source.sessions())
         except Exception as error:
@@ -250,101 +251,106 @@ class SweepRun:
             self.report.stopped = STOPPED_SOURCE
             self.report.reason = f"the transcripts cannot list their sessions ({failure.kind})"
             return
-        self.report.sessions_seen = len(sessions)
+        self.report.sessions_seen = self._total = len(sessions)
         note_source(self._source, self.state, self.clock())
-        for index, listed in enumerate(sessions, start=1):
-            self._at = (index - 1, len(sessions), 0)
+        due: dict[str, None] = {}
+        for listed in sessions:
             session_id = check_session_id(listed)
             if session_id is None:
                 self.report.note_error(shown_session_id(listed), BAD_SESSION_ID_KIND)
                 self.report.windows_stopped += 1
+            if session_id is None or session_id in due:
+                self._done += 1
             else:
-                ended = await SessionWindow(self, session_id).run()
-                tell_host(self._source, self.state, session_id)  # NERVE-3
-                if ended is not None:
-                    self.report.stopped = ended
-                    return
-            self.report.sessions_swept = index
-            self._at = (index, len(sessions), 0)
+                due[session_id] = None
+        self.report.sessions_swept = self._done
+        limit = AdaptiveLimit(self._concurrency)
+        swept = await sweep_windows(due, self._window, limit, on_done=self._window_done)
+        if swept.ended is not None:
+            self.report.stopped = swept.ended
+
+    async def _window(self, session_id: str) -> WindowResult:
+        """One session's window, and what it tells the limit (``CallTally.verdict``).
+
+        However it ends — cancelled too — a host source is told where the watermark stands
+        (NERVE-3): a cancelled window has kept every batch Loom answered for.
+        """
+        tally = self._calls.start(session_id)
+        self._batches[session_id] = 0
+        try:
+            ended = await SessionWindow(self, session_id).run()
+        finally:
+            self._calls.finish(session_id)
+            del self._batches[session_id]
+            tell_host(self._source, self.state, session_id)  # NERVE-3
+        return WindowResult(ended, tally.verdict)
+
+    def _window_done(self, session_id: str, result: WindowResult) -> None:
+        """A window ended: counted as swept unless it ended the sweep, and told."""
+        if result.ended is None:
+            self._done += 1
+            self.report.sessions_swept = self._done
             self.tell()
 
     def tell(self, session_id: str | None = None, *, waiting: bool = False) -> None:
         """Hand the caller's progress callback where the sweep is (``SweepProgress``)."""
         if self.progress is None:
             return
-        done, total, batch = self._at
-        taken = self.report.messages_taken
-        at = SweepProgress(done, total, taken, self.budget(), session_id, batch, waiting)
-        self.progress(at)
+        batch = self._batches.get(session_id, 0) if session_id is not None else 0
+        counts = (self._done, self._total, self.report.messages_taken, self.budget())
+        self.progress(SweepProgress(*counts, session_id, batch, waiting, len(self._batches)))
 
     def budget(self) -> BatchBudget:
-        return self.state.batch_budget(self._mode.name, self._mode.default_budget())
+        """The batch budget the windows share (SWEEP-5, ``SharedBudget``): plan with this."""
+        return self._shared.current
 
     def read_window(self, session_id: str, watermark: int, extra: int) -> ReadWindow:
         """The session's next messages after ``watermark``, in bounded pages, checked.
 
         At most the mode's batch size plus ``extra`` (found messages still in front) items,
         and no more pages once twice the mode's byte limit was read: no batch can use more
-        (SWEEP-1). Each item goes through ``check_message`` (SWEEP-12). The next page starts
-        after the last usable id, so refused items behind that id are dropped from this page
-        (the next one yields them again); a page without a usable id ends the reading, since
-        the source cannot be asked past it. ``SourceFailed`` when the source raises.
+        (SWEEP-1). See ``reading.read_window``; ``SourceFailed`` when the source raises.
         """
-        wanted = self._mode.max_messages + extra
-        byte_cap = 2 * self._mode.max_bytes
-        messages: list[Message] = []
-        refused: list[Refused] = []
-        size = 0
-        after = watermark
-        while len(messages) + len(refused) < wanted and size <= byte_cap:
-            limit = min(READ_PAGE_MESSAGES, wanted - len(messages) - len(refused))
-            last, behind = after, len(refused)  # refused[behind:] lie after ``last``
-            for raw in self.page(session_id, after, limit):
-                item = check_message(raw, after_id=last, roles=MESSAGE_ROLES)
-                if isinstance(item, Message):
-                    messages.append(item)
-                    size += wire_size(item)
-                    last, behind = item.id, len(refused)
-                else:
-                    refused.append(item)
-                    if item.usable and item.id is not None:
-                        last, behind = item.id, len(refused)
-            if last == after:
-                break
-            del refused[behind:]
-            after = last
-        return ReadWindow(tuple(messages), tuple(refused))
+        return read_window(
+            self.page,
+            session_id,
+            watermark,
+            wanted=self._mode.max_messages + extra,
+            byte_cap=2 * self._mode.max_bytes,
+            page_size=READ_PAGE_MESSAGES,
+        )
 
     def page(self, session_id: str, after: int, limit: int) -> list[object]:
         """One page of the source, at most ``limit`` items; ``SourceFailed`` when it raises."""
-        try:
-            page = self._source.messages_after(session_id, after, limit)
-            return list(itertools.islice(page, limit))
-        except Exception as error:
-            raise SourceFailed(error) from error
+        return source_page(self._source, session_id, after, limit)
 
     async def extract(self, batch: Batch, session_id: str) -> Extracted:
         """One extraction call; no answer past the deadline and its guard is ``NoAnswer``.
 
         The progress callback hears that the batch went out (``waiting``) and that it came
-        back, whatever the outcome.
+        back, whatever the outcome — also when the window is cancelled meanwhile.
         """
         limit_s = EXTRACT_DEADLINE_S + EXTRACT_GUARD_S
-        done, total, batch_number = self._at
-        self._at = (done, total, batch_number + 1)
+        self._batches[session_id] = self._batches.get(session_id, 0) + 1
         self.tell(session_id, waiting=True)
         try:
             async with asyncio.timeout(limit_s):
-                return await self._memory.extract(
+                return await self._calls.extract(
                     batch.messages,
                     context=batch.context,
                     session_id=session_id,
-                    defer=self._mode.defer,
+                    defer=self.defers(session_id),
                 )
         except TimeoutError:
             raise NoAnswer(f"no answer within {limit_s} s", deadline_s=limit_s) from None
         finally:
             self.tell(session_id)
+
+    def defers(self, session_id: str) -> bool:
+        """Whether the session's next batch is queued: queued mode, unless its window fell
+        back to waiting mode after Loom failed a batch twice (SWEEP-15)."""
+        follow_up = self.follow_up
+        return self._mode.defer and not (follow_up is not None and follow_up.waits(session_id))
 
     def record_taken(
         self,
@@ -362,7 +368,8 @@ class SweepRun:
 
         ``skipped`` are found messages (SWEEP-8), ``refused`` the refused ones the watermark
         passes (SWEEP-12): each gets its audit row in the same transaction. ``mark`` is the
-        fingerprint of the last message taken, as the source holds it (NERVE-3).
+        fingerprint of the last message taken, as the source holds it (NERVE-3). The budget
+        stored is the shared one after this batch (``SharedBudget.went_through``).
         """
         batch, budget = step
         audit = skip_entries(session_id, skipped) + refused_entries(session_id, refused)
@@ -371,19 +378,31 @@ class SweepRun:
             for message in taken
             if message.id in batch.cut_ids
         ]
-        if self._mode.defer:
-            audit.append(_queued_entry(session_id, taken, queue_id))
+        if queue_id is not None:  # SWEEP-4 (a batch sent waiting after a fall-back has none)
+            audit.append(queued_entry(session_id, taken, queue_id))
         else:  # SWEEP-13: what `nerve memory status` counts as gone through since an error
             audit.append(AuditEntry(AUDIT_BATCH, session_id, taken[-1].id, detail=f"{len(taken)}"))
-        self.state.record_taken(
-            session_id,
-            last_taken_id=taken[-1].id,
-            budget=(self._mode.name, budget.after_good_batch()),
-            suspect_last_id=suspect_last_id,
-            audit=audit,
-            now=self.clock(),
-            mark=mark,
-        )
+        kept = (self._mode.name, self._shared.went_through(budget))
+        if self.follow_up is not None and queue_id is not None and self.follow_up.follows(queue_id):
+            self.follow_up.record_queued(  # SWEEP-15: the watermark waits until it is written
+                session_id,
+                taken,
+                queue_id=queue_id,
+                budget=kept,
+                suspect_last_id=suspect_last_id,
+                audit=audit,
+                mark=mark,
+            )
+        else:
+            self.state.record_taken(
+                session_id,
+                last_taken_id=taken[-1].id,
+                budget=kept,
+                suspect_last_id=suspect_last_id,
+                audit=audit,
+                now=self.clock(),
+                mark=mark,
+            )
         self.report.messages_taken += len(taken)
         self.report.messages_skipped += len(skipped) + len(refused)
         self.report.messages_cut += sum(1 for m in taken if m.id in batch.cut_ids)
@@ -409,8 +428,16 @@ class SweepRun:
         )
         self.report.messages_skipped += len(skipped) + len(refused)
 
-    def store_budget(self, budget: BatchBudget, entry: AuditEntry) -> None:
-        self.state.record_budget(self._mode.name, budget, audit=[entry], now=self.clock())
+    def cut_budget(self, session_id: str, batch: Batch, planned: BatchBudget, reason: str) -> None:
+        """Halve the shared budget for the cut a batch planned with ``planned`` met (SWEEP-5),
+        stored with its audit row; nothing when that cut was made already by another window,
+        or the budget cannot shrink further (``SharedBudget.cut``)."""
+        change = self._shared.cut(planned, reason)
+        if change is None:
+            return
+        detail = f"{reason}: {change.before.describe()} -> {change.after.describe()}"
+        entry = AuditEntry(AUDIT_BUDGET, session_id, batch.first_id, detail=detail)
+        self.state.record_budget(self._mode.name, change.after, audit=[entry], now=self.clock())
 
     def record_failed_batch(self, session_id: str, batch: Batch, kind: str) -> None:
         """A batch sent that did not go through: counted, and kept for ``nerve memory status``
@@ -418,14 +445,3 @@ class SweepRun:
         self.report.batches_failed += 1
         entry = AuditEntry(AUDIT_FAILED, session_id, batch.first_id, detail=kind)
         self.state.record_audit([entry], now=self.clock())
-
-
-def _queued_entry(session_id: str, taken: Sequence[Message], queue_id: str | None) -> AuditEntry:
-    """The audit row naming a queued batch (SWEEP-4): its queue id, size and last message."""
-    shown = queue_id if queue_id and QUEUE_ID_PATTERN.fullmatch(queue_id) else "?"
-    return AuditEntry(
-        AUDIT_QUEUED,
-        session_id,
-        taken[0].id,
-        detail=f"queue_id={shown} messages={len(taken)} last_id={taken[-1].id}",
-    )

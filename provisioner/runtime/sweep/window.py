@@ -33,6 +33,11 @@ read, which waits for a message to follow it; the report names its session meanw
 Found messages are not stored: the state keeps the suspect range (``suspect_last_id``), which
 covers them, so a sweep interrupted in between finds them again by halving instead of
 trusting a failure seen in an earlier sweep.
+
+In queued mode with the follow-up (SWEEP-15, ``followup``), a window is not offered while a
+batch of its session is in Loom's queue, and it ends at the batch it queues: the watermark
+moves once Loom reports that batch written. A window whose batch Loom failed twice is cut
+into waiting batches (SWEEP-3) until it has passed that batch.
 """
 
 from __future__ import annotations
@@ -42,10 +47,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from provisioner.runtime.budget import BatchBudget
+from provisioner.runtime.budget import WAITING_MAX_BYTES, WAITING_MAX_MESSAGES, BatchBudget
 from provisioner.runtime.loom.types import Extracted
-from provisioner.runtime.state import AUDIT_BUDGET, AUDIT_SKIPPED, AuditEntry, SweepSession
+from provisioner.runtime.state import AUDIT_SKIPPED, AuditEntry, SweepSession
 from provisioner.runtime.sweep.batching import Batch, build_batch, pick_context
+from provisioner.runtime.sweep.followup import FollowUp, Gate
 from provisioner.runtime.sweep.outcomes import (
     NOTHING_TAKEN_KIND,
     REFUSED_KIND,
@@ -67,6 +73,7 @@ CONTEXT_KEEP = 64  # our choice: recent taken messages kept for context (a cap, 
 REFUSED_DETAIL = "refused: "  # SWEEP-12: how a refused message's audit row begins its detail
 
 _STOP = "stop"  # the window stops; the sweep goes on with the next session
+_HELD = "held"  # SWEEP-15: the window's batch is in Loom's queue; the window ends there
 
 log = logging.getLogger("provisioner.runtime.sweep.sweeper")
 
@@ -103,6 +110,11 @@ class SessionWindow:
         except SourceFailed as failure:
             self._source_failed(failure)
             return None
+        follow_up = self._follow_up
+        if follow_up is not None:  # SWEEP-15: not while a batch of it is in Loom's queue
+            gate = await follow_up.before_window(self._session, self._run.report)
+            if not gate.go:
+                return self._held(gate)
         while True:
             try:
                 step = self._plan()
@@ -118,9 +130,26 @@ class SessionWindow:
             else:
                 self._run.report.batches_sent += 1
                 outcome = self._took(step, extracted)
+            if outcome == _HELD:
+                return None
             if outcome is not None:  # the window stopped short (SWEEP-13)
                 self._run.report.windows_stopped += 1
                 return None if outcome == _STOP else outcome
+
+    @property
+    def _follow_up(self) -> FollowUp | None:
+        """The sweep's follow-up of queued batches (SWEEP-15), when it has one."""
+        return self._run.follow_up
+
+    def _held(self, gate: Gate) -> str | None:
+        """The window does not go (SWEEP-15): a batch of it is in flight, or a follow-up call
+        failed, which stops the window ("not now", SWEEP-7) or ends the sweep (SWEEP-10)."""
+        if gate.error is None:
+            return None
+        self._run.report.windows_stopped += 1
+        if gate.ended is not None and not self._run.report.reason:  # the first end says why
+            self._run.report.reason = stop_reason(gate.error, self._run.clock())
+        return gate.ended
 
     def _source_failed(self, failure: SourceFailed) -> None:
         """SWEEP-12: the source raised; this session's window stops, the sweep goes on."""
@@ -147,14 +176,23 @@ class SessionWindow:
                     return planned
                 state, rest = planned
             if rest:
-                context = pick_context(self._recent, budget)
-                batch = build_batch(rest, context, budget, session_id=self._session)
+                sized = self._batch_limits(budget)
+                context = pick_context(self._recent, sized)
+                batch = build_batch(rest, context, sized, session_id=self._session)
                 return _Step(batch, state, budget, half=False, read=read)
             if self._found:
                 self._close_found_at_window_end(read)
                 return None
             if not self._pass_refused_alone(read):
                 return None
+
+    def _batch_limits(self, budget: BatchBudget) -> BatchBudget:
+        """What a batch is cut to: a window that fell back to waiting mode (SWEEP-15) sends
+        batches no larger than SWEEP-3 allows; the budget kept for the mode is unchanged."""
+        follow_up = self._follow_up
+        if follow_up is None or not follow_up.waits(self._session):
+            return budget
+        return fallback_budget(budget)
 
     def _after_found(self, read: ReadWindow) -> list[Message]:
         """The window's messages after the found ones, which must be the first it holds.
@@ -221,6 +259,8 @@ class SessionWindow:
         suspect_last_id = step.state.suspect_last_id
         if skipped or not step.half or suspect_last_id is None or taken[-1].id >= suspect_last_id:
             suspect_last_id = None  # SWEEP-8: after a skip, or without suspects, it is over
+        follow_up = self._follow_up
+        held = follow_up is not None and follow_up.follows(extracted.queue_id)
         self._run.record_taken(
             self._session,
             taken,
@@ -234,6 +274,8 @@ class SessionWindow:
         self._found.clear()
         self._went_through = suspect_last_id is not None
         self._recent = [*self._recent, *taken][-CONTEXT_KEEP:]
+        if held:  # SWEEP-15: in Loom's queue; the session's next batch waits for it
+            return _HELD
         return None  # a part taken: the rest is offered again at once (SWEEP-9)
 
     def _failed(self, step: _Step, error: Exception) -> str | None:
@@ -248,7 +290,8 @@ class SessionWindow:
         if reaction.cut is not None:
             self._cut_budget(step, reaction.cut)
         if reaction.ends_sweep is not None:
-            self._run.report.reason = stop_reason(error, self._run.clock())
+            if not self._run.report.reason:  # SWEEP-14: the first window to end it says why
+                self._run.report.reason = stop_reason(error, self._run.clock())
             return reaction.ends_sweep
         if not reaction.counts_against_batch:
             return _STOP  # SWEEP-7: not now; the watermark stays, nothing is counted
@@ -306,18 +349,22 @@ class SessionWindow:
         self._found.clear()
 
     def _cut_budget(self, step: _Step, reason: str) -> None:
-        """Halve the budget (SWEEP-5) with an audit row, unless it cannot shrink further."""
-        before = step.budget
-        after = before.halved(reason)
-        if after == before:
-            return
-        entry = AuditEntry(
-            AUDIT_BUDGET,
-            self._session,
-            step.batch.first_id,
-            detail=f"{reason}: {before.describe()} -> {after.describe()}",
-        )
-        self._run.store_budget(after, entry)
+        """Halve the shared budget (SWEEP-5) with an audit row, once for a cut that several
+        windows meet together, and not when it cannot shrink further (SWEEP-14)."""
+        self._run.cut_budget(self._session, step.batch, step.budget, reason)
+
+
+def fallback_budget(budget: BatchBudget) -> BatchBudget:
+    """``budget`` no larger than a waiting batch may be (SWEEP-3), for a queued window that
+    fell back to waiting mode (SWEEP-15)."""
+    return BatchBudget(
+        messages=min(budget.messages, WAITING_MAX_MESSAGES),
+        bytes=min(budget.bytes, WAITING_MAX_BYTES),
+        default_messages=min(budget.default_messages, WAITING_MAX_MESSAGES),
+        default_bytes=min(budget.default_bytes, WAITING_MAX_BYTES),
+        cut_reason=budget.cut_reason,
+        good_streak=budget.good_streak,
+    )
 
 
 def skip_entries(session_id: str, skipped: tuple[Message, ...]) -> list[AuditEntry]:
