@@ -548,7 +548,7 @@ class TestQuickTour:
         assert done.returncode == 0, done.stderr
         out = done.stdout
         assert "rendered files match golden/" in out
-        assert "sweep done: 1 of 1 sessions" in out
+        assert "sweep done: 1 of 1 session," in out
         recalled = out.split("<session-context>", 1)[1].split("</session-context>", 1)[0]
         assert "- I take my tea with lemon." in recalled
         passed = re.search(r"^(\d+)/(\d+) checks passed$", out, re.MULTILINE)

@@ -56,6 +56,7 @@ from provisioner.cli.common import (
 )
 from provisioner.cli.memory_files import add_path_options
 from provisioner.config.paths import default_paths
+from provisioner.counts import counted
 
 if TYPE_CHECKING:
     from provisioner.runtime.sweep.sweeper import SweepProgress, SweepReport
@@ -339,7 +340,7 @@ class ProgressPrinter:
             return self._waiting_line(at, terminal=terminal)
         line = (
             f"sessions {at.sessions_done}/{at.sessions_total}, "
-            f"{at.messages_taken} messages taken, budget {at.budget.describe()}"
+            f"{counted(at.messages_taken, 'message')} taken, budget {at.budget.describe()}"
         )
         return line if terminal else f"sweep: {line}"
 
@@ -353,7 +354,8 @@ class ProgressPrinter:
         if terminal:
             room = LINE_WIDTH - len(head) - len(tail) - len(more)
             return f"{head}{_shown(session_id, room)}{tail}{more}"
-        return f"sweep: {head}{_shown(session_id)}{tail}; {at.messages_taken} messages taken{more}"
+        taken = counted(at.messages_taken, "message")
+        return f"sweep: {head}{_shown(session_id)}{tail}; {taken} taken{more}"
 
     def _write(self, text: str) -> None:
         try:
@@ -410,9 +412,10 @@ def why_it_stopped(report: SweepReport, gateway_url: str | None) -> str:
     kinds = list(dict.fromkeys(error["kind"] for error in report.errors))
     named = ", ".join(kinds[:KINDS_SHOWN]) + (", …" if len(kinds) > KINDS_SHOWN else "")
     if report.batches_failed:
-        what = f"{report.batches_failed} of {report.batches_sent} batches did not go through"
+        sent = counted(report.batches_sent, "batch")
+        what = f"{report.batches_failed} of {sent} did not go through"
     else:
-        what = f"{report.windows_stopped} windows could not go"
+        what = f"{counted(report.windows_stopped, 'window')} could not go"
     return f"{what} ({named})" if named else what
 
 
@@ -433,8 +436,9 @@ def print_report(report: SweepReport, gateway_url: str | None, *, as_json: bool)
     if report.budget_cut_reason:
         budget += f" (cut: {report.budget_cut_reason})"
     counts = (
-        f"{report.sessions_swept} of {report.sessions_seen} sessions, "
-        f"{report.batches_sent} batches sent, {report.messages_taken} messages taken, "
+        f"{report.sessions_swept} of {counted(report.sessions_seen, 'session')}, "
+        f"{counted(report.batches_sent, 'batch')} sent, "
+        f"{counted(report.messages_taken, 'message')} taken, "
         f"{report.messages_skipped} skipped, {report.messages_cut} cut; budget {budget}"
     )
     if status == EXIT_OK:

@@ -246,7 +246,7 @@ class TestSweepCommand:
             timeout=120,
         )
         assert done.returncode == 0, done.stderr
-        assert done.stdout.startswith("sweep done: 1 of 1 sessions")
+        assert done.stdout.startswith("sweep done: 1 of 1 session,")
         assert "5 messages taken" in done.stdout
 
 

@@ -133,7 +133,7 @@ class TestStatusZero:
         assert sweep_json(run_nerve, tmp_path)[0] == EXIT_OK
         status, line = sweep_line(run_nerve, tmp_path)
         assert status == EXIT_OK
-        assert line.startswith("sweep done: 1 of 1 sessions, 0 batches sent, 0 messages taken")
+        assert line.startswith("sweep done: 1 of 1 session, 0 batches sent, 0 messages taken")
 
     def test_another_sweep_running_exits_0_and_the_line_says_so(
         self, tmp_path: Path, gateway: RunningGateway, run_nerve: RunNerve
@@ -188,7 +188,7 @@ class TestStatusOne:
         status, report = sweep_json(run_nerve, tmp_path)
         assert status == report["exit_status"] == EXIT_INCOMPLETE
         assert (report["batches_sent"], report["batches_failed"]) == (1, 1)
-        assert report["reason"] == f"1 of 1 batches did not go through ({kind})"
+        assert report["reason"] == f"1 of 1 batch did not go through ({kind})"
 
     def test_after_a_failed_sweep_a_clean_one_exits_0_again(
         self, tmp_path: Path, gateway: RunningGateway, run_nerve: RunNerve
@@ -417,7 +417,7 @@ class TestWhatTheReportCounts:
         report = await sweeper(loom, transcripts, state).run_once()
         assert (report.batches_sent, report.windows_stopped) == (0, 1)
         assert exit_status(report) == EXIT_INCOMPLETE
-        assert why_it_stopped(report, None) == "1 windows could not go (ValueError)"
+        assert why_it_stopped(report, None) == "1 window could not go (ValueError)"
 
     async def test_a_refused_message_waiting_for_the_next_is_no_failure(
         self, loom: ScriptedLoom, transcripts: SqliteTranscripts, state: StateStore
