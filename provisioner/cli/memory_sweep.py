@@ -39,6 +39,7 @@ Lines name sessions and counts, never a message's text.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import re
 import sys
@@ -127,8 +128,6 @@ def _duration(text: str) -> float:
 
 
 def _run_sweep(args: argparse.Namespace) -> int:
-    import asyncio
-
     from provisioner.config.loader import load_config
 
     workspace, config_dir = workspace_and_config_dir(args)
@@ -165,8 +164,6 @@ async def _sweep(
 ) -> int:
     """Sweep once, or every ``every_s`` until interrupted; the exit status of the last sweep.
     A backfill ``scope`` moves the watermarks first, once (75 when another sweep runs)."""
-    import asyncio
-
     from provisioner.cli.memory_files import open_state, open_transcripts
     from provisioner.runtime.loom.backend import LoomMemory
     from provisioner.runtime.sweep.backfill import sweep_source
@@ -249,7 +246,6 @@ async def sweep_with_progress(
     The ticks redraw the time Loom has been waiting while a batch is out (the printer's own
     clock measures it); they stop with the sweep, however it ends.
     """
-    import asyncio
 
     async def tick() -> None:
         while True:
@@ -373,8 +369,7 @@ def _is_terminal(stream: TextIO) -> bool:
 
 
 def _shown(session_id: str, room: int = SESSION_SHOWN_CHARS) -> str:
-    """A session id as a progress line shows it: printable, cut to ``room`` characters or
-    ``SESSION_SHOWN_CHARS``, whichever is fewer."""
+    """A session id as progress shows it: printable, cut to min(room, SESSION_SHOWN_CHARS)."""
     from provisioner.runtime.transcripts import shown_session_id
 
     width = max(1, min(SESSION_SHOWN_CHARS, room))
