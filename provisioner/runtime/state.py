@@ -284,7 +284,7 @@ class StateStore:
                 )
             self._put_session(db, SweepSession(session_id, last_taken_id, 0, suspect_last_id))
             self._put_budget(db, *budget)
-            self._put_audit(db, audit, now)
+            put_audit(db, audit, now)
             if mark is not None:
                 put_mark(db, session_id, mark)
 
@@ -300,7 +300,7 @@ class StateStore:
                 "DELETE FROM sweep_mark WHERE session_id = ? AND message_id > ?",
                 (session_id, watermark),
             )
-            self._put_audit(db, [audit], now)
+            put_audit(db, [audit], now)
 
     def record_failure(
         self, session_id: str, *, failures: int, suspect_last_id: int | None
@@ -316,12 +316,12 @@ class StateStore:
         """Store the budget of ``mode`` (after a cut, with its audit row) in one transaction."""
         with self.transaction() as db:
             self._put_budget(db, mode, budget)
-            self._put_audit(db, audit, now)
+            put_audit(db, audit, now)
 
     def record_audit(self, audit: Sequence[AuditEntry], *, now: float) -> None:
         """Write ``audit`` rows alone, in one transaction (a failed batch, SWEEP-13)."""
         with self.transaction() as db:
-            self._put_audit(db, audit, now)
+            put_audit(db, audit, now)
 
     def audit(
         self, *, limit: int | None = None, kinds: Sequence[str] | None = None
@@ -388,18 +388,6 @@ class StateStore:
             (mode, budget.messages, budget.bytes, budget.cut_reason, budget.good_streak),
         )
 
-    @staticmethod
-    def _put_audit(db: sqlite3.Connection, entries: Sequence[AuditEntry], now: float) -> None:
-        db.executemany(
-            "INSERT INTO sweep_audit"
-            " (kind, session_id, message_id, role, created_at, recorded_at, detail)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [
-                (e.kind, e.session_id, e.message_id, e.role, e.created_at, now, e.detail)
-                for e in entries
-            ],
-        )
-
     # --- schema -------------------------------------------------------------------------------
 
     def _migrate(self) -> None:
@@ -448,3 +436,15 @@ def _audit_row(row: sqlite3.Row) -> dict[str, object]:
     record = dict(row)
     record["recorded_at"] = datetime.fromtimestamp(row["recorded_at"], UTC).isoformat()
     return record
+
+
+def put_audit(db: sqlite3.Connection, entries: Sequence[AuditEntry], now: float) -> None:
+    """Write ``entries`` as audit rows recorded at ``now``, inside the caller's transaction."""
+    db.executemany(
+        "INSERT INTO sweep_audit (kind, session_id, message_id, role, created_at,"
+        " recorded_at, detail) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        [
+            (e.kind, e.session_id, e.message_id, e.role, e.created_at, now, e.detail)
+            for e in entries
+        ],
+    )

@@ -38,7 +38,7 @@ from provisioner.runtime.budget import BatchBudget
 from provisioner.runtime.loom.answers import QUEUE_IDS_PER_CALL
 from provisioner.runtime.loom.queue import QueueCalls, extraction_queue
 from provisioner.runtime.loom.types import QUEUE_DONE, QUEUE_FAILED, QueueStates
-from provisioner.runtime.state import AuditEntry, Mark, StateStore, put_mark
+from provisioner.runtime.state import AuditEntry, Mark, StateStore, put_audit, put_mark
 from provisioner.runtime.sweep.outcomes import (
     SWEEP_ERRORS,
     SweepReport,
@@ -249,7 +249,7 @@ class FollowUp:
             if held:
                 detail = f"queue id {_shown(queue_id)} answered twice"
                 entries.append(AuditEntry(AUDIT_FELL_BACK, session_id, taken[0].id, detail=detail))
-            _put_audit(db, entries, now)
+            put_audit(db, entries, now)
         if held:
             self.tally.fell_back += 1
             self.tally.doubtful += 1
@@ -331,7 +331,7 @@ class FollowUp:
                 "UPDATE queued_batch SET status = ?, replayed = ?, checked_at = ? WHERE seq = ?",
                 (status, int(replayed), now, batch.seq),
             )
-            _put_audit(db, entries, now)
+            put_audit(db, entries, now)
 
     def _unfollow(self, batches: Sequence[_Batch]) -> None:
         """``loom_op`` is gone: batches in Loom's queue are trusted as queued mode did before
@@ -343,7 +343,7 @@ class FollowUp:
                 db.execute("UPDATE queued_batch SET status = ? WHERE seq = ?", (status, batch.seq))
                 if status == WAITING:
                     detail = "failed, and loom_op is no longer listed"
-                    _put_audit(db, [_entry(AUDIT_FELL_BACK, batch, detail)], now)
+                    put_audit(db, [_entry(AUDIT_FELL_BACK, batch, detail)], now)
                     self.tally.fell_back += 1
         for session_id in sorted({batch.session_id for batch in batches}):
             self._pass(session_id, closed_as=CLOSED_UNFOLLOWED)
@@ -365,7 +365,7 @@ class FollowUp:
                 if batch.after_id != watermark:  # NERVE-3: the source went back meanwhile
                     _close(db, batch, CLOSED_STALE, now)
                     detail = "the source went back; read again"
-                    _put_audit(db, [_entry(AUDIT_FELL_BACK, batch, detail)], now)
+                    put_audit(db, [_entry(AUDIT_FELL_BACK, batch, detail)], now)
                     continue
                 watermark = batch.last_id
                 db.execute(
@@ -375,7 +375,7 @@ class FollowUp:
                 if batch.mark is not None:
                     put_mark(db, session_id, batch.mark)
                 _close(db, batch, closed_as, now)
-                _put_audit(db, [_entry(AUDIT_WRITTEN, batch, closed_as)], now)
+                put_audit(db, [_entry(AUDIT_WRITTEN, batch, closed_as)], now)
                 if closed_as == CLOSED_WRITTEN:
                     self.tally.written += 1
 
@@ -436,15 +436,3 @@ def _entry(kind: str, batch: _Batch, note: str) -> AuditEntry:
 
 def _shown(queue_id: str) -> str:
     return queue_id if QUEUE_ID_SHOWN.fullmatch(queue_id) else "?"
-
-
-def _put_audit(db: sqlite3.Connection, entries: Sequence[AuditEntry], now: float) -> None:
-    db.executemany(
-        "INSERT INTO sweep_audit"
-        " (kind, session_id, message_id, role, created_at, recorded_at, detail)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?)",
-        [
-            (e.kind, e.session_id, e.message_id, e.role, e.created_at, now, e.detail)
-            for e in entries
-        ],
-    )
