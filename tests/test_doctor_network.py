@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from provisioner.doctor.network import CATALOG_WAIT_S, NETWORK_CHECK_DEADLINE_S
+from provisioner.runtime.gateway.catalog import CATALOG_DEADLINE_S
 from tests.conftest import RunNerve
 from tests.runtime.loopback import LoopbackServer, closed_port_url
 from tests.web.gateway_stub import (
@@ -21,9 +22,7 @@ from tests.web.gateway_stub import (
     loom_server,
 )
 
-# Far above every deadline doctor has (DOC-1 asks for 10 s with the gateway down); only a run
-# that hangs can exceed it.
-GENEROUS_UPPER_BOUND_S = 60.0
+DOC_1_WHOLE_RUN_S = 10.0  # DOC-1: with the gateway down, doctor ends within this
 
 
 @pytest.fixture(scope="module")
@@ -120,10 +119,9 @@ class TestCatalog:
 
 class TestGatewayDown:
     def test_an_unreachable_gateway_is_an_err_and_the_run_ends(self, doctor) -> None:
-        """DOC-1: gateway down → ERR, exit 1, and the run does not hang."""
-        started = time.monotonic()
+        """DOC-1: gateway down → ERR, exit 1, and the run ends (a hang would meet the
+        subprocess's own timeout and fail the test)."""
         result, checks = doctor(closed_port_url())
-        assert time.monotonic() - started < GENEROUS_UPPER_BOUND_S
         assert result.returncode == 1
         catalog = checks["loom.catalog"]
         assert catalog["status"] == "ERR"
@@ -134,13 +132,18 @@ class TestGatewayDown:
     def test_a_gateway_that_never_answers_is_an_err_after_its_deadline(
         self, doctor, listener: CountingListener
     ) -> None:
-        """DOC-1, GW-2: a stuck gateway costs one catalog deadline, then an ERR."""
-        started = time.monotonic()
+        """DOC-1, GW-2: a stuck gateway costs one catalog deadline, then an ERR.
+
+        The listener never answers, so only the reader's own deadline ends the check: the
+        message names it, and it is within DOC-1's 10 s for the whole run.
+        """
         result, checks = doctor(listener.url)
-        assert time.monotonic() - started < GENEROUS_UPPER_BOUND_S
         assert result.returncode == 1
         assert listener.connections >= 1
-        assert "did not arrive within" in checks["loom.catalog"]["message"]
+        assert (
+            f"did not arrive within {CATALOG_DEADLINE_S:g} s" in checks["loom.catalog"]["message"]
+        )
+        assert CATALOG_WAIT_S < NETWORK_CHECK_DEADLINE_S < DOC_1_WHOLE_RUN_S
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -152,13 +151,13 @@ class TestRecallFailures:
         """REC-1, REC-4: the whole read has 5 s; after that the session starts without it."""
         gateway.app.faults.switch("hang@loom_context_pack,hang@loom_search")
         async with memory_for(tmp_path, gateway) as memory:
-            started = time.monotonic()
             recall = await memory.startup_recall("s-1")
-            elapsed = time.monotonic() - started
             diagnostics = memory.diagnostics()
         assert recall == NOT_RECALLED
-        assert elapsed < RECALL_DEADLINE_S + 25  # far above the deadline: never a hang
+        # The dev gateway's hang lasts ten minutes: a recall back at all, with NoAnswer, was
+        # ended by its own deadline.
         assert diagnostics["last_error"]["kind"] == "NoAnswer"
+        assert f"deadline of {RECALL_DEADLINE_S:g} s" in diagnostics["last_error"]["message"]
         assert diagnostics["breaker"]["state"] == "open"
 
     async def test_a_recovered_gateway_lets_the_next_session_recall(

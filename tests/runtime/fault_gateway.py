@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import json
 import random
+import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from email.utils import formatdate
@@ -564,12 +565,39 @@ SCENARIOS: dict[str, Scenario] = {
 }
 
 
+CLIENT_LEFT = "client left"  # the client hung up while the answer was still going
+ANSWER_ENDED = "answer ended"  # the handler finished (or ran out) with the client still there
+ENDING_GUARD_S = 30.0  # how long ending() waits before failing the test: a guard, not a bound
+
+
 class FaultGateway:
-    """The ASGI app; ``hits`` lists every request in arrival order."""
+    """The ASGI app; ``hits`` lists every request in arrival order.
+
+    ``ending(key)`` tells how a request's exchange ended. A hanging or pinging answer ends on
+    its own after HANG_LIMIT_S, so "client left" shows the client gave up first: its deadline
+    held, with no clock read by the test.
+    """
 
     def __init__(self) -> None:
         self.hits: list[Hit] = []
         self.base_url = ""
+        self._endings: dict[str, list[str]] = {}
+        self._ended = threading.Condition()
+
+    def ending(self, key: str, index: int = 0) -> str:
+        """How the ``index``-th exchange under ``key`` ended, once it has."""
+        with self._ended:
+            if not self._ended.wait_for(
+                lambda: len(self._endings.get(key, ())) > index, ENDING_GUARD_S
+            ):
+                raise AssertionError(f"exchange {index} under {key} never ended")
+            return self._endings[key][index]
+
+    def _record_ending(self, key: str, ex: Exchange) -> None:
+        with self._ended:
+            ending = CLIENT_LEFT if ex.disconnected.is_set() else ANSWER_ENDED
+            self._endings.setdefault(key, []).append(ending)
+            self._ended.notify_all()
 
     def count(self, key: str, kind: str | None = None) -> int:
         """Requests seen under ``<scenario>/<tag>`` (of one ``kind``: catalog or call)."""
@@ -594,6 +622,7 @@ class FaultGateway:
             await (scenario.catalog if kind == "catalog" else scenario.call)(ex)
         finally:
             watcher.cancel()
+            self._record_ending(key, ex)
 
 
 def _kind(parts: list[str]) -> str | None:

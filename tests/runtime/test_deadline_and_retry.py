@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from provisioner.runtime import (
@@ -16,7 +14,7 @@ from provisioner.runtime import (
 from provisioner.runtime.gateway.server import EXTRACTION, READ, RETRY_AFTER_MAX_WAIT_S, CallPolicy
 from provisioner.runtime.gateway.wire import CONNECT_TIMEOUT_S
 
-from .fault_gateway import HANG_LIMIT_S, TRICKLE_EVERY_S, key_of
+from .fault_gateway import ANSWER_ENDED, CLIENT_LEFT, HANG_LIMIT_S, TRICKLE_EVERY_S, key_of
 
 pytestmark = pytest.mark.anyio
 
@@ -35,35 +33,48 @@ async def call(url: str, *, deadline_s: float = 5.0, policy: CallPolicy = READ, 
 
 
 class TestOverallDeadline:
-    """GW-4. Wall-clock time is asserted only as an upper bound far above the deadline: the
-    fault gateway's pings and hangs last HANG_LIMIT_S, so a call that outlived its deadline
-    would end later than that, and in another outcome."""
+    """GW-4, told apart without reading a clock: the fault gateway's pings and hangs end on
+    their own after HANG_LIMIT_S, far past these deadlines. A call that kept waiting would see
+    them end and come back with another outcome, and the gateway would record its answer as
+    ended rather than the client as gone."""
 
-    async def test_keep_alive_pings_do_not_stretch_the_deadline(self, scenario_base) -> None:
+    async def test_keep_alive_pings_do_not_stretch_the_deadline(
+        self, scenario_base, fault_gateway
+    ) -> None:
         """Pings arrive far more often than the deadline, yet the call ends in NoAnswer."""
         deadline_s = 0.3
-        assert deadline_s > TRICKLE_EVERY_S * 5
-        started = time.monotonic()
+        assert deadline_s > TRICKLE_EVERY_S * 5 and deadline_s * 5 < HANG_LIMIT_S
+        base = scenario_base("trickle")
         with pytest.raises(NoAnswer) as caught:
-            await call(scenario_base("trickle") + "/s/loom/mcp", deadline_s=deadline_s)
-        assert time.monotonic() - started < HANG_LIMIT_S
+            await call(base + "/s/loom/mcp", deadline_s=deadline_s)
         assert caught.value.deadline_s == deadline_s
+        assert fault_gateway.ending(key_of(base)) == CLIENT_LEFT
 
-    async def test_a_gateway_that_never_answers_costs_the_deadline(self, scenario_base) -> None:
-        started = time.monotonic()
+    async def test_a_gateway_that_never_answers_costs_the_deadline(
+        self, scenario_base, fault_gateway
+    ) -> None:
+        base = scenario_base("hang")
         with pytest.raises(NoAnswer) as caught:
-            await call(scenario_base("hang") + "/s/loom/mcp", deadline_s=0.2)
-        assert time.monotonic() - started < HANG_LIMIT_S
+            await call(base + "/s/loom/mcp", deadline_s=0.2)
         assert caught.value.deadline_s == 0.2
+        assert fault_gateway.ending(key_of(base)) == CLIENT_LEFT
 
     async def test_a_stream_that_stays_open_after_its_answer_does_not_hold_the_call(
-        self, scenario_base
+        self, scenario_base, fault_gateway
     ) -> None:
-        """The stream pings on for HANG_LIMIT_S after the answer; the call returns before."""
-        started = time.monotonic()
-        result = await call(scenario_base("sse-then-pings") + "/s/loom/mcp", deadline_s=30)
+        """The stream pings on for HANG_LIMIT_S after the answer; the call hangs up first."""
+        base = scenario_base("sse-then-pings")
+        result = await call(base + "/s/loom/mcp", deadline_s=30)
         assert result.data == {"ok": True}
-        assert time.monotonic() - started < HANG_LIMIT_S
+        assert fault_gateway.ending(key_of(base)) == CLIENT_LEFT
+
+    async def test_the_gateway_tells_an_answer_that_ended_from_a_client_that_left(
+        self, scenario_base, fault_gateway
+    ) -> None:
+        """The control for the three above: a whole answer read to its end is not a hang-up."""
+        base = scenario_base("sse-lf")
+        assert (await call(base + "/s/loom/mcp")).data["ok"] is True
+        assert fault_gateway.ending(key_of(base)) == ANSWER_ENDED
 
     async def test_arguments_json_cannot_carry_are_refused_before_sending(
         self, scenario_base, fault_gateway
