@@ -182,10 +182,14 @@ LOCK_WAYS = {
 
 
 def first_locked_init(
-    run_nerve: RunNerve, tmp_path: Path, way: str, local: str
+    run_nerve: RunNerve, tmp_path: Path, way: str, local: str, service_env: dict | None = None
 ) -> tuple[Path, Path, dict]:
-    """Init a new workspace locked the given way, beside a machine-local file; the summary."""
+    """Init a new workspace locked the given way, beside a machine-local file; the summary.
+
+    ``service_env`` is more of the service's environment (``NERVE_MEMORY_BACKEND``, …).
+    """
     args, env, typed = LOCK_WAYS[way]
+    env = {**env, **(service_env or {})}
     workspace, config_dir = tmp_path / "ws", tmp_path / "cfg"
     config_dir.mkdir()
     (config_dir / "config.local.yaml").write_text(local, encoding="utf-8")
@@ -235,6 +239,31 @@ class TestLockedAtFirstInit:
         assert checks["workspace.wording"]["status"] == "OK", checks["workspace.wording"]
         assert checks["config.memory.backend"]["message"].startswith("memory.backend = memu")
         assert "lockdown on, not read" in checks["config.files"]["message"]
+
+    def test_the_service_s_variables_word_the_files_from_the_first_init(
+        self, run_nerve: RunNerve, tmp_path: Path, way: str
+    ) -> None:
+        """CONF-3: the settings this init places name ${NERVE_MEMORY_BACKEND}; set to loom,
+        the files are worded for Loom at once, not for memU until a second init."""
+        service = {"NERVE_MEMORY_BACKEND": "loom", "NERVE_MCP_BASE_URL": GATEWAY}
+        workspace, config_dir, summary = first_locked_init(
+            run_nerve, tmp_path, way, LOCAL_WOULD_NOT_LOAD, service
+        )
+        assert summary["locked"] is True and summary["wording"] == "loom"
+        assert summary["wording_source"] == str(workspace / "config" / "settings.yaml")
+        doctor = run_nerve(
+            "doctor",
+            "--offline",
+            "--json",
+            "--workspace",
+            str(workspace),
+            "--config-dir",
+            str(config_dir),
+            env={**LOCK_WAYS[way][1], **service},
+        )
+        checks = {check["id"]: check for check in json.loads(doctor.stdout)["checks"]}
+        assert checks["workspace.wording"]["status"] == "OK", checks["workspace.wording"]
+        assert checks["config.memory.backend"]["message"].startswith("memory.backend = loom")
 
     def test_a_local_file_that_would_not_load_does_not_stop_it(
         self, run_nerve: RunNerve, tmp_path: Path, way: str
@@ -301,3 +330,73 @@ def test_no_at_the_terminal_prompt_reads_the_local_file_and_its_error_stops_init
     )
     assert_one_line_error(result, "config.local.yaml", "'chroma' is not a memory backend")
     assert not (tmp_path / "ws").exists()
+
+
+# --- CONF-3 at a later init: the settings it places decide what the instance reads -----------
+
+
+def init_again(run_nerve: RunNerve, tmp_path: Path, *flags: str) -> dict:
+    result = run_nerve(
+        "init", "--json", "--workspace", "ws", "--config-dir", str(tmp_path / "cfg"), *flags
+    )
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_unlocking_reads_the_local_file_the_unlocked_instance_will_read(
+    run_nerve: RunNerve, tmp_path: Path
+) -> None:
+    """CONF-3: `--data lockdown=false` on a locked workspace re-words its settings to unlock
+    it, so init follows config.local.yaml as the instance then will, and doctor agrees."""
+    workspace, config_dir, _summary = first_locked_init(
+        run_nerve, tmp_path, "--data lockdown=true", LOCAL_NAMES_LOOM
+    )
+    summary = init_again(run_nerve, tmp_path, "--data", "lockdown=false")
+    assert summary["locked"] is False and summary["wording"] == "loom"
+    assert summary["wording_source"] == str(config_dir / "config.local.yaml")
+    assert "config/settings.yaml" in summary["reworded"]
+    assert "lockdown" not in (workspace / "config" / "settings.yaml").read_text().split()
+    doctor = run_nerve(
+        "doctor", "--offline", "--json", "--workspace", "ws", "--config-dir", str(config_dir)
+    )
+    checks = {check["id"]: check for check in json.loads(doctor.stdout)["checks"]}
+    assert checks["workspace.wording"]["status"] == "OK", checks["workspace.wording"]
+    assert "lockdown on" not in checks["config.files"]["message"]
+
+
+def test_locking_later_stops_reading_the_local_file(run_nerve: RunNerve, tmp_path: Path) -> None:
+    """CONF-3: the reverse, on a workspace first provisioned unlocked for Loom: the locked
+    settings it places name the service's variable, which init follows, never the local file."""
+    (tmp_path / "cfg").mkdir()
+    (tmp_path / "cfg" / "config.local.yaml").write_text(LOCAL_NAMES_LOOM, encoding="utf-8")
+    assert init_again(run_nerve, tmp_path)["wording"] == "loom"
+    result = run_nerve(
+        *("init", "--json", "--workspace", "ws", "--config-dir", str(tmp_path / "cfg")),
+        *("--data", "lockdown=true"),
+        env={"NERVE_MEMORY_BACKEND": "memu"},
+    )
+    summary = json.loads(result.stdout)
+    assert summary["locked"] is True and summary["wording"] == "memu"
+    assert summary["wording_source"] == str(Path("ws", "config", "settings.yaml"))
+
+
+@pytest.mark.parametrize(
+    ("first", "then", "said"),
+    [
+        ("false", "true", "does not set lockdown: true, so this instance is not locked"),
+        ("true", "false", "sets lockdown: true, so this instance stays locked"),
+    ],
+)
+def test_an_edited_settings_file_that_is_kept_overrules_the_answer_and_says_so(
+    run_nerve: RunNerve, tmp_path: Path, first: str, then: str, said: str
+) -> None:
+    """INIT-5, CONF-3: init never overwrites an edit, so the kept file decides lockdown; the
+    summary tells the truth about it and a warning says what to change."""
+    (tmp_path / "cfg").mkdir()
+    init_again(run_nerve, tmp_path, "--data", f"lockdown={first}")
+    settings = tmp_path / "ws" / "config" / "settings.yaml"
+    settings.write_text(settings.read_text() + "# edited by the operator\n")
+    summary = init_again(run_nerve, tmp_path, "--data", f"lockdown={then}")
+    assert summary["locked"] is (first == "true")
+    assert summary["kept"][0]["path"] == "config/settings.yaml"
+    assert [line for line in summary["warnings"] if said in line]

@@ -12,7 +12,12 @@ import yaml
 from provisioner.templating import assets
 from provisioner.templating.backends import BACKEND_NAMES, PROFILES
 from provisioner.templating.questions import load_questions, question_named
-from provisioner.workspace.render import MANIFEST_PATH, Answers, render_workspace
+from provisioner.workspace.render import (
+    MANIFEST_PATH,
+    Answers,
+    render_tracked_settings,
+    render_workspace,
+)
 from tests.conftest import REPO_ROOT, clean_environment
 
 PERSONAL_FILES = {"SOUL.md", "IDENTITY.md", "USER.md", "AGENTS.md", "TOOLS.md", "MEMORY.md"}
@@ -238,6 +243,16 @@ class TestAnswersReachTheFiles:
         assert "backend: ${NERVE_MEMORY_BACKEND:-memu}" in settings
         assert "mcp_gateway_url: ${NERVE_MCP_BASE_URL:-}" in settings
         assert "dashboard_url: ${LOOM_DASHBOARD_URL:-}" in settings
+
+    @pytest.mark.parametrize("backend", BACKEND_NAMES)
+    @pytest.mark.parametrize("lockdown", [True, False])
+    def test_the_settings_file_alone_renders_as_the_whole_render_has_it(
+        self, tmp_path, backend, lockdown
+    ):
+        """CONF-3: init reads the settings it is about to place from this one-file render."""
+        answers = Answers(memory_backend=backend, lockdown=lockdown)
+        files = {f.path: f.content for f in render_workspace(answers, tmp_path / "w")}
+        assert render_tracked_settings(answers) == files["config/settings.yaml"]
 
     def test_the_manifest_records_answers_and_hashes(self, renders):
         """INIT-4: answers and a hash of every shipped file are recorded in the workspace."""

@@ -88,25 +88,25 @@ def load_config(
     workspace: str | os.PathLike[str] | None = None,
     env: Mapping[str, str] | None = None,
     *,
-    lockdown: bool = False,
+    settings_text: str | None = None,
 ) -> Config:
     """Read, expand, merge and check the configuration layers (CONF-1…CONF-7).
 
     Missing files are skipped and an empty file counts as an empty mapping. Under lockdown the
-    machine-local file is not opened at all. ``lockdown=True`` turns lockdown on for this load
-    as ``NERVE_LOCKDOWN=1`` does, and never off: ``nerve init`` passes it when its answers lock
-    an instance whose tracked settings do not say so yet, so it reads the layers the locked
-    instance will read (CONF-3). Raises ``ConfigError`` (one line) for any input that cannot
-    be used, including every unset required variable at once.
+    machine-local file is not opened at all. ``settings_text`` is read in place of the
+    workspace's tracked settings file: ``nerve init`` passes the text it is about to place
+    there, so it reads the layers the instance will read once init is done, locked or not
+    (CONF-3). Raises ``ConfigError`` (one line) for any input that cannot be used, including
+    every unset required variable at once.
     """
     env = os.environ if env is None else env
     state = _Loading(env)
-    state.lockdown = _lockdown_from_env(env, state.warnings) or lockdown
+    state.lockdown = _lockdown_from_env(env, state.warnings)
     for layer, path in _layer_paths(Path(config_dir), workspace):
         if layer == LAYER_LOCAL and state.lockdown:
             state.files.append(ConfigFile(path, layer, read=False, skipped=SKIPPED_LOCKDOWN))
             continue
-        state.read_layer(layer, path)
+        state.read_layer(layer, path, settings_text if layer == LAYER_SETTINGS else None)
     state.missing.raise_if_any()
     return _checked(state)
 
@@ -142,9 +142,10 @@ class _Loading:
         self.missing = MissingVariables()
         self.defaulted: set[str] = set()
 
-    def read_layer(self, layer: str, path: Path) -> None:
-        """Read one file, expand it, and lay it over the layers read so far."""
-        raw = _read_yaml(path)
+    def read_layer(self, layer: str, path: Path, text: str | None = None) -> None:
+        """Read one file (or ``text`` in its place), expand it, and lay it over the layers
+        read so far."""
+        raw = _read_yaml(path, text)
         if raw is None:
             self.files.append(ConfigFile(path, layer, read=False, skipped=SKIPPED_ABSENT))
             return
@@ -180,10 +181,13 @@ def _layer_paths(
     yield LAYER_LOCAL, config_dir / LOCAL_FILE
 
 
-def _read_yaml(path: Path) -> dict[Any, Any] | None:
-    """The file's top-level mapping, ``{}`` for an empty file, None when it does not exist."""
+def _read_yaml(path: Path, text: str | None = None) -> dict[Any, Any] | None:
+    """The file's top-level mapping, ``{}`` for an empty file, None when it does not exist.
+
+    ``text`` given is parsed as the file's content, and the file is not opened.
+    """
     try:
-        text = read_small_text(path)
+        text = read_small_text(path) if text is None else text
     except YamlLimitError as exc:
         raise ConfigError(path, None, exc.problem) from None
     except UnicodeDecodeError as exc:

@@ -6,9 +6,11 @@ template's defaults; terminal and slim mode then ask, showing that value as the 
 memory backend is never asked: ``--memory-backend`` wins, else the backend the existing
 configuration names, else the wording the workspace recorded, else memU (INIT-2). Init never
 sets ``memory.backend`` itself. ``NERVE_LOCKDOWN`` can turn the lockdown answer on, never off
-(CONF-3). However lockdown is chosen (``--data lockdown=true``, ``NERVE_LOCKDOWN=1``, a yes at the
-prompt), init reads the configuration layers the locked instance will read, so it never words
-the files for a backend only ``config.local.yaml`` names.
+(CONF-3). Init reads the configuration as the instance will read it once init is done, the
+tracked ``config/settings.yaml`` it is about to place included. So however lockdown is chosen
+(``--data lockdown=true``, ``NERVE_LOCKDOWN=1``, a yes at the prompt) or unchosen
+(``--data lockdown=false``), the files are worded for the backend that instance will use: the
+service's ``NERVE_MEMORY_BACKEND`` when locked, ``config.local.yaml`` when not.
 
 The run holds the workspace's lock (one init at a time), renders into a scratch folder, and
 places the files through ``provisioner.workspace.placement`` (journal, atomic renames, no link
@@ -21,10 +23,12 @@ import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from stat import S_IXUSR
 from typing import Any, TextIO
 
 from provisioner.config.loader import (
     LOCKDOWN_ENV_ON,
+    SETTINGS_FILE,
     Config,
     ConfigError,
     load_config,
@@ -43,7 +47,12 @@ from provisioner.templating.questions import (
 from provisioner.workspace.fs import WorkspaceRefused, WorkspaceRoot, prepare_workspace
 from provisioner.workspace.lock import WorkspaceLock
 from provisioner.workspace.placement import Placement, place
-from provisioner.workspace.render import Answers, render_workspace
+from provisioner.workspace.render import (
+    Answers,
+    RenderedFile,
+    render_tracked_settings,
+    render_workspace,
+)
 from provisioner.workspace.state import RecordedState, read_state
 
 MODES = ("terminal", "slim", "non-interactive")  # INIT-1
@@ -178,25 +187,26 @@ def _remove_if_empty(workspace: Path) -> None:
 
 def _provision(request: InitRequest, root: WorkspaceRoot, prompter: Prompter | None) -> InitResult:
     recorded = read_state(root)
+    layers = _Layers(request, root, recorded)
     loaded_for = _lockdown_answer(request, recorded.answers)
     try:
-        config = _load_layers(request, loaded_for)
+        config = layers.load(loaded_for)
     except ConfigError:
         question = _lockdown_question()
         if loaded_for or prompter is None or question is None or not _asks(request.mode, question):
             raise
         # The answer still to be asked decides whether the layer that failed is read at all;
         # answered "no", the reload below raises this error again.
-        config, loaded_for = _load_layers(request, True), True
+        config, loaded_for = layers.load(True), True
     backend, backend_source = choose_backend(request.backend, config, recorded)
     answer_warnings: list[str] = []
     answers = resolve_answers(request, backend, recorded.answers, prompter, answer_warnings)
     if answers.lockdown != loaded_for:  # answered otherwise at the prompt: read what it implies
-        config = _load_layers(request, answers.lockdown)
+        config = layers.load(answers.lockdown)
         backend, backend_source = choose_backend(request.backend, config, recorded)
         answers = replace(answers, memory_backend=backend)
-    warnings = [*config.warnings, *answer_warnings]
-    locked = config.lockdown or answers.lockdown
+    warnings = [*config.warnings, *answer_warnings, *layers.kept_warning(answers.lockdown, config)]
+    locked = config.lockdown
     with tempfile.TemporaryDirectory(prefix="nerve-init-") as scratch:
         rendered = render_workspace(answers, Path(scratch) / "workspace")
         memory_step = memory_setup_step(answers, config, request, prompter, locked)
@@ -232,9 +242,55 @@ def _lockdown_question() -> Question | None:
     return next((q for q in load_questions() if q.name == LOCKDOWN_QUESTION), None)
 
 
-def _load_layers(request: InitRequest, lockdown: bool) -> Config:
-    """The configuration as an instance locked (or not) by this init's answer reads it."""
-    return load_config(request.config_dir, request.workspace, env=request.env, lockdown=lockdown)
+@dataclass
+class _Layers:
+    """The configuration as the instance will read it once this init is done (CONF-1, CONF-3).
+
+    The workspace's tracked ``config/settings.yaml`` is one of the layers, and this init
+    writes it: locked, it names the service's variables (``NERVE_MEMORY_BACKEND``, …) and
+    turns ``config.local.yaml`` off; unlocked, it names nothing. So each load reads the
+    settings this init will leave for the lockdown answer given: its own render, unless the
+    file on disk is an edit that placement keeps, which is then read as it is.
+    """
+
+    request: InitRequest
+    root: WorkspaceRoot
+    recorded: RecordedState
+
+    def load(self, lockdown: bool) -> Config:
+        settings = None if self.settings_kept() else self.rendered_settings(lockdown)
+        return load_config(
+            self.request.config_dir,
+            self.request.workspace,
+            env=self.request.env,
+            settings_text=settings,
+        )
+
+    def rendered_settings(self, lockdown: bool) -> str:
+        return render_tracked_settings(Answers(lockdown=lockdown)).decode("utf-8")
+
+    def settings_kept(self) -> bool:
+        """Whether the settings file on disk is an edit that placement will keep (INIT-5)."""
+        current = self.root.read(SETTINGS_FILE.as_posix())
+        if current is None:
+            return False
+        content, mode = current
+        digest = RenderedFile(SETTINGS_FILE.as_posix(), content, bool(mode & S_IXUSR)).digest
+        return not self.recorded.is_inits(SETTINGS_FILE.as_posix(), digest)
+
+    def kept_warning(self, lockdown: bool, config: Config) -> list[str]:
+        """A line when a kept, edited settings file overrules the lockdown answer."""
+        if config.lockdown == lockdown or not self.settings_kept():
+            return []
+        if lockdown:
+            return [
+                f"{SETTINGS_FILE}: kept as edited, and it does not set lockdown: true, so this "
+                "instance is not locked; add that line to it, or set NERVE_LOCKDOWN=1"
+            ]
+        return [
+            f"{SETTINGS_FILE}: kept as edited, and it sets lockdown: true, so this instance "
+            "stays locked; remove that line to unlock it"
+        ]
 
 
 def choose_backend(

@@ -26,12 +26,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from provisioner.config.loader import SETTINGS_FILE
 from provisioner.errors import TemplateBroken
 from provisioner.templating import assets
 from provisioner.templating.backends import DEFAULT_BACKEND, DEFAULT_PROFILE
 
 MANIFEST_PATH = ".nerve/provisioned.json"  # INIT-4: answers and shipped hashes, per workspace
 MANIFEST_FORMAT = 1
+WORKSPACE_SUBDIRECTORY = "workspace"  # copier.yml's _subdirectory
+TEMPLATE_SUFFIX = ".jinja"  # copier.yml's _templates_suffix
 _ONE_RENDER = threading.Lock()  # a render changes process-wide settings: one at a time
 
 
@@ -111,6 +114,26 @@ def render_workspace(answers: Answers, destination: Path) -> list[RenderedFile]:
     manifest_file.write_bytes(manifest)
     files.append(RenderedFile(MANIFEST_PATH, manifest, executable=False))
     return sorted(files, key=lambda rendered: rendered.path)
+
+
+def render_tracked_settings(answers: Answers) -> bytes:
+    """``config/settings.yaml`` as ``render_workspace`` renders it for ``answers``.
+
+    ``nerve init`` reads the configuration the instance will read once its render is placed,
+    and that file is one of its layers (CONF-1, CONF-3); rendering it alone through the
+    shared environment, with the same template and answers, costs no Copier run. A test
+    holds the bytes equal to the whole render's. A broken template raises ``TemplateBroken``.
+    """
+    import jinja2
+
+    from provisioner.templating.jinja_env import shared_environment  # deferred: Jinja
+
+    template = f"{WORKSPACE_SUBDIRECTORY}/{SETTINGS_FILE.as_posix()}{TEMPLATE_SUFFIX}"
+    try:
+        text = shared_environment().get_template(template).render(**answers.as_data())
+    except jinja2.TemplateError as error:
+        raise template_broken(error) from None
+    return text.encode("utf-8")
 
 
 def _run_copier(answers: Answers, destination: Path) -> None:
