@@ -254,12 +254,6 @@ class TestSweepState:
         assert " in extract: CodedFault: " in message, message
         assert "a fact" not in message
 
-    def test_doctor_counts_the_audit_kind_the_sweep_writes_for_a_skip(self) -> None:
-        from provisioner.doctor import sweep as doctor_sweep
-        from provisioner.runtime import state
-
-        assert doctor_sweep.AUDIT_SKIPPED == state.AUDIT_SKIPPED
-
     def test_a_state_file_that_is_not_a_database_is_a_warn(self, doctor, tmp_path: Path) -> None:
         state = tmp_path / "cfg" / "memory" / "state.sqlite3"
         state.parent.mkdir(parents=True)

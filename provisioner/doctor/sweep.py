@@ -31,15 +31,16 @@ from pathlib import Path
 from provisioner.config.paths import default_paths
 from provisioner.counts import counted
 from provisioner.doctor.check import OK, WARN, Check
+from provisioner.runtime.audit_kinds import (
+    AUDIT_BATCH,
+    AUDIT_FAILED,
+    AUDIT_QUEUED,
+    AUDIT_SKIPPED,
+    AUDIT_WENT_BACK,
+)
 
 READ_TIMEOUT_S = 1.0  # our choice: a sweep or a new file's setup holds its lock for one short
 # transaction; a loaded machine may stretch that past a few tenths of a second
-# SWEEP-8: runtime.state's AUDIT_SKIPPED (a test holds them equal); importing the runtime here
-# would load httpx into every offline run.
-AUDIT_SKIPPED = "skipped"
-AUDIT_WENT_BACK = "went_back"  # NERVE-3: runtime.state's AUDIT_WENT_BACK (a test holds them equal)
-# SWEEP-13: runtime.state's per-batch rows, and its AUDIT_QUEUED (a test holds them equal)
-AUDIT_BATCH, AUDIT_FAILED, AUDIT_QUEUED = "batch", "failed", "queued"
 NERVE_DB_KIND = "nerve.db"  # NERVE-2: NerveTranscripts.kind, as the state keeps the source
 WENT_BACK_SHOWN_S = 7 * 24 * 3600  # our choice: how long doctor names a source that went back
 WENT_BACK_ROWS_READ = 1_000  # our choice: the newest re-alignments doctor reads

@@ -27,6 +27,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from provisioner.runtime.audit_kinds import AUDIT_MIGRATION_SKIPPED
 from provisioner.runtime.loom.types import WriteVerdict
 from provisioner.runtime.state import StateStore
 from provisioner.runtime.sweep.lock import file_lock
@@ -39,7 +40,6 @@ STATUS_FAILING = "failing"
 FINAL_STATUSES = (STATUS_WRITTEN, STATUS_CONFLICT, STATUS_REJECTED, STATUS_SKIPPED)
 STATUS_OF_VERDICT = {"conflict": STATUS_CONFLICT, "rejected": STATUS_REJECTED}  # else written
 FAILURES_TO_SKIP = 3  # MIG-1: Loom's uncoded error three runs in a row skips the item
-AUDIT_MIGRATION_SKIPPED = "migration_skipped"  # the audit log's kind for a skipped item
 LOCK_SUFFIX = ".migrate-lock"
 IN_MEMORY = ":memory:"
 

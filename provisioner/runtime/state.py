@@ -33,23 +33,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from provisioner.runtime import sqlite_file
+from provisioner.runtime.audit_kinds import AUDIT_SHOWN_KINDS
 from provisioner.runtime.budget import BatchBudget
 from provisioner.runtime.sqlite_file import is_busy, open_database
 from provisioner.runtime.state_schema import MIGRATIONS as MIGRATIONS  # re-exported
 from provisioner.runtime.state_schema import SCHEMA_VERSION, apply_migrations
-
-# Kinds of audit row (SWEEP-4, SWEEP-5, SWEEP-8, SWEEP-11). A row names a session, a message
-# id, a role and times, never the text of a message.
-AUDIT_QUEUED = "queued"  # SWEEP-4: a batch Loom queued (detail: its queue id and size)
-AUDIT_SKIPPED = "skipped"  # SWEEP-8: the one message Loom fails on, left out for good
-AUDIT_CUT = "cut"  # SWEEP-11: a message sent cut to fit the byte budget
-AUDIT_BUDGET = "budget"  # SWEEP-5: the batch budget was halved (detail: why, and the new one)
-AUDIT_WENT_BACK = "went_back"  # NERVE-3: the source went back; the watermark was re-aligned
-AUDIT_KINDS = (AUDIT_QUEUED, AUDIT_SKIPPED, AUDIT_CUT, AUDIT_BUDGET, AUDIT_WENT_BACK)
-# SWEEP-13: a row per batch, which `nerve memory status` counts; ``audit()`` leaves them out.
-AUDIT_BATCH = "batch"  # a batch Loom took in waiting mode (detail: how many messages)
-AUDIT_FAILED = "failed"  # a batch sent that did not go through (detail: its kind and code)
-AUDIT_BATCH_KINDS = (AUDIT_BATCH, AUDIT_FAILED)
 
 
 class StateVersionError(RuntimeError):
@@ -326,13 +314,13 @@ class StateStore:
     def audit(
         self, *, limit: int | None = None, kinds: Sequence[str] | None = None
     ) -> list[dict[str, object]]:
-        """Audit rows of ``kinds`` (None: every kind but the per-batch ``AUDIT_BATCH_KINDS``),
+        """Audit rows of ``kinds`` (None: ``AUDIT_SHOWN_KINDS``, all but the per-batch rows),
         oldest first (the newest ``limit`` when given), as plain dicts: ``kind``, ``session_id``,
         ``message_id``, ``role``, ``created_at`` (the message's time), ``recorded_at`` (ISO
         8601, UTC) and ``detail``. Never message text.
         """
-        listed = AUDIT_BATCH_KINDS if kinds is None else kinds
-        marks = ("NOT " if kinds is None else "") + f"IN ({', '.join('?' for _ in listed)})"
+        listed = AUDIT_SHOWN_KINDS if kinds is None else kinds
+        marks = f"IN ({', '.join('?' for _ in listed)})"
         rows = f"SELECT * FROM sweep_audit WHERE kind {marks} ORDER BY seq DESC LIMIT ?"
         columns = "kind, session_id, message_id, role, created_at, recorded_at, detail"
         sql = f"SELECT {columns} FROM ({rows}) ORDER BY seq"

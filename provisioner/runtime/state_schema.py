@@ -131,6 +131,12 @@ MIGRATIONS: tuple[str, ...] = (
         WHERE closed_at IS NULL AND status <> 'waiting';
     CREATE INDEX queued_batch_by_session ON queued_batch (session_id, first_id);
     """,
+    # 7: the audit log by kind and time. It gains a row per batch for good (SWEEP-13), while
+    # the sweep's start-point ledger (MIG-2), status and doctor each read a few kinds, or a
+    # kind since a time; without it each of those reads walks every batch row ever kept.
+    """
+    CREATE INDEX sweep_audit_by_kind ON sweep_audit (kind, recorded_at);
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -22,15 +22,10 @@ from provisioner.doctor import sweep as doctor_sweep
 from provisioner.doctor.check import OK, WARN
 from provisioner.integrations.nerve import NerveTranscripts
 from provisioner.integrations.nerve.transcripts import PROBE_MIN_IDS, PROBE_ROWS, NerveDatabaseError
+from provisioner.runtime.audit_kinds import AUDIT_CUT, AUDIT_SKIPPED, AUDIT_WENT_BACK
 from provisioner.runtime.budget import WAITING_MAX_BYTES, WAITING_MAX_MESSAGES
 from provisioner.runtime.gateway.errors import CodedFault
-from provisioner.runtime.state import (
-    AUDIT_CUT,
-    AUDIT_SKIPPED,
-    AUDIT_WENT_BACK,
-    AuditEntry,
-    StateStore,
-)
+from provisioner.runtime.state import AuditEntry, StateStore
 from provisioner.runtime.sweep.realign import GONE, REPLACED, newest_matching
 from provisioner.runtime.sweep.sweeper import Sweeper, SweepReport
 from provisioner.runtime.transcripts import RFC3339, Message
@@ -572,8 +567,7 @@ class TestDoctor:
         ids = [c.id for c in doctor_sweep.sweep_checks(went_back, now=later)]
         assert ids == ["loom.sweep"]
 
-    def test_the_names_doctor_reads_are_the_ones_the_sweep_writes(self) -> None:
-        assert doctor_sweep.AUDIT_WENT_BACK == AUDIT_WENT_BACK
+    def test_the_source_kind_doctor_reads_is_the_one_the_sweep_writes(self) -> None:
         assert NerveTranscripts.kind == doctor_sweep.NERVE_DB_KIND
 
     async def test_a_sweep_from_nerve_db_lets_doctor_look_at_it(

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from provisioner.migration.ledger import (
-    AUDIT_MIGRATION_SKIPPED,
     FAILURES_TO_SKIP,
     Ledger,
     final_ids_read_only,
@@ -18,6 +17,7 @@ from provisioner.migration.ledger import (
 from provisioner.migration.memu_store import MemuStore
 from provisioner.migration.migrate import LOOM_FAILING_STREAK, Migration, dry_run
 from provisioner.migration.report import MigrationReport
+from provisioner.runtime.audit_kinds import AUDIT_MIGRATION_SKIPPED
 from provisioner.runtime.gateway.errors import (
     BrokenAnswer,
     CircuitOpen,

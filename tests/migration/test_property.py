@@ -13,10 +13,11 @@ from pathlib import Path
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from provisioner.migration.ledger import AUDIT_MIGRATION_SKIPPED, FAILURES_TO_SKIP, Ledger
+from provisioner.migration.ledger import FAILURES_TO_SKIP, Ledger
 from provisioner.migration.memu_store import MemuStore
 from provisioner.migration.migrate import Migration
 from provisioner.migration.report import MigrationReport
+from provisioner.runtime.audit_kinds import AUDIT_MIGRATION_SKIPPED
 from provisioner.runtime.gateway.errors import (
     BrokenAnswer,
     CircuitOpen,

@@ -17,9 +17,15 @@ import pytest
 
 from provisioner.devgateway import RunningGateway, serve_in_thread
 from provisioner.integrations.nerve import NerveTranscripts
+from provisioner.runtime.audit_kinds import (
+    AUDIT_BACKFILL,
+    AUDIT_BACKFILL_DONE,
+    AUDIT_BUDGET,
+    AUDIT_WENT_BACK,
+)
 from provisioner.runtime.budget import CUT_TOO_LARGE
 from provisioner.runtime.gateway.errors import CodedFault
-from provisioner.runtime.state import AUDIT_BUDGET, AUDIT_WENT_BACK, AuditEntry, StateStore
+from provisioner.runtime.state import AuditEntry, StateStore
 from provisioner.runtime.sweep.backfill import (
     BackfillBusy,
     BackfillMove,
@@ -31,7 +37,7 @@ from provisioner.runtime.sweep.backfill import (
 from provisioner.runtime.sweep.batching import ENVELOPE_BYTES, context_size, wire_size
 from provisioner.runtime.sweep.lock import sweep_lock
 from provisioner.runtime.sweep.plan import ReadOnlyState, StateUnreadable, plan_sweep
-from provisioner.runtime.sweep.start import AUDIT_BACKFILL, AUDIT_BACKFILL_DONE, Memorized
+from provisioner.runtime.sweep.start import Memorized
 from provisioner.runtime.sweep.sweeper import WAITING
 from provisioner.runtime.transcripts import Message, SqliteTranscripts, TranscriptSource
 from tests.conftest import RunNerve, assert_one_line_error

@@ -19,9 +19,9 @@ import pytest
 from provisioner.cli.memory_recall import age_words
 from provisioner.devgateway import RunningGateway, serve_in_thread
 from provisioner.doctor import sweep as doctor_sweep
-from provisioner.runtime import state as runtime_state
+from provisioner.runtime.audit_kinds import AUDIT_BATCH, AUDIT_FAILED, AUDIT_QUEUED
 from provisioner.runtime.loom.diagnostics import since_last_error
-from provisioner.runtime.state import AUDIT_BATCH, AUDIT_FAILED, AuditEntry, StateStore
+from provisioner.runtime.state import AuditEntry, StateStore
 from tests.conftest import RunNerve
 
 EXTRACTION = "loom_memory_set_from_messages"
@@ -156,7 +156,7 @@ class TestWhatTheStateSays:
 
     def test_queued_batches_count_as_gone_through(self, state: StateStore) -> None:
         state.record_last_error(at=10.0, op="recall", kind="NoAnswer", message="slow")
-        state.record_audit(batch(runtime_state.AUDIT_QUEUED, "queue_id=q1"), now=11.0)
+        state.record_audit(batch(AUDIT_QUEUED, "queue_id=q1"), now=11.0)
         since = since_last_error(state)
         assert since is not None and since["batches_through_since"] == 1
         assert since["code"] is None  # only an extraction's failed batch carries one
@@ -215,11 +215,6 @@ class TestDoctorsLine:
         assert "last error ? in extract: X: a?[31mred (0 batches went through since)" in (
             check.message
         )
-
-    def test_doctor_reads_the_audit_kinds_the_sweep_writes(self) -> None:
-        assert doctor_sweep.AUDIT_BATCH == runtime_state.AUDIT_BATCH
-        assert doctor_sweep.AUDIT_FAILED == runtime_state.AUDIT_FAILED
-        assert doctor_sweep.AUDIT_QUEUED == runtime_state.AUDIT_QUEUED
 
 
 @pytest.mark.parametrize(

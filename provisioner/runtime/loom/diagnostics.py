@@ -20,12 +20,13 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from provisioner.runtime.audit_kinds import AUDIT_BATCH, AUDIT_FAILED, AUDIT_QUEUED
 from provisioner.runtime.gateway.catalog import GatewayCatalog
 from provisioner.runtime.gateway.connection import LoomConnection
 from provisioner.runtime.loom.report import LastError
 from provisioner.runtime.loom.types import Identity
 from provisioner.runtime.memory_contract import LOOM_SERVER
-from provisioner.runtime.state import AUDIT_BATCH, AUDIT_FAILED, AUDIT_QUEUED, StateStore
+from provisioner.runtime.state import StateStore
 
 FAILED_DETAIL = re.compile(r"(?P<kind>\w+)\((?P<code>.{1,128})\)")  # outcomes.error_kind
 

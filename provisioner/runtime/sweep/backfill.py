@@ -37,12 +37,11 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any
 
+from provisioner.runtime.audit_kinds import AUDIT_BACKFILL, AUDIT_BACKFILL_DONE, AUDIT_WENT_BACK
 from provisioner.runtime.loom.answers import MESSAGE_ROLES
-from provisioner.runtime.state import AUDIT_WENT_BACK, StateStore
+from provisioner.runtime.state import StateStore
 from provisioner.runtime.sweep.lock import sweep_lock
 from provisioner.runtime.sweep.start import (
-    AUDIT_BACKFILL,
-    AUDIT_BACKFILL_DONE,
     Ledger,
     StateReader,
     read_ledger,

@@ -34,6 +34,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, NamedTuple
 
+from provisioner.runtime.audit_kinds import AUDIT_FELL_BACK, AUDIT_REPLAYED, AUDIT_WRITTEN
 from provisioner.runtime.budget import BatchBudget
 from provisioner.runtime.loom.answers import QUEUE_IDS_PER_CALL
 from provisioner.runtime.loom.queue import QueueCalls, extraction_queue
@@ -54,11 +55,6 @@ CLOSED_WRITTEN = "written"  # Loom reported it written; the watermark moved past
 CLOSED_UNFOLLOWED = "unfollowed"  # passed without loom_op, as queued mode did before SWEEP-15
 CLOSED_PASSED = "passed"  # the watermark passed it otherwise (its waiting batches went through)
 CLOSED_STALE = "stale"  # the source went back below it (NERVE-3); read again from the source
-# Audit rows of the follow-up (SWEEP-15): ids, counts and states only, never text.
-AUDIT_WRITTEN = "written"  # a queued batch written; the watermark moved past it
-AUDIT_REPLAYED = "replayed"  # a failed batch queued again, its one replay
-AUDIT_FELL_BACK = "fell_back"  # a batch that will be sent again in waiting mode
-AUDIT_FOLLOW_UP_KINDS = (AUDIT_WRITTEN, AUDIT_REPLAYED, AUDIT_FELL_BACK)
 DOUBT_KIND = "QueueStateUnknown"  # the report's error kind for a batch Loom gave no usable word on
 QUEUE_ID_SHOWN = re.compile(r"[A-Za-z0-9_.:-]{1,128}")  # our choice: what an audit row names
 

@@ -15,6 +15,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from provisioner.runtime.audit_kinds import AUDIT_QUEUED
 from provisioner.runtime.budget import (
     QUEUED_MAX_BYTES,
     QUEUED_MAX_MESSAGES,
@@ -23,7 +24,7 @@ from provisioner.runtime.budget import (
     BatchBudget,
 )
 from provisioner.runtime.loom.answers import MESSAGE_ROLES
-from provisioner.runtime.state import AUDIT_QUEUED, AuditEntry
+from provisioner.runtime.state import AuditEntry
 from provisioner.runtime.sweep.batching import wire_size
 from provisioner.runtime.transcripts import (
     Message,

@@ -35,13 +35,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from provisioner.runtime.state import AUDIT_WENT_BACK, StateStore
+from provisioner.runtime.audit_kinds import AUDIT_BACKFILL, AUDIT_LEFT_TO_MEMU, AUDIT_WENT_BACK
+from provisioner.runtime.state import StateStore
 from provisioner.runtime.transcripts import SQLITE_MAX_INT, TranscriptSource
 
-# Kinds of audit row this module and ``backfill`` write (MIG-2; the names are our choice).
-AUDIT_LEFT_TO_MEMU = "left_to_memu"  # a session started after memU's point (detail: messages=N)
-AUDIT_BACKFILL = "backfill"  # a watermark moved back on purpose (detail: through=W resume=P)
-AUDIT_BACKFILL_DONE = "backfill_done"  # memU's share sent: on to where it stood (detail: W -> P)
 THROUGH_RESUME = re.compile(r"through=(\d+) resume=(\d+)")  # a backfill row's detail
 WENT_BACK_TO = re.compile(r"-> (\d+)")  # where a went_back row's watermark went (NERVE-3)
 
