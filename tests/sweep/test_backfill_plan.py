@@ -27,24 +27,28 @@ from provisioner.runtime.budget import CUT_TOO_LARGE
 from provisioner.runtime.gateway.errors import CodedFault
 from provisioner.runtime.state import AuditEntry, StateStore
 from provisioner.runtime.sweep.backfill import (
+    IN_LOOM_QUEUE_KIND,
     BackfillBusy,
     BackfillMove,
     BackfillView,
     parse_backfill,
     read_ledger,
     run_backfill,
+    sweep_source,
 )
 from provisioner.runtime.sweep.batching import ENVELOPE_BYTES, context_size, wire_size
 from provisioner.runtime.sweep.lock import sweep_lock
 from provisioner.runtime.sweep.plan import ReadOnlyState, StateUnreadable, plan_sweep
-from provisioner.runtime.sweep.start import Memorized
-from provisioner.runtime.sweep.sweeper import WAITING
+from provisioner.runtime.sweep.start import Memorized, start_new_sessions
+from provisioner.runtime.sweep.sweeper import QUEUED, WAITING, Sweeper
 from provisioner.runtime.transcripts import Message, SqliteTranscripts, TranscriptSource
 from tests.conftest import RunNerve, assert_one_line_error
 from tests.integrations.nerve_db import NerveDb, native
 
-from .conftest import NOW, add_session, sweep
+from .conftest import NOW, add_session, fixed_clock, sweep
+from .queued_loom import QueuedLoom
 from .scripted_loom import ScriptedLoom
+from .test_queued_followup import StepScript
 
 pytestmark = pytest.mark.anyio
 
@@ -537,3 +541,42 @@ class TestCommandLine:
             done = run_nerve("memory", "sweep", "--backfill", "all", *options)
         assert done.returncode == 75 and "another sweep" in done.stderr
         assert _digest(state_path) == before
+
+
+class TestBackfillBesideAQueuedBatch:
+    """SWEEP-15 with MIG-2: a batch still in Loom's queue keeps its session out of a backfill,
+    which would otherwise leave the batch behind the watermark and, once Loom wrote it, send
+    its messages a second time."""
+
+    async def test_the_session_waits_for_its_batch_and_every_message_is_written_once(
+        self, nerve: NerveDb, reader: NerveTranscripts, state: StateStore
+    ) -> None:
+        ids = switched(nerve, 10, memorized=5)
+        loom = QueuedLoom(step=StepScript({"q-1": ["queued"]}))
+        view = sweep_source(reader, state, fixed_clock)
+        sweeper = Sweeper(loom, view, state, clock=fixed_clock, mode=QUEUED)  # type: ignore[arg-type]
+        await sweeper.run_once()  # ids[5:] queued as q-1, not written yet
+        moves, errors = run_backfill(reader, state, parse_backfill("all"), now=NOW)
+        assert moves == [] and errors == [{"session_id": "a", "kind": IN_LOOM_QUEUE_KIND}]
+        assert state.watermark("a") == ids[4]
+        await sweeper.run_once()  # "queued": the window waits
+        await sweeper.run_once()  # "done": the watermark passes the batch
+        assert state.watermark("a") == ids[9]
+        assert backfill(reader, state, "all") == [BackfillMove("a", 0, ids[4], ids[9])]
+        for _sweep in range(3):
+            await sweeper.run_once()
+        assert dict(loom.written) == {message_id: 1 for message_id in ids}
+        assert state.watermark("a") == ids[9]
+
+    def test_the_plan_names_the_session_that_waits(
+        self, nerve: NerveDb, reader: NerveTranscripts, state: StateStore
+    ) -> None:
+        switched(nerve, 10, memorized=5)
+        start_new_sessions(reader, state, ["a"], now=NOW)
+        with state.transaction() as db:
+            db.execute(
+                "INSERT INTO queued_batch (queue_id, session_id, after_id, first_id, last_id,"
+                " status, queued_at) VALUES ('q-1', 'a', 5, 6, 10, 'running', 0)"
+            )
+        plan = plan_sweep(reader, state, mode=QUEUED, scope=parse_backfill("all"))
+        assert plan.errors == [{"session_id": "a", "kind": IN_LOOM_QUEUE_KIND}]

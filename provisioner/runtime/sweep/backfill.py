@@ -40,6 +40,7 @@ from typing import Any
 from provisioner.runtime.audit_kinds import AUDIT_BACKFILL, AUDIT_BACKFILL_DONE, AUDIT_WENT_BACK
 from provisioner.runtime.loom.answers import MESSAGE_ROLES
 from provisioner.runtime.state import StateStore
+from provisioner.runtime.sweep.followup import WAITING
 from provisioner.runtime.sweep.lock import sweep_lock
 from provisioner.runtime.sweep.start import (
     Ledger,
@@ -57,6 +58,7 @@ from provisioner.runtime.transcripts import (
 )
 
 BACKFILL_ALL = "all"  # MIG-2: --backfill all
+IN_LOOM_QUEUE_KIND = "BatchInLoomQueue"  # a session left as it is: a batch of it is queued
 SINCE = "since:"  # MIG-2: --backfill since:DATE
 ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}", re.ASCII)
 READ_PAGE = 64  # our choice: messages read at once while looking for DATE
@@ -130,9 +132,13 @@ def backfill_moves(
     for session_id, through in (starting or {}).items():
         left.setdefault(session_id, through)
         watermarks.setdefault(session_id, through)
+    in_queue = sessions_in_loom_queue(reader)
     moves: list[BackfillMove] = []
     errors: list[dict[str, str]] = []
     for session_id, through in sorted(left.items()):
+        if session_id in in_queue:
+            errors.append({"session_id": session_id, "kind": IN_LOOM_QUEUE_KIND})
+            continue
         floor = 0
         if scope.since is not None and through > 0:
             try:
@@ -144,6 +150,24 @@ def backfill_moves(
             resume = watermarks.get(session_id, 0)
             moves.append(BackfillMove(session_id, floor, through, resume))
     return moves, errors
+
+
+def sessions_in_loom_queue(reader: StateReader) -> set[str]:
+    """Sessions with a batch still in Loom's queue (SWEEP-15): queued, running, or written
+    but not yet passed by the watermark; a batch that fell back to waiting mode is not.
+
+    Moving such a session's watermark back would leave that batch behind it, and once Loom
+    wrote it the follow-up could only read it again from the source and send it twice; the
+    backfill leaves the session as it is, and a later run moves it once the batch is passed.
+    """
+    try:
+        rows = reader.read(
+            "SELECT DISTINCT session_id FROM queued_batch WHERE closed_at IS NULL AND status <> ?",
+            (WAITING,),
+        )
+    except sqlite3.OperationalError:  # a state file from before the follow-up: no such table
+        return set()
+    return {str(row[0]) for row in rows}
 
 
 def floor_before(source: TranscriptSource, session_id: str, since: datetime, through: int) -> int:
@@ -283,7 +307,7 @@ def backfill_line(
     scope: BackfillScope, moves: Sequence[BackfillMove], errors: Sequence[dict[str, str]]
 ) -> str:
     """What a backfill did, in one line: sessions moved back, and those that could not be read
-    (ids and kinds only)."""
+    or were left for a later run (ids and kinds only)."""
     sessions = "1 session" if len(moves) == 1 else f"{len(moves)} sessions"
     line = f"backfill {scope.text}: {sessions} moved back over what memU kept"
     return line + "".join(f"; {e['session_id'] or '(transcripts)'}: {e['kind']}" for e in errors)
