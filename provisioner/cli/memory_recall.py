@@ -13,7 +13,8 @@ fails when Loom cannot answer: ``recall`` prints the "could not be recalled" blo
 ``status`` runs apart from the sweep, so it adds what the state file keeps of it (LOOM-4): the
 batch budget the last sweep left, and with the last error its age, how many batches went
 through since (a Loom that failed once an hour ago and took every batch since is not a Loom
-that is down), and the fault code when it was a coded fault.
+that is down), and the fault code when it was a coded fault; under queued mode, how many
+batches are still in Loom's queue and how many fell back to waiting mode.
 """
 
 from __future__ import annotations
@@ -189,7 +190,30 @@ def _with_sweep_facts(
         last["code"] = code if isinstance(code, str) else None
         last["age_s"] = max(0, int(time.time() - since["at"]))
         last["batches_through_since"] = since["batches_through_since"]
+    queue = _queued_batches(memory)
+    if queue is not None and (mode.name == "queued" or any(queue.values())):
+        report["queued_batches"] = queue
     return report
+
+
+def _queued_batches(memory: LoomMemory) -> dict[str, int] | None:
+    """Batches of queued mode still open (SWEEP-15): ``in_loom_queue``, which hold their
+    sessions' windows and keep them out of a backfill, and ``fell_back``, sent again in
+    waiting mode. None for a state file that cannot be read that way."""
+    import sqlite3
+
+    from provisioner.runtime.sweep.followup import WAITING
+
+    try:
+        rows = memory.state.read(
+            "SELECT status = ?, COUNT(*) FROM queued_batch WHERE closed_at IS NULL"
+            " GROUP BY status = ?",
+            (WAITING, WAITING),
+        )
+    except sqlite3.Error:
+        return None
+    counts = {bool(row[0]): int(row[1]) for row in rows}
+    return {"in_loom_queue": counts.get(False, 0), "fell_back": counts.get(True, 0)}
 
 
 def _shown_status(report: dict[str, Any]) -> dict[str, Any]:

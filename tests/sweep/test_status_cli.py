@@ -119,6 +119,27 @@ class TestStatusAfterASweep:
         assert report["batch_budget"]["messages"] == report["batch_budget"]["default_messages"]
         assert report["last_error"] is None
 
+    def test_queued_mode_shows_the_batches_still_in_loom_s_queue(
+        self, tmp_path: Path, gateway: RunningGateway, run_nerve: RunNerve
+    ) -> None:
+        """SWEEP-15: a batch Loom keeps queued holds its session's window (and keeps it out
+        of a backfill); status says how many there are. Waiting mode shows no such key."""
+        prepare(tmp_path, run_nerve, gateway.base_url, 3)
+        assert "queued_batches" not in status_json(run_nerve, tmp_path)
+        local = tmp_path / "cfg" / "config.local.yaml"
+        local.write_text(
+            local.read_text().replace(
+                "backend: loom\n", "backend: loom\n  loom:\n    defer_extraction: true\n"
+            ),
+            encoding="utf-8",
+        )
+        gateway.app.faults.switch("queue:queued")
+        assert run_nerve("memory", "sweep", *options(tmp_path)).returncode == 0
+        report = status_json(run_nerve, tmp_path)
+        assert report["queued_batches"] == {"in_loom_queue": 1, "fell_back": 0}
+        text = run_nerve("memory", "status", *options(tmp_path)).stdout
+        assert "queued_batches:\n  in_loom_queue: 1\n  fell_back: 0\n" in text
+
     def test_a_coded_fault_of_the_status_probe_itself_names_its_code(
         self, tmp_path: Path, gateway: RunningGateway, run_nerve: RunNerve
     ) -> None:
