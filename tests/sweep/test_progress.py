@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.cli.memory_sweep import (
+from provisioner.cli.sweep_progress import (
     LINE_WIDTH,
     PROGRESS_EVERY_S,
     ProgressPrinter,

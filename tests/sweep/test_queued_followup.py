@@ -451,6 +451,25 @@ class TestTheCli:
         defers = [c.arguments["defer"] for c in gateway.app.calls if c.tool != "loom_op"]
         assert defers == [True, False]
 
+    def test_the_report_counts_what_the_follow_up_did(
+        self, instance: Instance, gateway: RunningGateway, run_nerve: RunNerve
+    ) -> None:
+        """SWEEP-15: --json carries the follow-up's tally; the line says what was written and
+        what is still in Loom's queue."""
+        instance.add("a", 3)
+        instance.add("b", 3)
+        gateway.app.faults.switch("queue:queued@loom_op")
+        _status, first = instance.sweep()
+        assert first["follow_up"]["asked"] == 0 and first["follow_up"]["written"] == 0
+        _status, waiting = instance.sweep()
+        assert (waiting["follow_up"]["asked"], waiting["follow_up"]["held"]) == (2, 2)
+        gateway.app.faults.switch("")
+        gateway.app.store.queue_polls_before_done = 0
+        paths = ["--transcripts", str(instance.transcripts), "--state", str(instance.state)]
+        done = run_nerve("memory", "sweep", *paths, *instance.places)
+        assert done.returncode == 0, done.stderr
+        assert "; queued: 2 batches written, 0 still in Loom's queue" in done.stdout
+
     def test_without_loom_op_the_sweep_queues_as_before_and_doctor_warns(
         self, instance: Instance, gateway: RunningGateway
     ) -> None:

@@ -78,7 +78,7 @@ class SweepReport:
     them that did not go through, ``windows_stopped`` the windows due that stopped short for
     any failure (SWEEP-13). ``errors`` lists failed calls, windows the source could not give
     and refused messages left waiting, as ``{"session_id", "kind"}``: kinds only (never an
-    error's text).
+    error's text). ``follow_up`` is what the queued follow-up did, when it ran (SWEEP-15).
     """
 
     mode: str
@@ -97,6 +97,7 @@ class SweepReport:
     reason: str = ""
     errors: list[dict[str, str]] = field(default_factory=list)
     sessions_realigned: int = 0  # NERVE-3: watermarks moved back to a source that went back
+    follow_up: dict[str, int] | None = None  # SWEEP-15: the follow-up's counts (FollowUpTally)
 
     def note_error(self, session_id: str, kind: str) -> None:
         self.errors.append({"session_id": session_id, "kind": kind})

@@ -182,6 +182,8 @@ class Sweeper:
                     self._memory, self._state, defer=self._mode.defer, clock=self._clock
                 )
                 await run.sweep(report)
+                if run.follow_up is not None:
+                    report.follow_up = run.follow_up.tally.as_dict()
         budget = self.budget()
         report.note_budget(budget)
         if isinstance(self._memory, BudgetListener):
