@@ -145,14 +145,13 @@ def _run_status(args: argparse.Namespace) -> int:
     async def probe() -> dict[str, Any]:
         with open_state(state_path(config_dir, args.state)) as state:
             async with LoomMemory.from_config(config, state=state) as memory:
-                code = None
                 try:
                     await memory.health()
                 except MemoryBackendUnavailable as error:
                     memory.note_error("health", error)
-                except GatewayError as error:  # health() noted it: the last error shown
-                    code = getattr(error, "code", None)
-                return _with_sweep_facts(memory, memory.diagnostics(), config, code)
+                except GatewayError:  # health() noted it, with its code: the last error shown
+                    pass
+                return _with_sweep_facts(memory, memory.diagnostics(), config)
 
     report = asyncio.run(probe())
     if args.json:
@@ -162,9 +161,7 @@ def _run_status(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _with_sweep_facts(
-    memory: LoomMemory, report: dict[str, Any], config: Any, probe_code: str | None
-) -> dict[str, Any]:
+def _with_sweep_facts(memory: LoomMemory, report: dict[str, Any], config: Any) -> dict[str, Any]:
     """``report`` with what the state file keeps of the sweep (LOOM-4, SWEEP-13).
 
     The batch budget the last sweep left when this process has none of its own; and, with
@@ -186,8 +183,7 @@ def _with_sweep_facts(
     last = report.get("last_error")
     since = since_last_error(memory.state)
     if isinstance(last, dict) and since is not None and since["kind"] == last.get("kind"):
-        code = probe_code if since["op"] == "health" else since["code"]
-        last["code"] = code if isinstance(code, str) else None
+        last["code"] = since["code"]
         last["age_s"] = max(0, int(time.time() - since["at"]))
         last["batches_through_since"] = since["batches_through_since"]
     queue = _queued_batches(memory)

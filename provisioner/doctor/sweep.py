@@ -38,6 +38,7 @@ from provisioner.runtime.audit_kinds import (
     AUDIT_SKIPPED,
     AUDIT_WENT_BACK,
 )
+from provisioner.runtime.loom.report import CODE_MAX_CHARS
 
 READ_TIMEOUT_S = 1.0  # our choice: a sweep or a new file's setup holds its lock for one short
 # transaction; a loaded machine may stretch that past a few tenths of a second
@@ -258,18 +259,23 @@ def _read(path: Path) -> str | None:
 def _last_error(database: sqlite3.Connection) -> str | None:
     """The kept last error as one phrase, or None (none kept, or a file from before it was).
 
-    With it, how many batches went through since, and a coded fault's code when the sweep
-    kept the failed batch (SWEEP-13). Values a hostile file planted are shown as text, never
-    as control characters, and a time that is no time is shown as ``?``.
+    With it, how many batches went through since, and a coded fault's code: kept with the
+    error, or (a file from before that, state schema step 8) the sweep's failed batch's
+    (SWEEP-13). Values a hostile file planted are shown as text, never as control characters,
+    and a time that is no time is shown as ``?``.
     """
-    try:
-        row = database.execute("SELECT at, op, kind, message FROM last_error").fetchone()
-    except sqlite3.OperationalError:  # a state file written before the table existed
-        return None
+    row = None
+    for columns in ("at, op, kind, message, code", "at, op, kind, message, NULL"):
+        try:
+            row = database.execute(f"SELECT {columns} FROM last_error").fetchone()
+            break
+        except sqlite3.OperationalError:  # a file from before the code, or before the table
+            continue
     if row is None:
         return None
     at = row[0]
-    op, kind, message = (_printable(value) for value in row[1:])
+    op, kind, message = (_printable(value) for value in row[1:4])
+    kept_code = _printable(row[4])[:CODE_MAX_CHARS] if row[4] else ""
     try:
         when = datetime.fromtimestamp(at, UTC).isoformat(timespec="seconds")
     except (TypeError, ValueError, OverflowError, OSError):
@@ -284,7 +290,8 @@ def _last_error(database: sqlite3.Connection) -> str | None:
     ).fetchone()
     detail = _printable(failed[0]) if failed and op == "extract" else ""
     coded = detail.startswith(f"{kind}(") and detail.endswith(")")
-    code = f"code {detail[len(kind) + 1 : -1]}; " if coded else ""
+    kept_code = kept_code or (detail[len(kind) + 1 : -1] if coded else "")
+    code = f"code {kept_code}; " if kept_code else ""
     since = counted(through, "batch")
     return f"last error {when} in {op}: {kind}: {message} ({code}{since} went through since)"
 

@@ -329,27 +329,31 @@ class StateStore:
 
     # --- the last error (LOOM-4) ---------------------------------------------------------------
 
-    def record_last_error(self, *, at: float, op: str, kind: str, message: str) -> None:
+    def record_last_error(
+        self, *, at: float, op: str, kind: str, message: str, code: str | None = None
+    ) -> None:
         """Keep the most recent error: ``at`` in seconds since the epoch; an older one is ignored.
 
-        ``message`` must already be one bounded line that quotes no sent text.
+        ``message`` must already be one bounded line that quotes no sent text; ``code`` is a
+        coded fault's code, already checked to be short and printable.
         """
         with self.transaction() as db:
             db.execute(
-                "INSERT INTO last_error (id, at, op, kind, message) VALUES (1, ?, ?, ?, ?)"
+                "INSERT INTO last_error (id, at, op, kind, message, code)"
+                " VALUES (1, ?, ?, ?, ?, ?)"
                 " ON CONFLICT (id) DO UPDATE SET at = excluded.at, op = excluded.op,"
-                " kind = excluded.kind, message = excluded.message"
+                " kind = excluded.kind, message = excluded.message, code = excluded.code"
                 " WHERE excluded.at >= last_error.at",
-                (at, op, kind, message),
+                (at, op, kind, message, code),
             )
 
-    def last_error(self) -> tuple[float, str, str, str] | None:
-        """The most recent error kept: ``(at, op, kind, message)``, or None."""
-        rows = self.read("SELECT at, op, kind, message FROM last_error WHERE id = 1")
+    def last_error(self) -> tuple[float, str, str, str, str | None] | None:
+        """The most recent error kept: ``(at, op, kind, message, code)``, or None."""
+        rows = self.read("SELECT at, op, kind, message, code FROM last_error WHERE id = 1")
         if not rows:
             return None
-        row = rows[0]
-        return (float(row["at"]), str(row["op"]), str(row["kind"]), str(row["message"]))
+        at, op, kind, message, code = tuple(rows[0])
+        return (float(at), str(op), str(kind), str(message), code if code is None else str(code))
 
     @staticmethod
     def _watermark_in(db: sqlite3.Connection, session_id: str) -> int:

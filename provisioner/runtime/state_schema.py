@@ -137,6 +137,11 @@ MIGRATIONS: tuple[str, ...] = (
     """
     CREATE INDEX sweep_audit_by_kind ON sweep_audit (kind, recorded_at);
     """,
+    # 8: the last error's fault code (LOOM-4), so a coded fault met by a health probe or a
+    # recall names its code in the next process too, not only the extraction's failed batch.
+    """
+    ALTER TABLE last_error ADD COLUMN code TEXT;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

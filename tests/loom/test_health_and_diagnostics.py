@@ -190,7 +190,7 @@ class TestLastErrorKept:
             ) as older:
                 older.note_error("extract", InternalFault("older"))
                 report = older.diagnostics()
-            assert state.last_error() == (2_000.0, "recall", "InternalFault", "newer")
+            assert state.last_error() == (2_000.0, "recall", "InternalFault", "newer", None)
         assert report["last_error"]["message"] == "newer"
 
     async def test_a_withheld_message_is_withheld_in_the_state_file_too(

@@ -148,6 +148,26 @@ class TestStatusAfterASweep:
         last = status_json(run_nerve, tmp_path)["last_error"]
         assert (last["op"], last["code"]) == ("health", "BACKEND_UNAVAILABLE")
 
+    def test_the_probe_s_code_is_kept_for_the_next_run_and_for_doctor(
+        self, tmp_path: Path, gateway: RunningGateway, run_nerve: RunNerve
+    ) -> None:
+        """LOOM-4: the code is kept with the error, so a later status (whose own probe goes
+        through) and doctor still name it."""
+        prepare(tmp_path, run_nerve, gateway.base_url, 1)
+        gateway.app.faults.switch("coded:BACKEND_UNAVAILABLE@loom_namespace_summary")
+        status_json(run_nerve, tmp_path)
+        gateway.app.faults.switch("")
+        later = status_json(run_nerve, tmp_path)["last_error"]
+        assert (later["op"], later["kind"], later["code"]) == (
+            "health",
+            "CodedFault",
+            "BACKEND_UNAVAILABLE",
+        )
+        doctor = run_nerve("doctor", "--offline", "--json", *options(tmp_path))
+        sweep = next(c for c in json.loads(doctor.stdout)["checks"] if c["id"] == "loom.sweep")
+        assert "in health: CodedFault: " in sweep["message"]
+        assert "(code BACKEND_UNAVAILABLE; " in sweep["message"]
+
 
 @pytest.fixture
 def state(tmp_path: Path) -> Iterator[StateStore]:
@@ -174,6 +194,19 @@ class TestWhatTheStateSays:
             "batches_through_since": 3,
             "code": "GRANT_BUSY",
         }
+
+    @pytest.mark.parametrize(
+        ("kept", "shown"),
+        [("GRANT_BUSY", "GRANT_BUSY"), ("A\x1b[2J", None), ("", None), ("X" * 129, None)],
+        ids=["kept", "a control character", "empty", "too long"],
+    )
+    def test_a_code_kept_with_the_error_is_shown_when_it_is_short_printable_text(
+        self, state: StateStore, kept: str, shown: str | None
+    ) -> None:
+        """LOOM-4: any op's code is kept with it; a file may hold anything, so it is checked."""
+        state.record_last_error(at=5.0, op="recall", kind="CodedFault", message="x", code=kept)
+        since = since_last_error(state)
+        assert since is not None and since["code"] == shown
 
     def test_queued_batches_count_as_gone_through(self, state: StateStore) -> None:
         state.record_last_error(at=10.0, op="recall", kind="NoAnswer", message="slow")

@@ -375,7 +375,7 @@ class LoomMemory:
         if self._state is not None:
             with contextlib.suppress(sqlite3.Error):  # the in-process copy is still shown
                 self._state.record_last_error(
-                    at=last.at, op=last.op, kind=last.kind, message=last.message
+                    at=last.at, op=last.op, kind=last.kind, message=last.message, code=last.code
                 )
 
     def note_batch_budget(self, budget: Mapping[str, Any] | None) -> None:

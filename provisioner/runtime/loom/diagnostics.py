@@ -23,12 +23,13 @@ from typing import Any
 from provisioner.runtime.audit_kinds import AUDIT_BATCH, AUDIT_FAILED, AUDIT_QUEUED
 from provisioner.runtime.gateway.catalog import GatewayCatalog
 from provisioner.runtime.gateway.connection import LoomConnection
-from provisioner.runtime.loom.report import LastError
+from provisioner.runtime.loom.report import CODE_MAX_CHARS, LastError
 from provisioner.runtime.loom.types import Identity
 from provisioner.runtime.memory_contract import LOOM_SERVER
 from provisioner.runtime.state import StateStore
 
-FAILED_DETAIL = re.compile(r"(?P<kind>\w+)\((?P<code>.{1,128})\)")  # outcomes.error_kind
+# outcomes.error_kind's "Kind(CODE)", as the sweep's failed row keeps it
+FAILED_DETAIL = re.compile(rf"(?P<kind>\w+)\((?P<code>.{{1,{CODE_MAX_CHARS}}})\)")
 
 
 def agent_tools_of(catalog: GatewayCatalog | None) -> frozenset[str]:
@@ -92,16 +93,17 @@ def since_last_error(state: StateStore) -> dict[str, Any] | None:
     """The last error kept in ``state``, with what followed it (LOOM-4, SWEEP-13).
 
     ``at`` (seconds since the epoch), ``op``, ``kind``; ``batches_through_since``: the batches
-    Loom took (waiting) or queued after it; ``code``: the fault code of the failed batch the
-    error was, when it was an extraction's coded fault (from the sweep's ``failed`` audit
-    row, which names the kind and code, never a message). None when no error is kept or the
-    file cannot be read as expected.
+    Loom took (waiting) or queued after it; ``code``: a coded fault's code, as kept with the
+    error, or for an error kept before that (state schema step 8) from the sweep's ``failed``
+    row of that batch (which names the kind and code, never a message); a code that is not
+    short printable text is None. None when no error is kept or the file cannot be read as
+    expected.
     """
     try:
         kept = state.last_error()
         if kept is None:
             return None
-        at, op, kind, _message = kept
+        at, op, kind, _message, kept_code = kept
         (through,) = state.read(
             "SELECT COUNT(*) FROM sweep_audit WHERE kind IN (?, ?) AND recorded_at > ?",
             (AUDIT_BATCH, AUDIT_QUEUED, at),
@@ -113,11 +115,12 @@ def since_last_error(state: StateStore) -> dict[str, Any] | None:
         )
     except (sqlite3.Error, ValueError, TypeError):
         return None
-    code = None
-    if op == "extract" and failed:
+    code = kept_code
+    if code is None and op == "extract" and failed:  # kept before the code was kept with it
         match = FAILED_DETAIL.fullmatch(str(failed[0][0]))
-        if match and match["kind"] == kind and match["code"].isprintable():
-            code = match["code"]
+        code = match["code"] if match and match["kind"] == kind else None
+    if not (isinstance(code, str) and 0 < len(code) <= CODE_MAX_CHARS and code.isprintable()):
+        code = None
     return {"at": at, "op": op, "kind": kind, "batches_through_since": int(through), "code": code}
 
 

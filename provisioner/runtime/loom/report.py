@@ -17,11 +17,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, cast
 
-from provisioner.runtime.gateway.errors import GatewayError, bounded_message
+from provisioner.runtime.gateway.errors import GatewayError, ServerFault, bounded_message
 
 QUOTE_WINDOW_CHARS = 24  # our choice: a shared run this long means the message quotes a text
 QUOTE_MIN_CHARS = 6  # our choice: a whole text shorter than this is too common to look for
 WITHHELD = "(message withheld: it quotes text that was sent)"
+CODE_MAX_CHARS = 128  # our choice: as long a fault code as a report shows (outcomes.error_kind)
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,7 @@ class LastError:
     op: str
     kind: str
     message: str
+    code: str | None = None  # a coded fault's code; kept, and shown by status as "kind (code)"
 
     def as_dict(self) -> dict[str, Any]:
         """The error as diagnostics show it; ``at`` is None when the clock gave no time."""
@@ -66,8 +68,17 @@ class ErrorRecord:
         message = bounded_message(_error_text(error)) or kind
         if quotes_any(message, sent_texts):
             message = WITHHELD
-        self.last = LastError(self._wall_clock(), str(op), kind, message)
+        self.last = LastError(self._wall_clock(), str(op), kind, message, fault_code(error))
         return self.last
+
+
+def fault_code(error: BaseException) -> str | None:
+    """A coded fault's code as it may be kept and shown: printable, at most
+    ``CODE_MAX_CHARS``; None for any other error, or a code that is not such text."""
+    code = error.code if isinstance(error, ServerFault) else None
+    if isinstance(code, str) and 0 < len(code) <= CODE_MAX_CHARS and code.isprintable():
+        return code
+    return None
 
 
 def quotes_any(message: object, texts: Iterable[object]) -> bool:
