@@ -228,7 +228,8 @@ class DevGateway:
         session = arguments.get("session_id") if isinstance(arguments, dict) else None
         self.answering.append(session)
         self.most_at_once = max(self.most_at_once, len(self.answering))
-        self.most_for_one_session = max(self.most_for_one_session, self.answering.count(session))
+        overlap = self.answering.count(session) if session is not None else 0  # a probe: none
+        self.most_for_one_session = max(self.most_for_one_session, overlap)
         try:
             if decision.delay_s:  # a slow Loom (latency): nobody to answer once the caller left
                 with contextlib.suppress(TimeoutError):

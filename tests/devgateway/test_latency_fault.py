@@ -117,6 +117,19 @@ class TestOnTheGateway:
         seen = gateway.app.calls[-1]
         assert seen.tool == "loom_namespace_summary" and seen.answered_as in ("json", "sse")
 
+    def test_a_call_of_no_session_counts_toward_no_session_s_overlap(
+        self, gateway: RunningGateway, client: httpx.Client
+    ) -> None:
+        """SWEEP-14's counter: probes and loom_op carry no session id; only calls that do
+        count as one session's, so a sweep's own status calls never look like two windows."""
+        rpc_of(tools_call(client, gateway.base_url, "loom_namespace_summary", {}))
+        assert (gateway.app.most_at_once, gateway.app.most_for_one_session) == (1, 0)
+        message = {"role": "user", "content": "tea", "created_at": "2026-11-30T09:00:00Z"}
+        arguments = {"messages": [message], "session_id": "s-1"}
+        answer = rpc_of(tools_call(client, gateway.base_url, EXTRACT, arguments))
+        assert "error" not in answer
+        assert (gateway.app.most_at_once, gateway.app.most_for_one_session) == (1, 1)
+
     def test_a_latency_rule_switches_in_at_run_time_and_a_bad_one_is_refused(
         self, gateway: RunningGateway, client: httpx.Client
     ) -> None:
