@@ -208,6 +208,15 @@ def first_locked_init(
     return workspace, config_dir, json.loads(result.stdout)
 
 
+def doctor_checks(
+    run_nerve: RunNerve, workspace: Path, config_dir: Path, env: dict | None = None
+) -> dict[str, dict]:
+    """``nerve doctor --offline`` on the instance, its checks by id."""
+    places = ("--workspace", str(workspace), "--config-dir", str(config_dir))
+    doctor = run_nerve("doctor", "--offline", "--json", *places, env=env or {})
+    return {check["id"]: check for check in json.loads(doctor.stdout)["checks"]}
+
+
 @pytest.mark.parametrize("way", LOCK_WAYS)
 class TestLockedAtFirstInit:
     def test_the_local_file_is_not_read_and_doctor_finds_the_wording_right(
@@ -224,18 +233,7 @@ class TestLockedAtFirstInit:
         assert summary["locked"] is True and summary["answers"]["lockdown"] is True
         assert (summary["wording"], summary["wording_source"]) == ("memu", "default")
         assert summary["memory"] == {"backend": "memu", "asked": False, "locked": True}
-        env = LOCK_WAYS[way][1]
-        doctor = run_nerve(
-            "doctor",
-            "--offline",
-            "--json",
-            "--workspace",
-            str(workspace),
-            "--config-dir",
-            str(config_dir),
-            env=env,
-        )
-        checks = {check["id"]: check for check in json.loads(doctor.stdout)["checks"]}
+        checks = doctor_checks(run_nerve, workspace, config_dir, LOCK_WAYS[way][1])
         assert checks["workspace.wording"]["status"] == "OK", checks["workspace.wording"]
         assert checks["config.memory.backend"]["message"].startswith("memory.backend = memu")
         assert "lockdown on, not read" in checks["config.files"]["message"]
@@ -251,17 +249,7 @@ class TestLockedAtFirstInit:
         )
         assert summary["locked"] is True and summary["wording"] == "loom"
         assert summary["wording_source"] == str(workspace / "config" / "settings.yaml")
-        doctor = run_nerve(
-            "doctor",
-            "--offline",
-            "--json",
-            "--workspace",
-            str(workspace),
-            "--config-dir",
-            str(config_dir),
-            env={**LOCK_WAYS[way][1], **service},
-        )
-        checks = {check["id"]: check for check in json.loads(doctor.stdout)["checks"]}
+        checks = doctor_checks(run_nerve, workspace, config_dir, {**LOCK_WAYS[way][1], **service})
         assert checks["workspace.wording"]["status"] == "OK", checks["workspace.wording"]
         assert checks["config.memory.backend"]["message"].startswith("memory.backend = loom")
 
@@ -356,10 +344,7 @@ def test_unlocking_reads_the_local_file_the_unlocked_instance_will_read(
     assert summary["wording_source"] == str(config_dir / "config.local.yaml")
     assert "config/settings.yaml" in summary["reworded"]
     assert "lockdown" not in (workspace / "config" / "settings.yaml").read_text().split()
-    doctor = run_nerve(
-        "doctor", "--offline", "--json", "--workspace", "ws", "--config-dir", str(config_dir)
-    )
-    checks = {check["id"]: check for check in json.loads(doctor.stdout)["checks"]}
+    checks = doctor_checks(run_nerve, workspace, config_dir)
     assert checks["workspace.wording"]["status"] == "OK", checks["workspace.wording"]
     assert "lockdown on" not in checks["config.files"]["message"]
 
