@@ -33,8 +33,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from provisioner.runtime.audit_kinds import AUDIT_BATCH, AUDIT_LEFT_TO_MEMU  # noqa: E402
 from provisioner.runtime.state import StateStore  # noqa: E402
+from provisioner.runtime.state_schema import AUDIT_BATCH, AUDIT_LEFT_TO_MEMU  # noqa: E402
 from provisioner.runtime.sweep.start import read_ledger  # noqa: E402
 
 INDEX = "sweep_audit_by_kind"
@@ -55,12 +55,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             build(path, args.batches, args.sessions, indexed)
             store = StateStore(path)
             try:
-                reads: dict[str, Callable[[], object]] = {
-                    "read_ledger": lambda: read_ledger(store),
-                    "audit(limit=20)": lambda: store.audit(limit=20),
-                    "audit(one kind)": lambda: store.audit(kinds=(AUDIT_LEFT_TO_MEMU,)),
-                }
-                for name, read in reads.items():
+                for name, read in reads_of(store).items():
                     median_ms = measure(read, args.runs)
                     result = {"read": name, "index": indexed, "median_ms": median_ms}
                     results.append(result)
@@ -73,6 +68,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps(results, indent=2))
     indexed_ok = all(r["median_ms"] < TARGET_MS for r in results if r["index"])
     return 0 if indexed_ok else 1
+
+
+def reads_of(store: StateStore) -> dict[str, Callable[[], object]]:
+    """The reads timed, by name."""
+    return {
+        "read_ledger": lambda: read_ledger(store),
+        "audit(limit=20)": lambda: store.audit(limit=20),
+        "audit(one kind)": lambda: store.audit(kinds=(AUDIT_LEFT_TO_MEMU,)),
+    }
 
 
 def build(path: Path, batches: int, sessions: int, indexed: bool) -> None:

@@ -31,14 +31,14 @@ from pathlib import Path
 from provisioner.config.paths import default_paths
 from provisioner.counts import counted
 from provisioner.doctor.check import OK, WARN, Check
-from provisioner.runtime.audit_kinds import (
+from provisioner.runtime.loom.report import CODE_MAX_CHARS
+from provisioner.runtime.state_schema import (
     AUDIT_BATCH,
     AUDIT_FAILED,
     AUDIT_QUEUED,
     AUDIT_SKIPPED,
     AUDIT_WENT_BACK,
 )
-from provisioner.runtime.loom.report import CODE_MAX_CHARS
 
 READ_TIMEOUT_S = 1.0  # our choice: a sweep or a new file's setup holds its lock for one short
 # transaction; a loaded machine may stretch that past a few tenths of a second

@@ -27,9 +27,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from provisioner.runtime.audit_kinds import AUDIT_MIGRATION_SKIPPED
 from provisioner.runtime.loom.types import WriteVerdict
 from provisioner.runtime.state import StateStore
+from provisioner.runtime.state_schema import AUDIT_MIGRATION_SKIPPED
 from provisioner.runtime.sweep.lock import file_lock
 
 STATUS_WRITTEN = "written"

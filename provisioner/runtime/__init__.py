@@ -32,8 +32,9 @@ modules such as ``provisioner.runtime.memory_contract`` (GW-1), loads no HTTP cl
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from provisioner.runtime.lazy import lazy_names
 
 if TYPE_CHECKING:
     from provisioner.runtime.gateway.breaker import Breaker
@@ -173,15 +174,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """Import a public name from its module on first use (PEP 562); AttributeError otherwise."""
-    module = _HOME.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_HOME})
+__getattr__, __dir__ = lazy_names(__name__, _HOME, globals())

@@ -33,11 +33,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from provisioner.runtime import sqlite_file
-from provisioner.runtime.audit_kinds import AUDIT_SHOWN_KINDS
 from provisioner.runtime.budget import BatchBudget
 from provisioner.runtime.sqlite_file import is_busy, open_database
+from provisioner.runtime.state_schema import AUDIT_SHOWN_KINDS, SCHEMA_VERSION, apply_migrations
 from provisioner.runtime.state_schema import MIGRATIONS as MIGRATIONS  # re-exported
-from provisioner.runtime.state_schema import SCHEMA_VERSION, apply_migrations
 
 
 class StateVersionError(RuntimeError):

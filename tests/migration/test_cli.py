@@ -15,7 +15,7 @@ import pytest
 from provisioner.devgateway import RunningGateway
 from provisioner.doctor.check import OK, WARN
 from provisioner.doctor.migration import migration_checks
-from provisioner.runtime.audit_kinds import AUDIT_MIGRATION_SKIPPED
+from provisioner.runtime.state_schema import AUDIT_MIGRATION_SKIPPED
 
 from .conftest import Nerve
 from .memu_db import MemuDb

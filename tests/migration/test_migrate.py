@@ -17,7 +17,6 @@ from provisioner.migration.ledger import (
 from provisioner.migration.memu_store import MemuStore
 from provisioner.migration.migrate import LOOM_FAILING_STREAK, Migration, dry_run
 from provisioner.migration.report import MigrationReport
-from provisioner.runtime.audit_kinds import AUDIT_MIGRATION_SKIPPED
 from provisioner.runtime.gateway.errors import (
     BrokenAnswer,
     CircuitOpen,
@@ -27,6 +26,7 @@ from provisioner.runtime.gateway.errors import (
     ToolRefused,
 )
 from provisioner.runtime.state import StateStore
+from provisioner.runtime.state_schema import AUDIT_MIGRATION_SKIPPED
 
 from .conftest import fixed_clock
 from .memu_db import MemuDb

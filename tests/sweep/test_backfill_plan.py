@@ -17,15 +17,15 @@ import pytest
 
 from provisioner.devgateway import RunningGateway, serve_in_thread
 from provisioner.integrations.nerve import NerveTranscripts
-from provisioner.runtime.audit_kinds import (
+from provisioner.runtime.budget import CUT_TOO_LARGE
+from provisioner.runtime.gateway.errors import CodedFault
+from provisioner.runtime.state import AuditEntry, StateStore
+from provisioner.runtime.state_schema import (
     AUDIT_BACKFILL,
     AUDIT_BACKFILL_DONE,
     AUDIT_BUDGET,
     AUDIT_WENT_BACK,
 )
-from provisioner.runtime.budget import CUT_TOO_LARGE
-from provisioner.runtime.gateway.errors import CodedFault
-from provisioner.runtime.state import AuditEntry, StateStore
 from provisioner.runtime.sweep.backfill import (
     IN_LOOM_QUEUE_KIND,
     BackfillBusy,

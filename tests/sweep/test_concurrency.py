@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 
-from provisioner.runtime.audit_kinds import AUDIT_BUDGET
 from provisioner.runtime.budget import (
     CUT_TIMEOUT,
     CUT_TOO_LARGE,
@@ -43,6 +42,7 @@ from provisioner.runtime.gateway.errors import (
 from provisioner.runtime.loom.settings import SWEEP_CONCURRENCY_DEFAULT, SWEEP_CONCURRENCY_MAX
 from provisioner.runtime.loom.types import Extracted
 from provisioner.runtime.state import AuditEntry, StateStore
+from provisioner.runtime.state_schema import AUDIT_BUDGET
 from provisioner.runtime.sweep.concurrency import (
     START_LIMIT,
     AdaptiveLimit,

@@ -14,18 +14,18 @@ from pathlib import Path
 import pytest
 
 from provisioner.devgateway import RunningGateway, serve_in_thread
-from provisioner.runtime.audit_kinds import (
-    AUDIT_FELL_BACK,
-    AUDIT_FOLLOW_UP_KINDS,
-    AUDIT_REPLAYED,
-    AUDIT_WRITTEN,
-)
 from provisioner.runtime.budget import WAITING_MAX_MESSAGES
 from provisioner.runtime.gateway.errors import BrokenAnswer, CircuitOpen, CodedFault, MayPass
 from provisioner.runtime.loom import contract
 from provisioner.runtime.loom.answers import QUEUE_IDS_PER_CALL, queue_states_from
 from provisioner.runtime.loom.backend import LoomMemory
 from provisioner.runtime.state import StateStore
+from provisioner.runtime.state_schema import (
+    AUDIT_FELL_BACK,
+    AUDIT_FOLLOW_UP_KINDS,
+    AUDIT_REPLAYED,
+    AUDIT_WRITTEN,
+)
 from provisioner.runtime.sweep.followup import DOUBT_KIND
 from provisioner.runtime.sweep.sweeper import QUEUED, Sweeper, SweepReport
 from provisioner.runtime.transcripts import SqliteTranscripts

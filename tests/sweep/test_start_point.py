@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from provisioner.integrations.nerve import NerveTranscripts
-from provisioner.runtime.audit_kinds import AUDIT_LEFT_TO_MEMU
 from provisioner.runtime.state import StateStore
+from provisioner.runtime.state_schema import AUDIT_LEFT_TO_MEMU
 from provisioner.runtime.sweep.backfill import SweepSource, sweep_source
 from provisioner.runtime.sweep.start import Memorized, start_new_sessions, start_where_host_stopped
 from provisioner.runtime.transcripts import Message, SqliteTranscripts

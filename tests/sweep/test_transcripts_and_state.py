@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.runtime.audit_kinds import AUDIT_CUT
 from provisioner.runtime.budget import BatchBudget
 from provisioner.runtime.state import SCHEMA_VERSION, AuditEntry, StateStore
+from provisioner.runtime.state_schema import AUDIT_CUT
 from provisioner.runtime.transcripts import SqliteTranscripts
 from provisioner.runtime.transcripts_sqlite import (
     TRANSCRIPTS_VERSION,

@@ -7,8 +7,7 @@ for a piece: ``extend_cli`` (mounting the package into Nerve's click group) need
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from provisioner.runtime.lazy import lazy_names
 
 _HOME: dict[str, str] = {
     "extend_cli": "provisioner.integrations.nerve.cli",
@@ -21,11 +20,4 @@ __all__: list[str] = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """Import a public name from its module on first use (PEP 562); AttributeError otherwise."""
-    module = _HOME.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_names(__name__, _HOME, globals())

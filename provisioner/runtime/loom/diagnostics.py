@@ -20,13 +20,13 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from provisioner.runtime.audit_kinds import AUDIT_BATCH, AUDIT_FAILED, AUDIT_QUEUED
 from provisioner.runtime.gateway.catalog import GatewayCatalog
 from provisioner.runtime.gateway.connection import LoomConnection
 from provisioner.runtime.loom.report import CODE_MAX_CHARS, LastError
 from provisioner.runtime.loom.types import Identity
 from provisioner.runtime.memory_contract import LOOM_SERVER
 from provisioner.runtime.state import StateStore
+from provisioner.runtime.state_schema import AUDIT_BATCH, AUDIT_FAILED, AUDIT_QUEUED
 
 # outcomes.error_kind's "Kind(CODE)", as the sweep's failed row keeps it
 FAILED_DETAIL = re.compile(rf"(?P<kind>\w+)\((?P<code>.{{1,{CODE_MAX_CHARS}}})\)")

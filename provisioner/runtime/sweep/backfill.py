@@ -37,9 +37,9 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any
 
-from provisioner.runtime.audit_kinds import AUDIT_BACKFILL, AUDIT_BACKFILL_DONE, AUDIT_WENT_BACK
 from provisioner.runtime.loom.answers import MESSAGE_ROLES
 from provisioner.runtime.state import StateStore
+from provisioner.runtime.state_schema import AUDIT_BACKFILL, AUDIT_BACKFILL_DONE, AUDIT_WENT_BACK
 from provisioner.runtime.sweep.followup import WAITING
 from provisioner.runtime.sweep.lock import sweep_lock
 from provisioner.runtime.sweep.start import (

@@ -34,12 +34,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, NamedTuple
 
-from provisioner.runtime.audit_kinds import AUDIT_FELL_BACK, AUDIT_REPLAYED, AUDIT_WRITTEN
 from provisioner.runtime.budget import BatchBudget
 from provisioner.runtime.loom.answers import QUEUE_IDS_PER_CALL
 from provisioner.runtime.loom.queue import QueueCalls, extraction_queue
 from provisioner.runtime.loom.types import QUEUE_DONE, QUEUE_FAILED, QueueStates
 from provisioner.runtime.state import AuditEntry, Mark, StateStore, put_audit, put_mark
+from provisioner.runtime.state_schema import AUDIT_FELL_BACK, AUDIT_REPLAYED, AUDIT_WRITTEN
 from provisioner.runtime.sweep.outcomes import (
     SWEEP_ERRORS,
     SweepReport,

@@ -15,7 +15,6 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from provisioner.runtime.audit_kinds import AUDIT_QUEUED
 from provisioner.runtime.budget import (
     QUEUED_MAX_BYTES,
     QUEUED_MAX_MESSAGES,
@@ -25,6 +24,7 @@ from provisioner.runtime.budget import (
 )
 from provisioner.runtime.loom.answers import MESSAGE_ROLES
 from provisioner.runtime.state import AuditEntry
+from provisioner.runtime.state_schema import AUDIT_QUEUED
 from provisioner.runtime.sweep.batching import wire_size
 from provisioner.runtime.transcripts import (
     Message,

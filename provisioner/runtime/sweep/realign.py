@@ -34,9 +34,9 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from provisioner.runtime.audit_kinds import AUDIT_WENT_BACK
 from provisioner.runtime.loom.answers import MESSAGE_ROLES
 from provisioner.runtime.state import AuditEntry, Mark, StateStore, put_mark
+from provisioner.runtime.state_schema import AUDIT_WENT_BACK
 from provisioner.runtime.transcripts import (
     HostTranscripts,
     Message,

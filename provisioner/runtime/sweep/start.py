@@ -35,8 +35,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from provisioner.runtime.audit_kinds import AUDIT_BACKFILL, AUDIT_LEFT_TO_MEMU, AUDIT_WENT_BACK
 from provisioner.runtime.state import StateStore
+from provisioner.runtime.state_schema import AUDIT_BACKFILL, AUDIT_LEFT_TO_MEMU, AUDIT_WENT_BACK
 from provisioner.runtime.transcripts import SQLITE_MAX_INT, TranscriptSource
 
 THROUGH_RESUME = re.compile(r"through=(\d+) resume=(\d+)")  # a backfill row's detail

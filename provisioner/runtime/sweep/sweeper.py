@@ -35,13 +35,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from provisioner.runtime.audit_kinds import AUDIT_BATCH, AUDIT_BUDGET, AUDIT_CUT, AUDIT_FAILED
 from provisioner.runtime.budget import BatchBudget
 from provisioner.runtime.gateway.errors import NoAnswer
 from provisioner.runtime.loom.backend import EXTRACT_DEADLINE_S
 from provisioner.runtime.loom.settings import SWEEP_CONCURRENCY_DEFAULT
 from provisioner.runtime.loom.types import Extracted
 from provisioner.runtime.state import AuditEntry, Mark, StateStore
+from provisioner.runtime.state_schema import AUDIT_BATCH, AUDIT_BUDGET, AUDIT_CUT, AUDIT_FAILED
 from provisioner.runtime.sweep.backfill import sweep_source
 from provisioner.runtime.sweep.batching import Batch
 from provisioner.runtime.sweep.concurrency import (
