@@ -76,41 +76,21 @@ class MemuReadError(RuntimeError):
 
 @dataclass(frozen=True)
 class MemuItem:
-    """One memU item that can go to Loom: its id, text, and what Loom can keep of the rest.
+    """One memU item that can go to Loom: its id, and the ``loom_memory_set`` write that
+    carries it over (text, kind, tags and dates as Loom can keep them, key ``memu-<id>``).
 
     ``dropped`` names the fields whose stored value could not be kept (``kind``, ``tags`` or
     a date): the item goes without them.
     """
 
     item_id: str
-    text: str
-    kind: str | None = None
-    tags: tuple[str, ...] = ()
-    created_at: str | None = None
-    updated_at: str | None = None
-    happened_at: str | None = None
+    write: MemoryWrite
     dropped: tuple[str, ...] = ()
-
-    @property
-    def memory_key(self) -> str:
-        return memory_key(self.item_id)
 
     @property
     def size(self) -> int:
         """The text's size in UTF-8 bytes."""
-        return len(self.text.encode("utf-8"))
-
-    def write(self) -> MemoryWrite:
-        """The ``loom_memory_set`` write that carries this item over."""
-        return MemoryWrite(
-            memory_key=self.memory_key,
-            text=self.text,
-            kind=self.kind,
-            tags=self.tags,
-            created_at=self.created_at,
-            updated_at=self.updated_at,
-            happened_at=self.happened_at,
-        )
+        return len(self.write.text.encode("utf-8"))
 
 
 @dataclass(frozen=True)
@@ -201,16 +181,16 @@ class MemuStore:
             date_of(raw, name, dropped)
             for raw, name in zip(raw_dates, OPTIONAL_COLUMNS[1:], strict=True)
         )
-        return MemuItem(
-            item_id=item_id,
+        write = MemoryWrite(
+            memory_key=memory_key(item_id),
             text=text,
             kind=kind_of(raw_type, dropped),
             tags=tags_of(self._category_names(item_id), dropped),
             created_at=created,
             updated_at=updated,
             happened_at=happened,
-            dropped=tuple(dropped.fields),
         )
+        return MemuItem(item_id, write, dropped=tuple(dropped.fields))
 
     def _category_names(self, item_id: str) -> list[object]:
         if not self._has_categories:

@@ -192,7 +192,7 @@ class Migration:
     async def _write(self, item: MemuItem, report: MigrationReport) -> str | None:
         """Send one item and keep Loom's answer; the reason the run stops, or None."""
         try:
-            verdict = await self._send(item.write())
+            verdict = await self._send(item.write)
         except SWEEP_ERRORS as error:
             report.sent += not isinstance(error, NOTHING_SENT)
             return self._failed(item, error, report)
@@ -272,7 +272,7 @@ def dry_run(store: MemuStore, done: set[str]) -> DryRunReport:
             else:
                 report.would_write += 1
                 report.bytes += row.size
-                report.count_kind(row.kind)
-                report.with_tags += bool(row.tags)
+                report.count_kind(row.write.kind)
+                report.with_tags += bool(row.write.tags)
                 report.fields_dropped += bool(row.dropped)
     return report

@@ -51,13 +51,13 @@ class TestAnOrdinaryStore:
         with MemuStore(memu.path) as store:
             (item,) = rows(store)
         assert isinstance(item, MemuItem)
-        assert item.item_id == item_id and item.memory_key == f"memu-{item_id}"
-        assert item.text == "The user's sister lives in Lyon"
-        assert item.kind == "profile"
-        assert item.tags == ("Family", "People")
-        assert item.created_at == "2025-03-04T05:06:07.891011Z"
-        assert item.updated_at == "2025-04-01T00:00:00Z"
-        assert item.happened_at == "2025-02-28T00:00:00Z"
+        assert item.item_id == item_id and item.write.memory_key == f"memu-{item_id}"
+        assert item.write.text == "The user's sister lives in Lyon"
+        assert item.write.kind == "profile"
+        assert item.write.tags == ("Family", "People")
+        assert item.write.created_at == "2025-03-04T05:06:07.891011Z"
+        assert item.write.updated_at == "2025-04-01T00:00:00Z"
+        assert item.write.happened_at == "2025-02-28T00:00:00Z"
         assert item.dropped == ()
 
     def test_a_time_with_an_offset_is_moved_to_utc(self) -> None:
@@ -90,7 +90,7 @@ class TestAnOrdinaryStore:
             db.execute("DROP TABLE memu_category_items")
         with MemuStore(memu.path) as store:
             (item,) = rows(store)
-        assert isinstance(item, MemuItem) and item.tags == ()
+        assert isinstance(item, MemuItem) and item.write.tags == ()
 
 
 class TestNotAMemuStore:
@@ -209,30 +209,36 @@ class TestHostileRows:
             )
         with MemuStore(loose.path) as store:
             (item,) = rows(store)
-        assert isinstance(item, MemuItem) and item.text == "still goes"
-        assert (item.kind, item.created_at, item.updated_at, item.happened_at) == (None,) * 4
-        assert len(item.tags) == TAGS_MAX and "Alpha" in item.tags
+        assert isinstance(item, MemuItem) and item.write.text == "still goes"
+        assert (
+            item.write.kind,
+            item.write.created_at,
+            item.write.updated_at,
+            item.write.happened_at,
+        ) == (None,) * 4
+        assert len(item.write.tags) == TAGS_MAX and "Alpha" in item.write.tags
         assert set(item.dropped) == {"kind", "created_at", "updated_at", "happened_at", "tags"}
 
     def test_a_type_word_of_another_memu_release_is_kept(self, loose: MemuDb) -> None:
         loose.add_item("fact", memory_type="preference")
         with MemuStore(loose.path) as store:
             (item,) = rows(store)
-        assert isinstance(item, MemuItem) and item.kind == "preference"
+        assert isinstance(item, MemuItem) and item.write.kind == "preference"
 
     def test_a_store_of_memu_s_own_shape_dates_every_type(self, memu: MemuDb) -> None:
         memu.add_items(8)
         with MemuStore(memu.path) as store:
             found = rows(store)
         assert all(isinstance(row, MemuItem) and row.dropped == () for row in found)
-        assert {row.kind for row in found if isinstance(row, MemuItem)} == {
+        assert {row.write.kind for row in found if isinstance(row, MemuItem)} == {
             "profile",
             "event",
             "knowledge",
             "behavior",
         }
         first = found[0]
-        assert isinstance(first, MemuItem) and first.created_at == "2025-01-01T09:00:00.123456Z"
+        assert isinstance(first, MemuItem)
+        assert first.write.created_at == "2025-01-01T09:00:00.123456Z"
         assert memu_time(0) == "2025-01-01 09:00:00.123456"
 
 
