@@ -270,6 +270,34 @@ class TestDoctorsLine:
             check.message
         )
 
+    def test_doctor_reads_a_file_from_before_the_code_was_kept(self, tmp_path: Path) -> None:
+        """State schema step 8 added ``last_error.code``; doctor opens read only and never
+        migrates, so a file of step 7 still shows its error, with the failed batch's code."""
+        path = tmp_path / "cfg" / "memory" / "state.sqlite3"
+        with StateStore(path) as state:
+            state.record_last_error(at=1.8e9, op="extract", kind="CodedFault", message="busy")
+            state.record_audit(batch(AUDIT_FAILED, "CodedFault(GRANT_BUSY)"), now=1.8e9)
+        database = sqlite3.connect(path)
+        database.execute("ALTER TABLE last_error DROP COLUMN code")
+        database.execute("PRAGMA user_version = 7")
+        database.commit()
+        database.close()
+        check = doctor_sweep.sweep_state_check(tmp_path / "cfg")
+        assert " in extract: CodedFault: busy (code GRANT_BUSY; 0 batches went through since)" in (
+            check.message
+        )
+
+    def test_a_code_planted_with_control_characters_is_shown_as_text(self, tmp_path: Path) -> None:
+        path = tmp_path / "cfg" / "memory" / "state.sqlite3"
+        with StateStore(path) as state:
+            state.record_last_error(at=1.0, op="recall", kind="CodedFault", message="m")
+        database = sqlite3.connect(path)
+        database.execute("UPDATE last_error SET code = 'X\x1b[2J'")
+        database.commit()
+        database.close()
+        check = doctor_sweep.sweep_state_check(tmp_path / "cfg")
+        assert "(code X?[2J; 0 batches went through since)" in check.message
+
 
 @pytest.mark.parametrize(
     ("seconds", "words"),
