@@ -84,3 +84,17 @@ def assert_one_line_error(result: subprocess.CompletedProcess, *fragments: str) 
     assert "Traceback" not in result.stderr
     for fragment in fragments:
         assert fragment in lines[0], (fragment, lines[0])
+
+
+def read_terminal(leader: int, *, errors: str = "replace") -> str:
+    """All a process wrote to the terminal whose leader end is ``leader``, until its side
+    closed; the leader is closed after. Linux answers EIO once the other side is gone."""
+    chunks: list[bytes] = []
+    try:
+        while chunk := os.read(leader, 65536):
+            chunks.append(chunk)
+    except OSError:  # the other end is closed
+        pass
+    finally:
+        os.close(leader)
+    return b"".join(chunks).decode("utf-8", errors=errors)

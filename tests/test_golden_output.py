@@ -25,7 +25,7 @@ from provisioner.golden.check import CheckReport, Difference
 from provisioner.golden.places import TemplateLines
 from provisioner.golden.shown import manifest_summary
 from provisioner.templating.wording import WordingProblem
-from tests.conftest import GOLDEN_DIR, clean_environment
+from tests.conftest import GOLDEN_DIR, clean_environment, read_terminal
 from tests.test_golden import copy_assets, nerve, replace_once, section
 
 ACCEPT = "accept with: "
@@ -48,16 +48,9 @@ def nerve_on_terminal(home: Path, *args: str, env: dict[str, str]) -> tuple[int,
         )
     finally:
         os.close(follower)
-    chunks: list[bytes] = []
-    try:
-        while chunk := os.read(leader, 65536):
-            chunks.append(chunk)
-    except OSError:  # EIO once the process has closed its side of the terminal
-        pass
-    finally:
-        os.close(leader)
+    shown = read_terminal(leader, errors="strict")
     status = process.wait(timeout=120)
-    return status, b"".join(chunks).decode("utf-8").replace("\r\n", "\n")
+    return status, shown.replace("\r\n", "\n")
 
 
 def printed_command(output: str, prefix: str = ACCEPT) -> str:

@@ -16,6 +16,7 @@ from provisioner.devgateway import RunningGateway
 from provisioner.doctor.check import OK, WARN
 from provisioner.doctor.migration import migration_checks
 from provisioner.runtime.state_schema import AUDIT_MIGRATION_SKIPPED
+from tests.conftest import read_terminal
 
 from .conftest import Nerve
 from .memu_db import MemuDb
@@ -93,7 +94,7 @@ class TestAWholeRun:
             check=False,
         )
         os.close(follower)
-        shown = read_all(leader)
+        shown = read_terminal(leader)
         assert done.returncode == 0
         assert "memU items 100/130, 100 sent to Loom" in shown
         assert "memU items 130/130, 130 sent to Loom" in shown
@@ -334,17 +335,3 @@ def wait_for_memories(
             return stored
         time.sleep(0.001)
     return len(gateway.app.store.memory_keys())
-
-
-def read_all(descriptor: int) -> str:
-    chunks = []
-    while True:
-        try:
-            chunk = os.read(descriptor, 65536)
-        except OSError:  # the other end is closed
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    os.close(descriptor)
-    return b"".join(chunks).decode(errors="replace")

@@ -19,6 +19,7 @@ from provisioner.devgateway import RunningGateway, serve_in_thread
 from provisioner.runtime.state import StateStore
 from provisioner.runtime.sweep.lock import sweep_lock
 from provisioner.runtime.transcripts import SqliteTranscripts
+from tests.conftest import read_terminal
 
 
 @pytest.fixture
@@ -188,7 +189,7 @@ class TestSweepCommand:
             env={**os.environ, "NO_PROXY": "*"},
         )
         os.close(follower)
-        shown = _read_all(leader)
+        shown = read_terminal(leader)
         assert done.returncode == 0
         for count in (1, 2, 3):
             assert f"sessions {count}/3" in shown
@@ -248,20 +249,6 @@ class TestSweepCommand:
         assert done.returncode == 0, done.stderr
         assert done.stdout.startswith("sweep done: 1 of 1 session,")
         assert "5 messages taken" in done.stdout
-
-
-def _read_all(descriptor: int) -> str:
-    chunks = []
-    while True:
-        try:
-            chunk = os.read(descriptor, 65536)
-        except OSError:  # the other end is closed
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    os.close(descriptor)
-    return b"".join(chunks).decode(errors="replace")
 
 
 class TestDamagedFiles:
