@@ -245,6 +245,18 @@ class TestWhatTheStateSays:
         assert since is not None and since["code"] is None
 
 
+def planted(path: Path, *statements: str) -> None:
+    """Run ``statements`` on the state file behind the store's back, as a hostile hand or an
+    older release would have left it."""
+    database = sqlite3.connect(path)
+    try:
+        for statement in statements:
+            database.execute(statement)
+        database.commit()
+    finally:
+        database.close()
+
+
 class TestDoctorsLine:
     def test_doctor_names_the_code_and_the_batches_since(self, tmp_path: Path) -> None:
         path = tmp_path / "cfg" / "memory" / "state.sqlite3"
@@ -261,10 +273,7 @@ class TestDoctorsLine:
         path = tmp_path / "cfg" / "memory" / "state.sqlite3"
         with StateStore(path) as state:
             state.record_last_error(at=1.0, op="extract", kind="X", message="m")
-        database = sqlite3.connect(path)
-        database.execute("UPDATE last_error SET at = 'soon', message = 'a\x1b[31mred'")
-        database.commit()
-        database.close()
+        planted(path, "UPDATE last_error SET at = 'soon', message = 'a\x1b[31mred'")
         check = doctor_sweep.sweep_state_check(tmp_path / "cfg")
         assert "last error ? in extract: X: a?[31mred (0 batches went through since)" in (
             check.message
@@ -277,11 +286,7 @@ class TestDoctorsLine:
         with StateStore(path) as state:
             state.record_last_error(at=1.8e9, op="extract", kind="CodedFault", message="busy")
             state.record_audit(batch(AUDIT_FAILED, "CodedFault(GRANT_BUSY)"), now=1.8e9)
-        database = sqlite3.connect(path)
-        database.execute("ALTER TABLE last_error DROP COLUMN code")
-        database.execute("PRAGMA user_version = 7")
-        database.commit()
-        database.close()
+        planted(path, "ALTER TABLE last_error DROP COLUMN code", "PRAGMA user_version = 7")
         check = doctor_sweep.sweep_state_check(tmp_path / "cfg")
         assert " in extract: CodedFault: busy (code GRANT_BUSY; 0 batches went through since)" in (
             check.message
@@ -291,10 +296,7 @@ class TestDoctorsLine:
         path = tmp_path / "cfg" / "memory" / "state.sqlite3"
         with StateStore(path) as state:
             state.record_last_error(at=1.0, op="recall", kind="CodedFault", message="m")
-        database = sqlite3.connect(path)
-        database.execute("UPDATE last_error SET code = 'X\x1b[2J'")
-        database.commit()
-        database.close()
+        planted(path, "UPDATE last_error SET code = 'X\x1b[2J'")
         check = doctor_sweep.sweep_state_check(tmp_path / "cfg")
         assert "(code X?[2J; 0 batches went through since)" in check.message
 
