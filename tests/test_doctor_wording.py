@@ -33,6 +33,8 @@ from tests.test_doctor import Instance, assert_text_matches_json, by_id
 LOOM_CONFIG = "memory:\n  backend: loom\nmcp_gateway_url: http://127.0.0.1:9\n"
 MEMU_CONFIG = "memory:\n  backend: memu\n"
 NOT_DEFAULT = "loom_memory_purge_everything"  # a loom_* name no default list will hold
+# What a personal workspace gives the lint to read: six prompt files, two skills, two job files.
+SHIPPED_READ = 10
 PLANTED_MEMU = "Keep each fact with `mcp__nerve__memorize` before the session ends.\n"
 
 
@@ -140,7 +142,9 @@ class TestAfterASwitchToLoom:
         instance, _line = switched
         report = instance.doctor_json("--offline")
         assert {c["message"].split(":", 1)[0] for c in places(report)} == {"MEMORY.md"}
-        assert head(report)["message"].startswith("8 files the agent reads: 1 names tools")
+        assert head(report)["message"].startswith(
+            f"{SHIPPED_READ} files the agent reads: 1 names tools"
+        )
 
     def test_the_advised_nerve_diff_runs_and_shows_the_planted_line(
         self, switched: tuple[Instance, int], run_nerve: RunNerve
@@ -186,7 +190,7 @@ class TestCleanWorkspaces:
         report = loom.doctor_json("--offline")
         assert head(report)["status"] == "OK"
         assert head(report)["message"] == (
-            "8 files the agent reads: none names a tool Loom sessions do not have"
+            f"{SHIPPED_READ} files the agent reads: none names a tool Loom sessions do not have"
         )
         assert places(report) == []
 
@@ -254,6 +258,107 @@ class TestWhatIsNamed:
         only = places(loom.doctor_json("--offline"))
         assert only[0]["message"].startswith("MEMORY.md:1: names mcp__nerve__memorize")
         assert "nerve init did not record" in only[0]["advice"]
+
+
+USER_JOB = """\
+# Mine. A comment naming mcp__nerve__memorize is shown to no agent.
+jobs:
+  - id: weekly-notes
+    description: a description naming mcp__nerve__memorize is shown to no agent either
+    schedule: "0 9 * * 1"
+    prompt: |
+      Read the week's notes.
+      Keep each fact with `mcp__nerve__memorize`.
+"""
+
+
+class TestCronPrompts:
+    """OPS-2, TXT-7: a job's prompt is put before an agent, so it is linted; the rest of a job
+    file is not, nor a built-in prompt the loader runs in the backend's own wording."""
+
+    def test_a_user_job_s_prompt_naming_a_memu_tool_warns_at_its_line(self, loom: Instance) -> None:
+        (loom.workspace / "config/cron/jobs.yaml").write_text(USER_JOB, encoding="utf-8")
+        only = places(loom.doctor_json("--offline"))
+        assert [c["message"] for c in only] == [
+            "config/cron/jobs.yaml:8: names mcp__nerve__memorize, which Loom sessions do not have"
+        ]
+        assert only[0]["advice"] == (
+            f"`nerve diff --workspace {loom.workspace} config/cron/jobs.yaml` shows the "
+            "shipped wording"
+        )
+
+    def test_shipped_memu_prompts_the_loader_rewords_are_not_reported(self, memu: Instance) -> None:
+        """A memU workspace's system.yaml, edited (a schedule) and kept after the switch: its
+        built-in prompts still name memU's tools, and run in Loom's wording all the same."""
+        system = memu.workspace / "config/cron/system.yaml"
+        text = system.read_text(encoding="utf-8")
+        assert "mcp__nerve__" in text
+        system.write_text(text.replace('"0 5 * * *"', '"0 6 * * *"'), encoding="utf-8")
+        memu.configure(LOOM_CONFIG)
+        report = memu.doctor_json("--offline")
+        assert "config/cron/system.yaml" not in json.dumps(places(report))
+        assert "not read" not in head(report)["message"]
+
+    def test_an_edited_built_in_prompt_runs_as_written_and_is_linted(self, memu: Instance) -> None:
+        system = memu.workspace / "config/cron/system.yaml"
+        lines = system.read_text(encoding="utf-8").splitlines(keepends=True)
+        first_prompt = next(n for n, line in enumerate(lines) if line.strip() == "prompt: |")
+        lines.insert(first_prompt + 1, "      Also call `mcp__nerve__memorize` once.\n")
+        system.write_text("".join(lines), encoding="utf-8")
+        memu.configure(LOOM_CONFIG)
+        messages = [c["message"] for c in places(memu.doctor_json("--offline"))]
+        assert messages[0] == (
+            f"config/cron/system.yaml:{first_prompt + 2}: names mcp__nerve__memorize, "
+            "which Loom sessions do not have"
+        )
+        assert all(m.startswith("config/cron/system.yaml:") for m in messages)
+
+    def test_under_memu_a_job_naming_a_loom_tool_warns(self, memu: Instance) -> None:
+        memu.configure(MEMU_CONFIG)
+        job = "jobs:\n  - id: x\n    prompt: Search with `loom_search`.\n"
+        (memu.workspace / "config/cron/jobs.yaml").write_text(job, encoding="utf-8")
+        only = places(memu.doctor_json("--offline"))
+        assert [c["message"] for c in only] == [
+            "config/cron/jobs.yaml:3: names mcp__loom__loom_search, which memU sessions do not have"
+        ]
+
+    @pytest.mark.parametrize(
+        "planted",
+        [
+            "jobs: [",
+            "- just a list\n",
+            "jobs: nope\n",
+            "a: &a [x, x, x, x, x, x, x, x, x, x]\n"
+            + "".join(
+                f"b{n}: &b{n} [{', '.join(['*' + ('a' if n == 1 else f'b{n - 1}')] * 10)}]\n"
+                for n in range(1, 12)
+            ),
+        ],
+        ids=["broken", "a list", "jobs not a list", "an alias bomb"],
+    )
+    def test_a_job_file_that_is_not_one_is_named_not_read(
+        self, loom: Instance, planted: str
+    ) -> None:
+        (loom.workspace / "config/cron/jobs.yaml").write_text(planted, encoding="utf-8")
+        report = loom.doctor_json("--offline")
+        assert (
+            "not read: config/cron/jobs.yaml (not YAML with a jobs list)"
+            in (head(report)["message"])
+        )
+        assert places(report) == []
+
+    def test_a_cron_folder_that_is_a_link_is_not_entered(
+        self, loom: Instance, tmp_path: Path
+    ) -> None:
+        outside = tmp_path / "outside"
+        outside.mkdir()
+        (outside / "jobs.yaml").write_text(USER_JOB, encoding="utf-8")
+        cron = loom.workspace / "config/cron"
+        shutil.rmtree(cron)
+        cron.symlink_to(outside, target_is_directory=True)
+        report = loom.doctor_json("--offline")
+        assert "not read: config/cron (a link)" in head(report)["message"]
+        assert places(report) == []
 
 
 class TestHostileFiles:
@@ -372,7 +477,7 @@ class TestBoundedOutput:
         report = loom.doctor_json("--offline")
         message = head(report)["message"]
         assert message.startswith(f"{LINT_MAX_FILES} files the agent reads")
-        assert f"8 more past the {LINT_MAX_FILES} files doctor reads" in message
+        assert f"{SHIPPED_READ} more past the {LINT_MAX_FILES} files doctor reads" in message
 
     def test_a_skills_folder_with_too_many_entries_is_looked_at_only_so_far(
         self, loom: Instance

@@ -20,15 +20,17 @@ from __future__ import annotations
 
 import bisect
 import errno
+import functools
 import os
 import re
 import shlex
 import stat
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from provisioner.doctor.check import OK, WARN, Check, joined
+from provisioner.doctor.cron_prompts import CRON_FILES, CRON_FOLDER, NOT_A_JOBS_FILE, prompt_view
 from provisioner.templating.backends import Backend, ContractFixtureError, get_backend
 from provisioner.templating.wording import NamedTool, places_not_nameable
 from provisioner.workspace.fs import WorkspaceRefused, WorkspaceRoot
@@ -90,9 +92,13 @@ class WorkspaceLint:
 
 
 def lint_workspace(
-    workspace: Path, allowed: Collection[str], skip: Collection[str] = ()
+    workspace: Path,
+    allowed: Collection[str],
+    skip: Collection[str] = (),
+    backend: str | None = None,
 ) -> WorkspaceLint:
-    """Lint the files the agent reads against ``allowed``, the tools its sessions have.
+    """Lint the files the agent reads against ``allowed``, the tools its sessions have; with
+    ``backend``, the cron jobs' prompts that run as written under it too (``cron_prompts``).
 
     ``skip`` names files (workspace-relative) not to read. Never raises for what the workspace
     holds: a link, a FIFO, a huge or non-UTF-8 file, a folder that cannot be opened are each
@@ -106,9 +112,32 @@ def lint_workspace(
                 if name not in skip:
                     _lint_file(lint, top, name, name, allowed)
             _lint_skills(lint, root, allowed, skip)
+            if backend is not None:
+                _lint_cron(lint, root, allowed, skip, backend)
     except WorkspaceRefused:
         lint.unread.append((".", "cannot be opened"))
     return lint
+
+
+def _lint_cron(
+    lint: WorkspaceLint,
+    root: WorkspaceRoot,
+    allowed: Collection[str],
+    skip: Collection[str],
+    backend: str,
+) -> None:
+    try:
+        with root.folder(CRON_FOLDER, create=False) as folder:
+            if folder is None:
+                return
+            view = functools.partial(prompt_view, backend=backend)
+            for name in CRON_FILES:
+                relative = f"{CRON_FOLDER}/{name}"
+                if relative not in skip:
+                    _lint_file(lint, folder, name, relative, allowed, view)
+    except WorkspaceRefused as refused:
+        reason = _LINK if "symbolic link" in str(refused) else "not a folder"
+        lint.unread.append((CRON_FOLDER, reason))
 
 
 def _lint_skills(
@@ -167,9 +196,15 @@ def _walk(
 
 
 def _lint_file(
-    lint: WorkspaceLint, folder: int, name: str, relative: str, allowed: Collection[str]
+    lint: WorkspaceLint,
+    folder: int,
+    name: str,
+    relative: str,
+    allowed: Collection[str],
+    view: Callable[[str], str | None] | None = None,
 ) -> None:
-    """Read one file (bounded, never through a link) and record what it names."""
+    """Read one file (bounded, never through a link) and record what it names; ``view``
+    gives the part of its text an agent is shown (None: a file it cannot read as meant)."""
     try:
         descriptor = os.open(name, _FILE_FLAGS, dir_fd=folder)
     except FileNotFoundError:
@@ -193,6 +228,9 @@ def _lint_file(
     text = _decoded(content[:LINT_FILE_MAX_BYTES], partial)
     if text is None:
         lint.unread.append((relative, "not UTF-8 text"))
+        return
+    if view is not None and (text := view(text)) is None:
+        lint.unread.append((relative, NOT_A_JOBS_FILE))
         return
     lint.read.append(relative)
     if partial:
@@ -290,7 +328,7 @@ def tool_name_checks(
                 advice="reinstall nerve-provisioner; its Loom contract fixture is damaged",
             )
         ]
-    lint = lint_workspace(workspace, allowed, skip)
+    lint = lint_workspace(workspace, allowed, skip, backend)
     return [_head(lint, advice, bool(skip)), *_places(lint, advice)]
 
 
