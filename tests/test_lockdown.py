@@ -385,3 +385,26 @@ def test_an_edited_settings_file_that_is_kept_overrules_the_answer_and_says_so(
     assert summary["locked"] is (first == "true")
     assert summary["kept"][0]["path"] == "config/settings.yaml"
     assert [line for line in summary["warnings"] if said in line]
+
+
+@pytest.mark.parametrize(
+    ("args", "typed"),
+    [(("--data", "lockdown=false"), None), (("--terminal",), "\n" * 4 + "no\n")],
+    ids=["--data", "no at the prompt"],
+)
+def test_answering_no_under_nerve_lockdown_1_is_refused_and_writes_nothing(
+    run_nerve: RunNerve, tmp_path: Path, args: tuple[str, ...], typed: str | None
+) -> None:
+    """CONF-3: the variable locks the instance whatever its settings say; settings written
+    unlocked would name none of the service's variables, so the two answers cannot both hold."""
+    result = run_nerve(
+        *("init", "--workspace", "ws", "--config-dir", str(tmp_path / "cfg"), *args),
+        env={"NERVE_LOCKDOWN": "1"},
+        input=typed,
+    )
+    if typed is None:
+        assert_one_line_error(result, "lockdown: answered no, but NERVE_LOCKDOWN=1 locks")
+    else:
+        assert result.returncode == 2 and "NERVE_LOCKDOWN=1 locks" in result.stderr
+        assert "Traceback" not in result.stderr
+    assert not (tmp_path / "ws").exists()

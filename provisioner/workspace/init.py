@@ -27,6 +27,7 @@ from stat import S_IXUSR
 from typing import Any, TextIO
 
 from provisioner.config.loader import (
+    LOCKDOWN_ENV,
     LOCKDOWN_ENV_ON,
     SETTINGS_FILE,
     Config,
@@ -201,6 +202,7 @@ def _provision(request: InitRequest, root: WorkspaceRoot, prompter: Prompter | N
     backend, backend_source = choose_backend(request.backend, config, recorded)
     answer_warnings: list[str] = []
     answers = resolve_answers(request, backend, recorded.answers, prompter, answer_warnings)
+    _refuse_unlocking_under_the_variable(request, answers)
     if answers.lockdown != loaded_for:  # answered otherwise at the prompt: read what it implies
         config = layers.load(answers.lockdown)
         backend, backend_source = choose_backend(request.backend, config, recorded)
@@ -236,6 +238,21 @@ def _lockdown_answer(request: InitRequest, recorded: Mapping[str, Any]) -> bool:
         return False
     value, _origin = _given_value(question, request, recorded, [])
     return value is True
+
+
+def _refuse_unlocking_under_the_variable(request: InitRequest, answers: Answers) -> None:
+    """``lockdown`` answered no while ``NERVE_LOCKDOWN`` turns it on: refused (CONF-3).
+
+    The variable locks the instance whatever its settings say, so settings written unlocked
+    would name none of the service's variables, and the locked instance could only ever use
+    memU. Nothing is written; the line says which two sources disagree.
+    """
+    if answers.lockdown or _lockdown_from_env(request.env.get(LOCKDOWN_ENV)) is None:
+        return
+    raise InitError(
+        f"lockdown: answered no, but {LOCKDOWN_ENV}={request.env[LOCKDOWN_ENV]} locks the "
+        f"instance whatever its settings say; expected lockdown=true, or {LOCKDOWN_ENV} unset"
+    )
 
 
 def _lockdown_question() -> Question | None:
