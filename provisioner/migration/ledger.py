@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from provisioner.runtime.loom.types import WriteVerdict
-from provisioner.runtime.state import StateStore
+from provisioner.runtime.state import AuditEntry, StateStore, put_audit
 from provisioner.runtime.state_schema import AUDIT_MIGRATION_SKIPPED
 from provisioner.runtime.sweep.lock import file_lock
 
@@ -116,9 +116,9 @@ class Ledger:
         entry = Entry(item_id, STATUS_SKIPPED, reason=reason, failures=failures)
         with self._state.transaction() as db:
             self._put(db, entry)
-            db.execute(
-                "INSERT INTO sweep_audit (kind, recorded_at, detail) VALUES (?, ?, ?)",
-                (AUDIT_MIGRATION_SKIPPED, self._clock(), f"memu item {item_id}: {reason}"),
+            detail = f"memu item {item_id}: {reason}"
+            put_audit(
+                db, [AuditEntry(AUDIT_MIGRATION_SKIPPED, None, None, detail=detail)], self._clock()
             )
         return entry
 

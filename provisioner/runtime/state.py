@@ -264,7 +264,7 @@ class StateStore:
         moves back here: a smaller ``last_taken_id`` raises ``ValueError``.
         """
         with self.transaction() as db:
-            current = self._watermark_in(db, session_id)
+            current = watermark_in(db, session_id)
             if last_taken_id < current:
                 raise ValueError(
                     f"watermark of {session_id!r} would move back from {current} to {last_taken_id}"
@@ -294,7 +294,7 @@ class StateStore:
     ) -> None:
         """Store a session's failure count and isolation state; the watermark stays."""
         with self.transaction() as db:
-            watermark = self._watermark_in(db, session_id)
+            watermark = watermark_in(db, session_id)
             self._put_session(db, SweepSession(session_id, watermark, failures, suspect_last_id))
 
     def record_budget(
@@ -355,13 +355,6 @@ class StateStore:
         return (float(at), str(op), str(kind), str(message), code if code is None else str(code))
 
     @staticmethod
-    def _watermark_in(db: sqlite3.Connection, session_id: str) -> int:
-        row = db.execute(
-            "SELECT watermark FROM sweep_session WHERE session_id = ?", (session_id,)
-        ).fetchone()
-        return int(row[0]) if row else 0
-
-    @staticmethod
     def _put_session(db: sqlite3.Connection, session: SweepSession) -> None:
         db.execute(
             "INSERT INTO sweep_session (session_id, watermark, failures, suspect_last_id)"
@@ -412,6 +405,14 @@ class StateStore:
             f"itself) kept it locked for more than {sqlite_file.BUSY_TIMEOUT_MS / 1000:g} s; "
             "the file is fine, try again once that process is done"
         )
+
+
+def watermark_in(db: sqlite3.Connection, session_id: str) -> int:
+    """``session_id``'s watermark as the caller's transaction sees it; 0 for a new session."""
+    row = db.execute(
+        "SELECT watermark FROM sweep_session WHERE session_id = ?", (session_id,)
+    ).fetchone()
+    return int(row[0]) if row else 0
 
 
 def put_mark(db: sqlite3.Connection, session_id: str, mark: Mark) -> None:

@@ -38,7 +38,7 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 from provisioner.runtime.loom.answers import MESSAGE_ROLES
-from provisioner.runtime.state import StateStore
+from provisioner.runtime.state import AuditEntry, StateStore, put_audit, watermark_in
 from provisioner.runtime.state_schema import AUDIT_BACKFILL, AUDIT_BACKFILL_DONE, AUDIT_WENT_BACK
 from provisioner.runtime.sweep.followup import WAITING
 from provisioner.runtime.sweep.lock import sweep_lock
@@ -211,26 +211,16 @@ def apply_backfill(state: StateStore, moves: Sequence[BackfillMove], *, now: flo
     """
     with state.transaction() as db:
         for move in moves:
-            row = db.execute(
-                "SELECT watermark FROM sweep_session WHERE session_id = ?", (move.session_id,)
-            ).fetchone()
-            resume = int(row[0]) if row else 0
+            resume = watermark_in(db, move.session_id)
             db.execute(
                 "INSERT INTO sweep_session (session_id, watermark, failures, suspect_last_id)"
                 " VALUES (?, ?, 0, NULL) ON CONFLICT (session_id) DO UPDATE SET"
                 " watermark = excluded.watermark, failures = 0, suspect_last_id = NULL",
                 (move.session_id, move.floor),
             )
-            db.execute(
-                "INSERT INTO sweep_audit (kind, session_id, message_id, recorded_at, detail)"
-                " VALUES (?, ?, ?, ?, ?)",
-                (
-                    AUDIT_BACKFILL,
-                    move.session_id,
-                    move.floor,
-                    now,
-                    f"through={move.through} resume={resume}",
-                ),
+            detail = f"through={move.through} resume={resume}"
+            put_audit(
+                db, [AuditEntry(AUDIT_BACKFILL, move.session_id, move.floor, detail=detail)], now
             )
 
 
@@ -248,10 +238,7 @@ def settle_backfills(state: StateStore, *, now: float) -> int:
     moved = 0
     with state.transaction() as db:
         for session_id, ranges in sorted(ledger.passed.items()):
-            row = db.execute(
-                "SELECT watermark FROM sweep_session WHERE session_id = ?", (session_id,)
-            ).fetchone()
-            watermark = start = int(row[0]) if row else 0
+            watermark = start = watermark_in(db, session_id)
             for through, resume in sorted(ranges):
                 if through <= watermark < resume:
                     watermark = resume
@@ -261,11 +248,10 @@ def settle_backfills(state: StateStore, *, now: float) -> int:
                 "UPDATE sweep_session SET watermark = ? WHERE session_id = ? AND watermark = ?",
                 (watermark, session_id, start),
             )
-            db.execute(
-                "INSERT INTO sweep_audit (kind, session_id, message_id, recorded_at, detail)"
-                " VALUES (?, ?, ?, ?, ?)",
-                (AUDIT_BACKFILL_DONE, session_id, watermark, now, f"{start} -> {watermark}"),
+            done = AuditEntry(
+                AUDIT_BACKFILL_DONE, session_id, watermark, detail=f"{start} -> {watermark}"
             )
+            put_audit(db, [done], now)
             moved += 1
     return moved
 

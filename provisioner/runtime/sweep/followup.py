@@ -38,7 +38,14 @@ from provisioner.runtime.budget import BatchBudget
 from provisioner.runtime.loom.answers import QUEUE_IDS_PER_CALL
 from provisioner.runtime.loom.queue import QueueCalls, extraction_queue
 from provisioner.runtime.loom.types import QUEUE_DONE, QUEUE_FAILED, QueueStates
-from provisioner.runtime.state import AuditEntry, Mark, StateStore, put_audit, put_mark
+from provisioner.runtime.state import (
+    AuditEntry,
+    Mark,
+    StateStore,
+    put_audit,
+    put_mark,
+    watermark_in,
+)
 from provisioner.runtime.state_schema import AUDIT_FELL_BACK, AUDIT_REPLAYED, AUDIT_WRITTEN
 from provisioner.runtime.sweep.outcomes import (
     SWEEP_ERRORS,
@@ -214,7 +221,7 @@ class FollowUp:
         """
         now = self._clock()
         with self._state.transaction() as db:
-            after_id = _watermark_in(db, session_id)
+            after_id = watermark_in(db, session_id)
             held = db.execute(
                 "SELECT 1 FROM queued_batch WHERE queue_id = ? AND closed_at IS NULL"
                 " AND status <> ?",
@@ -351,7 +358,7 @@ class FollowUp:
         close the batches it has passed; one transaction."""
         now = self._clock()
         with self._state.transaction() as db:
-            watermark = _watermark_in(db, session_id)
+            watermark = watermark_in(db, session_id)
             for batch in _open_in(db, session_id):
                 if batch.last_id <= watermark:
                     _close(db, batch, CLOSED_PASSED, now)
@@ -410,13 +417,6 @@ def _open_in(db: sqlite3.Connection, session_id: str) -> list[_Batch]:
         (session_id,),
     ).fetchall()
     return [_batch_of(row) for row in rows]
-
-
-def _watermark_in(db: sqlite3.Connection, session_id: str) -> int:
-    row = db.execute(
-        "SELECT watermark FROM sweep_session WHERE session_id = ?", (session_id,)
-    ).fetchone()
-    return int(row[0]) if row else 0
 
 
 def _close(db: sqlite3.Connection, batch: _Batch, how: str, now: float) -> None:

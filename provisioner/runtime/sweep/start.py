@@ -35,7 +35,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from provisioner.runtime.state import StateStore
+from provisioner.runtime.state import AuditEntry, StateStore, put_audit
 from provisioner.runtime.state_schema import AUDIT_BACKFILL, AUDIT_LEFT_TO_MEMU, AUDIT_WENT_BACK
 from provisioner.runtime.transcripts import SQLITE_MAX_INT, TranscriptSource
 
@@ -125,17 +125,9 @@ def start_where_host_stopped(
             (session_id, memorized.through_id),
         ).rowcount
         if inserted:
-            db.execute(
-                "INSERT INTO sweep_audit (kind, session_id, message_id, recorded_at, detail)"
-                " VALUES (?, ?, ?, ?, ?)",
-                (
-                    AUDIT_LEFT_TO_MEMU,
-                    session_id,
-                    memorized.through_id,
-                    now,
-                    f"messages={memorized.messages}",
-                ),
-            )
+            detail = f"messages={memorized.messages}"
+            left = AuditEntry(AUDIT_LEFT_TO_MEMU, session_id, memorized.through_id, detail=detail)
+            put_audit(db, [left], now)
     if not inserted:
         return None
     log.info(
