@@ -31,11 +31,8 @@ from pathlib import Path
 from provisioner.config.paths import default_paths
 from provisioner.counts import counted
 from provisioner.doctor.check import OK, WARN, Check
-from provisioner.runtime.loom.report import CODE_MAX_CHARS
+from provisioner.runtime.loom.report import CODE_MAX_CHARS, followed_by
 from provisioner.runtime.state_schema import (
-    AUDIT_BATCH,
-    AUDIT_FAILED,
-    AUDIT_QUEUED,
     AUDIT_SKIPPED,
     AUDIT_WENT_BACK,
 )
@@ -280,15 +277,8 @@ def _last_error(database: sqlite3.Connection) -> str | None:
         when = datetime.fromtimestamp(at, UTC).isoformat(timespec="seconds")
     except (TypeError, ValueError, OverflowError, OSError):
         when = "?"
-    (through,) = database.execute(
-        "SELECT COUNT(*) FROM sweep_audit WHERE kind IN (?, ?) AND recorded_at > ?",
-        (AUDIT_BATCH, AUDIT_QUEUED, at),
-    ).fetchone()
-    failed = database.execute(
-        "SELECT detail FROM sweep_audit WHERE kind = ? AND recorded_at >= ? ORDER BY seq LIMIT 1",
-        (AUDIT_FAILED, at),
-    ).fetchone()
-    detail = _printable(failed[0]) if failed and op == "extract" else ""
+    through, failed = followed_by(lambda sql, values: database.execute(sql, values).fetchall(), at)
+    detail = _printable(failed) if failed is not None and op == "extract" else ""
     coded = detail.startswith(f"{kind}(") and detail.endswith(")")
     kept_code = kept_code or (detail[len(kind) + 1 : -1] if coded else "")
     code = f"code {kept_code}; " if kept_code else ""

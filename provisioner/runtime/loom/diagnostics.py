@@ -22,11 +22,10 @@ from typing import Any
 
 from provisioner.runtime.gateway.catalog import GatewayCatalog
 from provisioner.runtime.gateway.connection import LoomConnection
-from provisioner.runtime.loom.report import CODE_MAX_CHARS, LastError
+from provisioner.runtime.loom.report import CODE_MAX_CHARS, LastError, followed_by
 from provisioner.runtime.loom.types import Identity
 from provisioner.runtime.memory_contract import LOOM_SERVER
 from provisioner.runtime.state import StateStore
-from provisioner.runtime.state_schema import AUDIT_BATCH, AUDIT_FAILED, AUDIT_QUEUED
 
 # outcomes.error_kind's "Kind(CODE)", as the sweep's failed row keeps it
 FAILED_DETAIL = re.compile(rf"(?P<kind>\w+)\((?P<code>.{{1,{CODE_MAX_CHARS}}})\)")
@@ -104,24 +103,16 @@ def since_last_error(state: StateStore) -> dict[str, Any] | None:
         if kept is None:
             return None
         at, op, kind, _message, kept_code = kept
-        (through,) = state.read(
-            "SELECT COUNT(*) FROM sweep_audit WHERE kind IN (?, ?) AND recorded_at > ?",
-            (AUDIT_BATCH, AUDIT_QUEUED, at),
-        )[0]
-        failed = state.read(
-            "SELECT detail FROM sweep_audit WHERE kind = ? AND recorded_at >= ?"
-            " ORDER BY seq LIMIT 1",
-            (AUDIT_FAILED, at),
-        )
+        through, failed = followed_by(state.read, at)
     except (sqlite3.Error, ValueError, TypeError):
         return None
     code = kept_code
-    if code is None and op == "extract" and failed:  # kept before the code was kept with it
-        match = FAILED_DETAIL.fullmatch(str(failed[0][0]))
+    if code is None and op == "extract" and failed is not None:  # kept before step 8
+        match = FAILED_DETAIL.fullmatch(str(failed))
         code = match["code"] if match and match["kind"] == kind else None
     if not (isinstance(code, str) and 0 < len(code) <= CODE_MAX_CHARS and code.isprintable()):
         code = None
-    return {"at": at, "op": op, "kind": kind, "batches_through_since": int(through), "code": code}
+    return {"at": at, "op": op, "kind": kind, "batches_through_since": through, "code": code}
 
 
 def _identity_report(

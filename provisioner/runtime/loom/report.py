@@ -12,12 +12,13 @@ error path, and a failure in it would hide the error it reports (SWEEP-12).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, cast
 
 from provisioner.runtime.gateway.errors import GatewayError, ServerFault, bounded_message
+from provisioner.runtime.state_schema import AUDIT_BATCH, AUDIT_FAILED, AUDIT_QUEUED
 
 QUOTE_WINDOW_CHARS = 24  # our choice: a shared run this long means the message quotes a text
 QUOTE_MIN_CHARS = 6  # our choice: a whole text shorter than this is too common to look for
@@ -132,3 +133,26 @@ def _error_text(error: BaseException) -> str:
     except Exception:
         return ""
     return str.__str__(text) if issubclass(type(text), str) else ""
+
+
+Read = Callable[[str, Sequence[object]], Sequence[Sequence[object]]]
+"""One read-only query on the state file: SQL and parameters in, rows out."""
+
+
+def followed_by(read: Read, at: object) -> tuple[int, object]:
+    """What the audit log holds after an error kept at ``at`` (LOOM-4, SWEEP-13).
+
+    How many batches went through since (Loom took them in waiting mode, or queued them),
+    and the detail of the first batch that failed from then on (``Kind(CODE)``, never a
+    message), or None. ``at`` is passed to SQLite as it is kept: status and doctor read it
+    in their own ways. Raises what ``read`` raises.
+    """
+    (through,) = read(
+        "SELECT COUNT(*) FROM sweep_audit WHERE kind IN (?, ?) AND recorded_at > ?",
+        (AUDIT_BATCH, AUDIT_QUEUED, at),
+    )[0]
+    failed = read(
+        "SELECT detail FROM sweep_audit WHERE kind = ? AND recorded_at >= ? ORDER BY seq LIMIT 1",
+        (AUDIT_FAILED, at),
+    )
+    return cast(int, through), failed[0][0] if failed else None
