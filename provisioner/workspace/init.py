@@ -22,8 +22,8 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
-from stat import S_IXUSR
 from typing import Any, TextIO
 
 from provisioner.config.loader import (
@@ -275,7 +275,7 @@ class _Layers:
     recorded: RecordedState
 
     def load(self, lockdown: bool) -> Config:
-        settings = None if self.settings_kept() else self.rendered_settings(lockdown)
+        settings = None if self.settings_kept else self.rendered_settings(lockdown)
         return load_config(
             self.request.config_dir,
             self.request.workspace,
@@ -286,18 +286,21 @@ class _Layers:
     def rendered_settings(self, lockdown: bool) -> str:
         return render_tracked_settings(Answers(lockdown=lockdown)).decode("utf-8")
 
+    @cached_property
     def settings_kept(self) -> bool:
-        """Whether the settings file on disk is an edit that placement will keep (INIT-5)."""
-        current = self.root.read(SETTINGS_FILE.as_posix())
+        """Whether the settings file on disk is an edit that placement will keep (INIT-5).
+
+        Read once: the workspace's lock keeps it as it is for the whole init.
+        """
+        path = SETTINGS_FILE.as_posix()
+        current = self.root.read(path)
         if current is None:
             return False
-        content, mode = current
-        digest = RenderedFile(SETTINGS_FILE.as_posix(), content, bool(mode & S_IXUSR)).digest
-        return not self.recorded.is_inits(SETTINGS_FILE.as_posix(), digest)
+        return not self.recorded.is_inits(path, RenderedFile(path, current[0], False).digest)
 
     def kept_warning(self, lockdown: bool, config: Config) -> list[str]:
         """A line when a kept, edited settings file overrules the lockdown answer."""
-        if config.lockdown == lockdown or not self.settings_kept():
+        if config.lockdown == lockdown or not self.settings_kept:
             return []
         if lockdown:
             return [
