@@ -27,7 +27,7 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -37,6 +37,8 @@ from provisioner.runtime.budget import BatchBudget
 from provisioner.runtime.sqlite_file import is_busy, open_database
 from provisioner.runtime.state_schema import AUDIT_SHOWN_KINDS, SCHEMA_VERSION, apply_migrations
 from provisioner.runtime.state_schema import MIGRATIONS as MIGRATIONS  # re-exported
+
+Read = Callable[[str, Sequence[object]], Sequence[Sequence[object]]]  # SQL, values -> rows
 
 
 class StateVersionError(RuntimeError):
@@ -233,17 +235,8 @@ class StateStore:
         return [SweepSession(*tuple(row)) for row in rows]
 
     def batch_budget(self, mode: str, default: BatchBudget) -> BatchBudget:
-        """The batch budget kept for extraction ``mode``, or ``default`` when none was kept."""
-        rows = self.read(
-            "SELECT messages, bytes, cut_reason, good_streak FROM sweep_budget WHERE mode = ?",
-            (mode,),
-        )
-        if not rows:
-            return default
-        messages, size, reason, streak = tuple(rows[0])
-        return BatchBudget(
-            messages, size, default.default_messages, default.default_bytes, reason, streak
-        )
+        """The batch budget kept for extraction ``mode`` (see ``kept_budget``)."""
+        return kept_budget(self.read, mode, default)
 
     def record_taken(
         self,
@@ -405,6 +398,20 @@ class StateStore:
             f"itself) kept it locked for more than {sqlite_file.BUSY_TIMEOUT_MS / 1000:g} s; "
             "the file is fine, try again once that process is done"
         )
+
+
+def kept_budget(read: Read, mode: str, default: BatchBudget) -> BatchBudget:
+    """The batch budget a state file keeps for ``mode``, through ``read`` (a store's, or a
+    read-only reader's); ``default`` when none is kept or what is kept is not a budget."""
+    columns = "messages, bytes, cut_reason, good_streak"
+    rows = read(f"SELECT {columns} FROM sweep_budget WHERE mode = ?", (mode,))
+    messages, size, reason, streak = tuple(rows[0]) if rows else (0, 0, None, 0)
+    if not (type(messages) is int and messages > 0 and type(size) is int and size > 0):
+        return default  # none kept, or what is kept is not a budget
+    reason = reason if isinstance(reason, str) else None
+    streak = streak if type(streak) is int else 0
+    defaults = (default.default_messages, default.default_bytes)
+    return BatchBudget(messages, size, *defaults, reason, streak)
 
 
 def watermark_in(db: sqlite3.Connection, session_id: str) -> int:

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from provisioner.runtime.budget import BatchBudget
-from provisioner.runtime.state import SCHEMA_VERSION, AuditEntry, StateStore
+from provisioner.runtime.state import SCHEMA_VERSION, AuditEntry, StateStore, kept_budget
 from provisioner.runtime.state_schema import AUDIT_CUT
+from provisioner.runtime.sweep.plan import ReadOnlyState
 from provisioner.runtime.transcripts import SqliteTranscripts
 from provisioner.runtime.transcripts_sqlite import (
     TRANSCRIPTS_VERSION,
@@ -228,6 +229,30 @@ class TestStateStore:
         assert state.audit() == []
         assert state.batch_budget("waiting", DEFAULT) == DEFAULT
 
+    @pytest.mark.parametrize(
+        ("messages", "size"),
+        [("x", 1024), (0, 1024), (-5, 1024), (50, "big"), (50, 0), (2.5, 1024), (50, b"\x01")],
+    )
+    def test_a_kept_budget_that_is_not_one_gives_the_default_to_the_sweep_and_the_plan(
+        self, tmp_path: Path, messages: object, size: object
+    ) -> None:
+        """SWEEP-12: the state file may hold anything; both readers of the budget agree."""
+        path = tmp_path / "s.sqlite3"
+        StateStore(path).close()
+        plant_budget(path, messages, size, "too_large", 1)
+        with StateStore(path) as store:
+            assert store.batch_budget("waiting", DEFAULT) == DEFAULT
+        with ReadOnlyState(path) as reader:
+            assert kept_budget(reader.read, "waiting", DEFAULT) == DEFAULT
+
+    def test_a_kept_budget_s_odd_reason_and_streak_are_dropped(self, tmp_path: Path) -> None:
+        path = tmp_path / "s.sqlite3"
+        StateStore(path).close()
+        plant_budget(path, 50, 4096, b"\x00", "many")
+        with StateStore(path) as store:
+            kept = store.batch_budget("waiting", DEFAULT)
+        assert (kept.messages, kept.bytes, kept.cut_reason, kept.good_streak) == (50, 4096, None, 0)
+
     def test_state_survives_reopening_the_file(self, tmp_path: Path) -> None:
         """SWEEP-2: watermark, failures, isolation, budget and audit live in the file."""
         path = tmp_path / "s.sqlite3"
@@ -287,3 +312,19 @@ class TestStateStore:
             "detail",
         }
         assert row["recorded_at"].startswith("2026-")
+
+
+def plant_budget(
+    path: Path, messages: object, size: object, reason: object, streak: object
+) -> None:
+    """A ``waiting`` budget row as a hostile hand would leave it (SQLite keeps any type)."""
+    database = sqlite3.connect(path)
+    try:
+        database.execute(
+            "INSERT INTO sweep_budget (mode, messages, bytes, cut_reason, good_streak)"
+            " VALUES ('waiting', ?, ?, ?, ?)",
+            (messages, size, reason, streak),
+        )
+        database.commit()
+    finally:
+        database.close()

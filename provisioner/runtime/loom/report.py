@@ -12,12 +12,13 @@ error path, and a failure in it would hide the error it reports (SWEEP-12).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, cast
 
 from provisioner.runtime.gateway.errors import GatewayError, ServerFault, bounded_message
+from provisioner.runtime.state import Read
 from provisioner.runtime.state_schema import AUDIT_BATCH, AUDIT_FAILED, AUDIT_QUEUED
 
 QUOTE_WINDOW_CHARS = 24  # our choice: a shared run this long means the message quotes a text
@@ -133,10 +134,6 @@ def _error_text(error: BaseException) -> str:
     except Exception:
         return ""
     return str.__str__(text) if issubclass(type(text), str) else ""
-
-
-Read = Callable[[str, Sequence[object]], Sequence[Sequence[object]]]
-"""One read-only query on the state file: SQL and parameters in, rows out."""
 
 
 def followed_by(read: Read, at: object) -> tuple[int, object]:

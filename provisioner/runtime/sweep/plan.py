@@ -26,6 +26,7 @@ from pathlib import Path
 
 from provisioner.runtime.budget import KIB, BatchBudget
 from provisioner.runtime.loom.answers import MESSAGE_ROLES
+from provisioner.runtime.state import kept_budget
 from provisioner.runtime.state_schema import SCHEMA_VERSION
 from provisioner.runtime.sweep.backfill import BackfillScope, BackfillView, backfill_moves
 from provisioner.runtime.sweep.batching import build_batch, pick_context
@@ -198,7 +199,7 @@ def plan_sweep(
     Never raises for the source: a source that cannot list its sessions gives a plan of
     none with one error, a session that cannot be read is named in ``errors``.
     """
-    plan = SweepPlan(mode.name, state_budget(reader, mode))
+    plan = SweepPlan(mode.name, kept_budget(reader.read, mode.name, mode.default_budget()))
     view = BackfillView(source, reader)
     try:
         listed = list(view.sessions())
@@ -241,26 +242,6 @@ def plan_from_file(
     an empty state); ``StateUnreadable`` when it cannot be read."""
     with ReadOnlyState(state_path) as state:
         return plan_sweep(source, state, mode=mode, scope=scope)
-
-
-def state_budget(reader: StateReader, mode: ExtractionMode) -> BatchBudget:
-    """The batch budget the state keeps for ``mode``; the mode's default when none is kept
-    or what is kept is not a budget."""
-    default = mode.default_budget()
-    rows = reader.read(
-        "SELECT messages, bytes, cut_reason, good_streak FROM sweep_budget WHERE mode = ?",
-        (mode.name,),
-    )
-    if not rows:
-        return default
-    messages, size, reason, streak = tuple(rows[0])
-    if not all(type(value) is int and value > 0 for value in (messages, size)):
-        return default
-    streak = streak if type(streak) is int else 0
-    reason = reason if isinstance(reason, str) else None
-    return BatchBudget(
-        messages, size, default.default_messages, default.default_bytes, reason, streak
-    )
 
 
 def _add_window(
