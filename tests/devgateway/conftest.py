@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import httpx
@@ -39,3 +41,19 @@ def tools_call(
         "params": {"name": tool, "arguments": arguments},
     }
     return http.post(f"{base_url}/s/loom/mcp", json=body, headers=MCP_HEADERS)
+
+
+def nerve_without_the_sdk(*args: str) -> subprocess.CompletedProcess[str]:
+    """``nerve ARGS`` in a fresh interpreter where importing the ``mcp`` SDK fails, as on a
+    machine without the ``dev`` extra."""
+    code = (
+        "import sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in ('mcp', 'mcp_types'):\n"
+        "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "from provisioner.cli.main import main\n"
+        f"sys.exit(main({list(args)!r}))\n"
+    )
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

@@ -12,7 +12,7 @@ import pytest
 from provisioner.devgateway import FaultSpecError, RunningGateway, parse_fault_spec
 from provisioner.runtime.gateway.catalog import parse_catalog
 
-from .conftest import tools_call
+from .conftest import nerve_without_the_sdk, tools_call
 
 MESSAGE = {"role": "user", "content": "x", "created_at": "2026-01-01T00:00:00Z"}
 
@@ -238,19 +238,7 @@ class TestCommandLine:
 
     def test_without_the_dev_extra_one_line_says_how_to_install_it(self) -> None:
         """The runtime never needs the SDK; the dev gateway says how to get it."""
-        code = (
-            "import sys\n"
-            "class Block:\n"
-            "    def find_spec(self, name, path=None, target=None):\n"
-            "        if name.split('.')[0] in ('mcp', 'mcp_types'):\n"
-            "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
-            "sys.meta_path.insert(0, Block())\n"
-            "from provisioner.cli.main import main\n"
-            "sys.exit(main(['dev', 'gateway', '--port', '0']))\n"
-        )
-        done = subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
-        )
+        done = nerve_without_the_sdk("dev", "gateway", "--port", "0")
         assert done.returncode == 2
         (line,) = done.stderr.strip().splitlines()
         assert "pip install 'nerve-provisioner[dev]'" in line

@@ -19,7 +19,7 @@ import pytest
 from provisioner.devgateway import FaultPlan, FaultSpecError, RunningGateway, parse_fault_spec
 from provisioner.devgateway.faults import FAULT_NAMES, LATENCY_MAX_S, FaultDecision, fault_usage
 
-from .conftest import tools_call
+from .conftest import nerve_without_the_sdk, tools_call
 from .test_dev_gateway import rpc_of
 
 EXTRACT = "loom_memory_set_from_messages"
@@ -165,19 +165,7 @@ class TestCommandLine:
         assert done.stdout.strip() == "[]"
 
     def test_without_the_dev_extra_the_help_says_how_to_install_it(self) -> None:
-        code = (
-            "import sys\n"
-            "class Block:\n"
-            "    def find_spec(self, name, path=None, target=None):\n"
-            "        if name.split('.')[0] in ('mcp', 'mcp_types'):\n"
-            "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
-            "sys.meta_path.insert(0, Block())\n"
-            "from provisioner.cli.main import main\n"
-            "sys.exit(main(['dev', 'gateway', '--help']))\n"
-        )
-        done = subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
-        )
+        done = nerve_without_the_sdk("dev", "gateway", "--help")
         assert done.returncode == 0, done.stderr
         unwrapped = "".join(done.stdout.split())  # the help wraps lines at hyphens too
         assert "pipinstall'nerve-provisioner[dev]'" in unwrapped
