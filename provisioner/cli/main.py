@@ -30,6 +30,7 @@ from provisioner.cli.common import (
 from provisioner.cli.common import ArgParser as _Parser
 from provisioner.counts import counted
 from provisioner.errors import TemplateBroken, UserError
+from provisioner.runtime.sqlite_file import FileFault, file_fault
 from provisioner.templating.backends import BACKEND_NAMES, BACKENDS, PROFILES
 
 # Command groups that live in modules of their own; each has ``register(commands)``, and
@@ -184,6 +185,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except TemplateBroken as error:
         print(f"{PROGRAM}: template error: {_one_line(error)}", file=sys.stderr)
         return EXIT_TEMPLATE
+    except FileFault as fault:
+        print(f"{PROGRAM}: error: {_one_line(fault)}", file=sys.stderr)
+        return fault.exit_status
     except KeyboardInterrupt:
         print("nerve: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -193,6 +197,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return EXIT_BROKEN_PIPE
+    except OSError as error:
+        # An OSError that names its file and is a fault of the machine (full, read-only,
+        # permission, I/O) is one line with its status (REL-4); anything else is a bug.
+        named = file_fault(error, error.filename) if error.filename else None
+        if named is None:
+            raise
+        print(f"{PROGRAM}: error: {_one_line(named)}", file=sys.stderr)
+        return named.exit_status
 
 
 def _command_named(argv: Sequence[str] | None) -> str | None:
