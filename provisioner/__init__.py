@@ -2,15 +2,18 @@
 
 The package has two halves that never import each other's internals:
 
-* provisioning (``config``, ``backends``, ``template_folder``, ``render``, ``init``,
-  ``placement``, ``golden``, ``texts``, ``jobs``, ``cli``), which uses Copier and Jinja2;
-  init's safety in a hostile workspace lives in ``workspace_fs`` (no link followed),
-  ``workspace_lock`` (one init at a time), ``workspace_state`` (manifest and journal) and
-  ``bounded_yaml`` (configuration read at a bounded cost);
+* provisioning, which uses Copier and Jinja2: ``config`` (the layered settings, read at a
+  bounded cost), ``templating`` (the template folder, the runtime texts and job prompts, the
+  backend registry, the wording lint), ``workspace`` (``nerve init``, the render, placing files
+  without losing an edit; its safety in a hostile workspace lives in ``workspace.fs``, no link
+  followed, ``workspace.lock``, one init at a time, and ``workspace.state``, the manifest and
+  journal), ``golden``, ``doctor``, ``migration``, ``web``, ``devgateway``, ``cli`` and
+  ``integrations``;
 * ``provisioner.runtime``, which Nerve's engine imports and which never loads Copier or Jinja.
 
-Both may use ``memory_backend`` (the server names and ``MemoryBackendUnavailable``) and
-``recalled`` (making recalled text safe), which import nothing heavy.
+Both may use ``runtime.memory_contract`` (the server names and ``MemoryBackendUnavailable``)
+and ``runtime.loom.recalled`` (making recalled text safe), which import nothing heavy.
+docs/architecture.md maps every room and module.
 """
 
 __version__ = "0.1.0"

@@ -608,3 +608,66 @@ def _entries(text: str) -> list[str]:
         elif line.startswith("  ") and entries and entries[-1].startswith("- "):
             entries[-1] += " " + line.strip()
     return entries
+
+
+# --- imports the pages show -------------------------------------------------------------------
+
+_IMPORTED = r"\w+(?: as \w+)?"
+# `from provisioner… import a, b as c` or `(a, b)`, in a code block or a `python -c` line alike.
+PACKAGE_IMPORT = re.compile(
+    rf"(?<![\w.])from (?P<module>provisioner(?:\.\w+)*) import "
+    rf"(?P<names>\([^)]*\)|{_IMPORTED}(?:, {_IMPORTED})*)"
+    r"|(?<![\w.])import (?P<plain>provisioner(?:\.\w+)*)"
+)
+
+
+def package_imports(text: str) -> list[tuple[str, list[str]]]:
+    """Each import of the package ``text`` shows: the module and the names taken from it."""
+    found = []
+    for match in PACKAGE_IMPORT.finditer(text):
+        if match["plain"]:
+            found.append((match["plain"], []))
+            continue
+        names = match["names"].strip("()").split(",")
+        found.append((match["module"], [n.split(" as ")[0].strip() for n in names if n.strip()]))
+    return found
+
+
+def unresolved_imports(text: str) -> list[str]:
+    """The modules and names ``text`` imports from the package that do not import."""
+    broken = []
+    for module_name, names in package_imports(text):
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            broken.append(module_name)
+            continue
+        for name in names:
+            if hasattr(module, name):
+                continue
+            try:
+                importlib.import_module(f"{module_name}.{name}")
+            except ImportError:
+                broken.append(f"{module_name}.{name}")
+    return broken
+
+
+class TestImportsOnThePages:
+    """Every import of the package a page shows runs as written (DOC-2)."""
+
+    @pytest.mark.parametrize("path", every_doc(), ids=[p.name for p in every_doc()])
+    def test_every_import_of_the_package_a_page_shows_imports(self, path: Path) -> None:
+        broken = unresolved_imports(page_text(path))
+        assert not broken, f"{path.name} imports {broken}, which do not import"
+
+    def test_an_import_in_a_one_line_command_is_read(self) -> None:
+        line = "python -c 'from provisioner.templating import texts; print(texts.all_texts)'"
+        assert package_imports(line) == [("provisioner.templating", ["texts"])]
+
+    def test_an_import_from_where_a_module_no_longer_is_is_found(self) -> None:
+        line = "python -c 'from provisioner import texts; print(texts.memory_section)'"
+        assert unresolved_imports(line) == ["provisioner.texts"]
+
+    def test_names_in_parentheses_and_aliases_are_read(self) -> None:
+        block = "from provisioner.runtime import (\n    LoomMemory,\n    Sweeper as S,\n)\n"
+        assert package_imports(block) == [("provisioner.runtime", ["LoomMemory", "Sweeper"])]
