@@ -40,6 +40,7 @@ from provisioner.config.checks import (
 )
 from provisioner.config.expansion import MissingVariables, expand_tree, overlay, record_leaves
 from provisioner.config.model import Config, ConfigError, ConfigFile, kind_of, located
+from provisioner.runtime.sqlite_file import file_fault
 from provisioner.templating.backends import (
     BACKENDS,
     DEFAULT_DEFER_EXTRACTION,
@@ -195,6 +196,9 @@ def _read_yaml(path: Path, text: str | None = None) -> dict[Any, Any] | None:
             path, None, f"is not UTF-8 text ({exc.reason}); expected a YAML file"
         ) from exc
     except OSError as exc:
+        fault = file_fault(exc, path)
+        if fault is not None:  # REL-4: permission or I/O, with the status every command gives it
+            raise fault from exc
         reason = exc.strerror or type(exc).__name__
         raise ConfigError(
             path, None, f"cannot be read ({reason}); expected a readable YAML file"
