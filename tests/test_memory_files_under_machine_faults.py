@@ -25,6 +25,7 @@ FAST_BUSY_TIMEOUT_MS = 200  # wait this long for the other process, not the real
 STATE = Path("memory") / "state.sqlite3"
 TRANSCRIPTS = Path("memory") / "transcripts.sqlite3"
 STATE_COMMANDS = [["memory", "status"], ["memory", "recall", "s1"]]
+PAGE_COMMAND = ["web", "--port", "0"]  # the Memory page reads the state it finds
 
 
 def loom_config(config_dir: Path) -> None:
@@ -79,6 +80,20 @@ class TestABusyFile:
         assert status == 75
         assert f"{state}: busy" in err and "the file is fine" in err
         assert "aside" not in err
+
+    def test_the_memory_page_meeting_a_busy_state_is_75_before_it_serves(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        pytest.importorskip("provisioner.web.serve", reason="the web extra is not installed")
+        config_dir = tmp_path / "cfg"
+        loom_config(config_dir)
+        state = config_dir / STATE
+        state.parent.mkdir()
+        with held_by_another_process(state):
+            status = run(PAGE_COMMAND, tmp_path, config_dir)
+        err = one_line(capsys)
+        assert status == 75
+        assert f"{state}: busy" in err and "aside" not in err
 
     def test_transcripts_another_process_holds_are_75_and_nothing_is_imported(
         self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
