@@ -17,6 +17,7 @@ import pytest
 
 from provisioner.cli.main import main
 from provisioner.config import loader, local_file
+from provisioner.workspace import fs
 from tests.conftest import REPO_ROOT
 from tests.machine_faults import fill, full_disk, open_below, read_only
 
@@ -134,6 +135,41 @@ class TestDoctor:
         out = capsys.readouterr().out
         assert status == 1
         assert f"config.load: the configuration cannot be read: {config}: the disk failed" in out
+
+
+class _ReadsFail:
+    """``os`` for the workspace's file access, whose reads of one file fail as a bad disk's do."""
+
+    def __init__(self, failing: Path) -> None:
+        self.failing = failing
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(os, name)
+
+    def fdopen(self, fd: int, mode: str = "r", *args: object, **kwargs: object) -> object:
+        handle = os.fdopen(fd, mode, *args, **kwargs)  # type: ignore[call-overload]
+        if "r" in mode and os.readlink(f"/proc/self/fd/{fd}") == str(self.failing):
+            handle.read = _eio
+        return handle
+
+
+def _eio(*_: object) -> bytes:
+    raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+
+class TestDiff:
+    def test_a_workspace_file_the_disk_cannot_read_is_74_naming_it(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        workspace = tmp_path / "ws"
+        assert init(workspace, tmp_path / "cfg", "--non-interactive") == 0
+        capsys.readouterr()
+        unreadable = (workspace / "AGENTS.md").resolve()
+        monkeypatch.setattr(fs, "os", _ReadsFail(unreadable))
+        status = main(["diff", "--workspace", str(workspace), "--config-dir", str(tmp_path)])
+        line = one_line(capsys)
+        assert status == 74
+        assert f"{workspace / 'AGENTS.md'}: the disk failed a read or a write" in line
 
 
 class TestRender:

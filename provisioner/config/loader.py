@@ -13,7 +13,8 @@ print it and exit with status 2 instead of showing a traceback. The expansion an
 in ``provisioner.config.expansion``, the key checks in ``provisioner.config.checks``. Every
 file is read at a bounded cost (CONF-8, see ``provisioner.config.bounded_yaml``): a FIFO, an
 oversized file, an alias bomb, an alias to itself, deep nesting and a key written twice are
-refused with one line naming the file.
+refused with one line naming the file. A file the machine cannot give (permission denied, an
+I/O error) is a ``FileFault`` naming it instead, with that fault's status (73, 74; REL-4).
 
 Problems that do not stop Nerve (an unknown key, a dashboard link that cannot be used) end up
 in ``Config.warnings`` for ``nerve doctor`` to show.
