@@ -83,8 +83,9 @@ def unusable(path: Path, what: str, error: BaseException) -> Exception:
     Only a file that is not a database at all (or a folder) where ``what`` belongs is to be
     moved aside: it is not the package's file.
     """
-    if path.is_dir() or NOT_A_DATABASE in str(error).lower():
-        found = "a folder" if path.is_dir() else "not a database"
+    folder = _is_folder(path)
+    if folder or NOT_A_DATABASE in str(error).lower():
+        found = "a folder" if folder else "not a database"
         return UsageError(
             f"{path}: cannot be opened as {what} ({found}); expected a file nerve memory wrote, "
             "or none: this one is not its file, move it aside"
@@ -101,6 +102,14 @@ def unusable(path: Path, what: str, error: BaseException) -> Exception:
     return fault
 
 
+def _is_folder(path: Path) -> bool:
+    """Whether a folder stands where the file belongs; False when that cannot be seen."""
+    try:
+        return path.is_dir()
+    except OSError:  # a folder on the way this user may not enter
+        return False
+
+
 def as_its_file_system_says(fault: FileFault) -> FileFault:
     """``fault`` with the kind its file system shows, where SQLite's answer hides it.
 
@@ -112,15 +121,16 @@ def as_its_file_system_says(fault: FileFault) -> FileFault:
     if fault.kind not in ("permission", "io"):
         return fault
     folder = Path(fault.path).parent
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
     try:
+        while not folder.exists() and folder != folder.parent:
+            folder = folder.parent
         stats = os.statvfs(folder)
     except OSError:
         return fault
     if stats.f_flag & os.ST_RDONLY:
         return FileFault(fault.path, "read_only", fault.detail)
-    if stats.f_bavail == 0:
+    no_inode = stats.f_files > 0 and stats.f_favail == 0  # btrfs counts no inodes: 0 of 0
+    if stats.f_bavail == 0 or no_inode:
         return FileFault(fault.path, "full", fault.detail)
     return fault
 
