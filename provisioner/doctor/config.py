@@ -62,7 +62,7 @@ def config_checks(
                 source=str(error.path) if error.path else None,
             )
         ]
-    except FileFault as fault:  # REL-4: the file is fine to look at, the machine is not
+    except FileFault as fault:  # REL-4: the machine would not give the file; a check says so
         return None, [
             Check(
                 "config.load",
