@@ -76,9 +76,12 @@ def golden_copy(tmp_path: Path) -> Path:
     return target
 
 
-def assert_one_line_error(result: subprocess.CompletedProcess, *fragments: str) -> None:
-    """Exit status 2, one line on stderr containing every fragment, and no traceback."""
-    assert result.returncode == 2, (result.returncode, result.stdout, result.stderr)
+def assert_one_line_error(
+    result: subprocess.CompletedProcess, *fragments: str, status: int = 2
+) -> None:
+    """Exit ``status`` (2, bad input, unless told), one line on stderr containing every
+    fragment, and no traceback."""
+    assert result.returncode == status, (result.returncode, result.stdout, result.stderr)
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
     assert "Traceback" not in result.stderr

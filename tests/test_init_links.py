@@ -126,9 +126,10 @@ class TestEntriesOfTheWrongKind:
         assert_one_line_error(result, "/proc/self/nerve-workspace")
 
     def test_an_unwritable_workspace_is_one_line(self, run_nerve, tmp_path):
-        """Defect 10: a workspace inside a read-only place (sysfs) cannot be written."""
+        """Defect 10: a workspace inside a read-only place (sysfs) cannot be written; REL-4:
+        that is "cannot create", 73."""
         result = run_nerve("init", "--workspace", "/sys/nerve-workspace")
-        assert_one_line_error(result, "/sys/nerve-workspace")
+        assert_one_line_error(result, "/sys/nerve-workspace", "permission denied", status=73)
 
     def test_a_render_out_that_cannot_be_created_is_one_line(self, run_nerve):
         """Like init's workspace: a preview folder under /proc cannot be made."""
@@ -136,8 +137,9 @@ class TestEntriesOfTheWrongKind:
         assert_one_line_error(result, "/proc/self/nerve-preview", "cannot be written")
 
     def test_a_render_out_in_a_read_only_place_is_one_line(self, run_nerve):
+        """REL-4: a folder that cannot be created there is 73."""
         result = run_nerve("render", "--out", "/sys/nerve-preview")
-        assert_one_line_error(result, "/sys/nerve-preview", "cannot be written")
+        assert_one_line_error(result, "/sys/nerve-preview", "permission denied", status=73)
 
 
 class TestWorkspaceRoot:

@@ -3,7 +3,10 @@
 Every command reports bad input as one line on stderr and exits with status 2, never with a
 traceback; ``nerve golden check`` exits 1 when the render drifted from the goldens, and
 ``nerve diff`` exits 1 when it showed a difference. A template that cannot be rendered is one
-line naming its file and line, and exit status 3. ``nerve`` alone prints the usage.
+line naming its file and line, and exit status 3. A file the machine will not let a command
+use is one line naming it, with its fault's status: 75 busy or full, 73 read-only or
+permission denied, 74 an I/O error, 2 damaged (REL-4, docs/exit-status.md). ``nerve`` alone
+prints the usage.
 """
 
 from __future__ import annotations

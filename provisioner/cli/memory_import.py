@@ -27,6 +27,7 @@ from provisioner.cli.memory_files import add_path_options
 from provisioner.config.paths import default_paths
 from provisioner.counts import counted
 from provisioner.runtime.gateway.json_depth import nested_deeper_than
+from provisioner.runtime.sqlite_file import FileFault, file_fault
 from provisioner.runtime.transcripts_sqlite import instant_of, parsed_time
 
 IMPORT_FIELDS = ("session_id", "role", "content", "created_at")
@@ -153,26 +154,27 @@ def _spool_stdin(spool: IO[bytes]) -> None:
 def _store(path: Path, name: str, records: Iterator[Record]) -> tuple[int, int]:
     """``records`` into the transcripts at ``path`` in one transaction: ``(new, already)``.
 
-    A file that cannot be written as transcripts (busy past the wait, damaged, full) is one
-    line, and the transaction's rollback leaves nothing of this import behind.
+    A file that cannot be written as transcripts (busy past the wait, full, read-only,
+    damaged) is one line with its status (REL-4), and the transaction's rollback leaves
+    nothing of this import behind.
     """
-    from provisioner.cli.memory_files import open_transcripts
-    from provisioner.runtime.sqlite_file import BUSY_TIMEOUT_MS, is_busy
+    from provisioner.cli.memory_files import open_transcripts, unusable
 
     try:
-        with open_transcripts(path) as transcripts:
+        transcripts = open_transcripts(path)
+    except (UsageError, FileFault) as refusal:
+        refusal.args = (f"{refusal}; nothing imported",)
+        raise
+    with transcripts:
+        try:
             return _read_or_refuse(name, lambda: transcripts.import_messages(records))
-    except sqlite3.Error as error:
-        if is_busy(error):
-            raise UsageError(
-                f"{path}: busy — another nerve process kept the transcripts locked for more "
-                f"than {BUSY_TIMEOUT_MS / 1000:g} s; the file is fine, nothing imported, "
-                "try again once that process is done"
-            ) from None
-        reason = str(error) or type(error).__name__
-        raise UsageError(
-            f"{path}: cannot store the messages ({reason}); nothing imported"
-        ) from None
+        except sqlite3.Error as error:
+            stopped = unusable(path, "the transcripts", error)
+            if not isinstance(stopped, FileFault):  # a file that is not quite a transcripts one
+                reason = str(error) or type(error).__name__
+                stopped = UsageError(f"{path}: cannot store the messages ({reason})")
+            stopped.args = (f"{stopped}; nothing imported",)
+            raise stopped from None
 
 
 def _read_or_refuse(name: str, read: Callable[[], T]) -> T:
@@ -185,6 +187,10 @@ def _read_or_refuse(name: str, read: Callable[[], T]) -> T:
     try:
         return read()
     except OSError as error:
+        fault = file_fault(error, name)
+        if fault is not None:  # REL-4: permission, I/O, a full disk under the spool
+            fault.args = (f"{fault}; nothing imported",)
+            raise fault from None
         reason = error.strerror or type(error).__name__
         raise UsageError(f"{name}: cannot be read ({reason}); nothing imported") from None
 

@@ -100,8 +100,8 @@ def _serving_line(config: Config, config_dir: Path) -> str:
 def _existing_state(config: Config, config_dir: Path) -> Iterator[StateStore | None]:
     """The runtime's state file under Loom when it exists, else None; a viewer creates none.
 
-    A file that is there but cannot be read as the state is one line and exit 2, as in
-    ``nerve memory status``.
+    A file that is there but cannot be used is one line with the status of its fault (75
+    busy or full, 73 read-only, 2 damaged; REL-4), as in ``nerve memory status``.
     """
     from provisioner.cli.memory_files import open_state
     from provisioner.config.paths import default_paths

@@ -13,7 +13,8 @@ print it and exit with status 2 instead of showing a traceback. The expansion an
 in ``provisioner.config.expansion``, the key checks in ``provisioner.config.checks``. Every
 file is read at a bounded cost (CONF-8, see ``provisioner.config.bounded_yaml``): a FIFO, an
 oversized file, an alias bomb, an alias to itself, deep nesting and a key written twice are
-refused with one line naming the file.
+refused with one line naming the file. A file the machine cannot give (permission denied, an
+I/O error) is a ``FileFault`` naming it instead, with that fault's status (73, 74; REL-4).
 
 Problems that do not stop Nerve (an unknown key, a dashboard link that cannot be used) end up
 in ``Config.warnings`` for ``nerve doctor`` to show.
@@ -40,6 +41,7 @@ from provisioner.config.checks import (
 )
 from provisioner.config.expansion import MissingVariables, expand_tree, overlay, record_leaves
 from provisioner.config.model import Config, ConfigError, ConfigFile, kind_of, located
+from provisioner.runtime.sqlite_file import file_fault
 from provisioner.templating.backends import (
     BACKENDS,
     DEFAULT_DEFER_EXTRACTION,
@@ -195,6 +197,9 @@ def _read_yaml(path: Path, text: str | None = None) -> dict[Any, Any] | None:
             path, None, f"is not UTF-8 text ({exc.reason}); expected a YAML file"
         ) from exc
     except OSError as exc:
+        fault = file_fault(exc, path)
+        if fault is not None:  # REL-4: permission or I/O, with the status every command gives it
+            raise fault from exc
         reason = exc.strerror or type(exc).__name__
         raise ConfigError(
             path, None, f"cannot be read ({reason}); expected a readable YAML file"

@@ -15,6 +15,7 @@ import yaml
 from provisioner.config.bounded_yaml import YamlLimitError, load_bounded, read_small_text
 from provisioner.errors import UserError
 from provisioner.files import write_atomically
+from provisioner.runtime.sqlite_file import faults_named
 
 LOCAL_CONFIG_NAME = "config.local.yaml"  # CONF-1
 EMBEDDINGS_KEY_PATH = ("memory", "memu", "openai_api_key")  # INIT-3
@@ -29,7 +30,8 @@ def store_embeddings_key(config_dir: Path, key: str) -> Path:
     """Set memU's embeddings key in ``<config_dir>/config.local.yaml``; returns the path."""
     path = Path(config_dir) / LOCAL_CONFIG_NAME
     try:
-        text = read_small_text(path)
+        with faults_named(path):
+            text = read_small_text(path)
         loaded = load_bounded(text) if text is not None else None
     except (YamlLimitError, yaml.YAMLError, UnicodeDecodeError) as error:
         problem = " ".join(str(error).split())
@@ -46,5 +48,6 @@ def store_embeddings_key(config_dir: Path, key: str) -> Path:
         node = child
     node[EMBEDDINGS_KEY_PATH[-1]] = key
     text = yaml.safe_dump(document, sort_keys=False)
-    write_atomically(path, text.encode("utf-8"), SECRET_FILE_MODE)
+    with faults_named(path):  # REL-4: a full config folder is named, not the workspace
+        write_atomically(path, text.encode("utf-8"), SECRET_FILE_MODE)
     return path

@@ -28,6 +28,7 @@ from provisioner.config.loader import (
     load_config,
 )
 from provisioner.doctor.check import ERR, OK, WARN, Check, joined, lookup
+from provisioner.runtime.sqlite_file import FileFault
 
 # DOC-1: the values whose origin doctor names; the memory.loom keys only under Loom.
 ORIGIN_KEYS = ("memory.backend", "mcp_gateway_url")
@@ -59,6 +60,16 @@ def config_checks(
                 f"the configuration does not load: {error}",
                 advice="fix the file and key named; nothing else about memory can be checked",
                 source=str(error.path) if error.path else None,
+            )
+        ]
+    except FileFault as fault:  # REL-4: the machine would not give the file; a check says so
+        return None, [
+            Check(
+                "config.load",
+                ERR,
+                f"the configuration cannot be read: {fault}",
+                advice="nothing else about memory can be checked until it can be read",
+                source=fault.path,
             )
         ]
     checks = [files_check(config)]

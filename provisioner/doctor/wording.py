@@ -31,6 +31,7 @@ from pathlib import Path
 
 from provisioner.doctor.check import OK, WARN, Check, joined
 from provisioner.doctor.cron_prompts import CRON_FILES, CRON_FOLDER, NOT_A_JOBS_FILE, prompt_view
+from provisioner.runtime.sqlite_file import CAUSE_OF_KIND, FileFault
 from provisioner.templating.backends import Backend, ContractFixtureError, get_backend
 from provisioner.templating.wording import NamedTool, places_not_nameable
 from provisioner.workspace.fs import WorkspaceRefused, WorkspaceRoot
@@ -116,6 +117,8 @@ def lint_workspace(
                 _lint_cron(lint, root, allowed, skip, backend)
     except WorkspaceRefused:
         lint.unread.append((".", "cannot be opened"))
+    except FileFault as fault:  # REL-4: permission or I/O, said as such
+        lint.unread.append((".", f"cannot be opened ({CAUSE_OF_KIND[fault.kind]})"))
     return lint
 
 

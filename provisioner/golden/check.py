@@ -26,6 +26,7 @@ from provisioner.errors import UserError
 from provisioner.files import file_mode, write_atomically
 from provisioner.golden.places import WordingPlace, wording_places
 from provisioner.golden.shown import is_manifest, manifest_summary, new_file_detail
+from provisioner.runtime.sqlite_file import faults_named
 from provisioner.templating import jobs
 from provisioner.templating.backends import BACKEND_NAMES, BACKENDS, PROFILES
 from provisioner.templating.folder import active_folder
@@ -344,7 +345,8 @@ def apply_update(
             _remove_empty_parents(target.parent, golden_dir)
         else:
             written = expected[difference.path]
-            write_atomically(target, written.content, file_mode(written.executable))
+            with faults_named(target):  # REL-4: a full or read-only golden folder, one line
+                write_atomically(target, written.content, file_mode(written.executable))
         touched.append(difference.path)
     left = _report(rendered, golden_dir, others, prompts=not recording)
     return UpdateResult(sorted(set(touched)), chosen, left)

@@ -9,7 +9,9 @@ link of any depth, even when a link appears between a check and a write.
 
 A link, a folder where a file belongs, a file where a folder belongs, or anything that is not a
 regular file (FIFO, socket, device) on a path init uses is refused with ``WorkspaceRefused``,
-one line naming the path; links elsewhere in the workspace are left alone.
+one line naming the path; links elsewhere in the workspace are left alone. A fault of the
+machine itself (a full disk, a read-only file system, permission denied, an I/O error) is a
+``FileFault`` naming the path instead, with the exit status every command gives it (REL-4).
 
 Writes are atomic: the bytes go to ``.<name>.nerve-tmp`` beside the target (a leftover of an
 interrupted run is removed first, without following it) and replace the target in one rename.
@@ -25,6 +27,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path, PurePosixPath
 
 from provisioner.errors import UserError
+from provisioner.runtime.sqlite_file import FileFault, file_fault
 
 TEMPORARY_SUFFIX = ".nerve-tmp"
 # INIT-7: init's files are kilobytes; a bigger file is read only this far, which is enough to
@@ -65,7 +68,7 @@ def prepare_workspace(workspace: Path) -> Path:
     try:
         workspace.mkdir(parents=True, exist_ok=True)
     except OSError as error:
-        raise WorkspaceRefused(
+        raise machine_fault(error, workspace) or WorkspaceRefused(
             f"{workspace}: cannot be created ({error.strerror or type(error).__name__}); "
             "expected a writable folder"
         ) from None
@@ -80,7 +83,7 @@ class WorkspaceRoot:
         try:
             self._fd = os.open(workspace, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except OSError as error:
-            raise WorkspaceRefused(
+            raise machine_fault(error, workspace) or WorkspaceRefused(
                 f"{workspace}: cannot be opened ({error.strerror}); expected a workspace folder"
             ) from None
 
@@ -148,7 +151,10 @@ class WorkspaceRoot:
             return refusal(self.path, walked, f"is {_kind(mode)}; expected a folder")
         return self._os_refusal(walked, error)
 
-    def _os_refusal(self, relative: str, error: OSError) -> WorkspaceRefused:
+    def _os_refusal(self, relative: str, error: OSError) -> WorkspaceRefused | FileFault:
+        fault = machine_fault(error, self.path / relative)
+        if fault is not None:
+            return fault
         reason = error.strerror or type(error).__name__
         return refusal(
             self.path, relative, f"cannot be used ({reason}); expected a writable folder"
@@ -177,7 +183,13 @@ class WorkspaceRoot:
                 os.close(fd)
                 raise refusal(self.path, relative, f"is {_kind(mode)}; expected a file")
             with os.fdopen(fd, "rb") as handle:
-                return handle.read(MAX_READ_BYTES + 1), mode
+                try:
+                    return handle.read(MAX_READ_BYTES + 1), mode
+                except OSError as error:
+                    fault = machine_fault(error, self.path / relative)
+                    if fault is None:
+                        raise
+                    raise fault from error
 
     def _file_refusal(self, parent: int, name: str, relative: str, error: OSError) -> Exception:
         if error.errno == errno.ELOOP:
@@ -202,8 +214,11 @@ class WorkspaceRoot:
                     os.fchmod(handle.fileno(), mode & 0o777)
                 self._refuse_non_file(parent, name, relative)
                 os.replace(temporary, name, src_dir_fd=parent, dst_dir_fd=parent)
-            except BaseException:
+            except BaseException as error:
                 self._remove_entry(parent, temporary)
+                fault = machine_fault(error, self.path / relative)
+                if fault is not None:
+                    raise fault from error
                 raise
 
     def remove(self, relative: str) -> None:
@@ -227,6 +242,30 @@ class WorkspaceRoot:
     def _remove_entry(parent: int, name: str) -> None:
         with suppress(FileNotFoundError):
             os.unlink(name, dir_fd=parent)
+
+
+def write_refusal(error: OSError, workspace: Path) -> Exception:
+    """Why init could not write: a ``FileFault`` for a fault of the machine, naming the file
+    when the error names one (a file in the configuration folder is named as such, REL-4),
+    else ``WorkspaceRefused``."""
+    path = Path(error.filename) if error.filename else workspace
+    return machine_fault(error, path) or WorkspaceRefused(
+        f"{path}: cannot be written ({error.strerror}); expected a writable workspace"
+    )
+
+
+def machine_fault(error: BaseException, path: Path) -> FileFault | None:
+    """``error`` as a ``FileFault`` naming ``path`` when it is a fault of the machine (busy, full,
+    read-only, permission, I/O), else None: the caller then words its own refusal.
+
+    ``path`` is named, not the error's ``filename``: below the workspace that is a bare name
+    relative to an open folder, or a temporary one, and a write through a descriptor has none.
+    """
+    if isinstance(error, FileFault):
+        return error
+    if not isinstance(error, OSError):
+        return None
+    return file_fault(error, path)
 
 
 def _parts(relative: str) -> list[str]:

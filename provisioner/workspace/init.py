@@ -45,7 +45,7 @@ from provisioner.templating.questions import (
     echo,
     load_questions,
 )
-from provisioner.workspace.fs import WorkspaceRefused, WorkspaceRoot, prepare_workspace
+from provisioner.workspace.fs import WorkspaceRoot, prepare_workspace, write_refusal
 from provisioner.workspace.lock import WorkspaceLock
 from provisioner.workspace.placement import Placement, place
 from provisioner.workspace.render import (
@@ -168,10 +168,7 @@ def run_init(request: InitRequest, prompter: Prompter | None) -> InitResult:
     except OSError as error:
         if isinstance(error, UserError):
             raise
-        raise WorkspaceRefused(
-            f"{error.filename or workspace}: cannot be written ({error.strerror}); "
-            "expected a writable workspace"
-        ) from None
+        raise write_refusal(error, workspace) from None
     finally:
         if new:
             _remove_if_empty(workspace)

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 
 from provisioner.errors import UserError
-from provisioner.workspace.fs import LINK_PROBLEM, WorkspaceRoot, refusal
+from provisioner.workspace.fs import LINK_PROBLEM, WorkspaceRoot, machine_fault, refusal
 
 LOCK_PATH = ".nerve/init.lock"  # INIT-7
 LOCK_WAIT_S = 5.0  # INIT-7: how long a second init waits for the first
@@ -54,8 +54,15 @@ class WorkspaceLock:
             fd = self._open()
             if self._take(fd):
                 self._fd = fd
-                os.ftruncate(fd, 0)
-                os.write(fd, f"{os.getpid()}\n".encode())
+                try:
+                    os.ftruncate(fd, 0)
+                    os.write(fd, f"{os.getpid()}\n".encode())
+                except BaseException as error:
+                    self.__exit__()  # a full disk: let go of the lock, leave no file open
+                    fault = machine_fault(error, self.root.path / LOCK_PATH)
+                    if fault is None:
+                        raise
+                    raise fault from error
                 return self
             holder = _holder(fd)
             os.close(fd)
@@ -69,9 +76,11 @@ class WorkspaceLock:
 
     def __exit__(self, *_: object) -> None:
         if self._fd is not None:
-            self.root.remove(LOCK_PATH)
-            os.close(self._fd)  # closing releases the flock
-            self._fd = None
+            try:
+                self.root.remove(LOCK_PATH)
+            finally:
+                os.close(self._fd)  # closing releases the flock
+                self._fd = None
 
     def _open(self) -> int:
         folder, name = LOCK_PATH.rsplit("/", 1)
@@ -80,6 +89,9 @@ class WorkspaceLock:
             try:
                 return os.open(name, _LOCK_FLAGS, 0o644, dir_fd=parent)
             except OSError as error:
+                fault = machine_fault(error, self.root.path / LOCK_PATH)
+                if fault is not None:  # REL-4: read-only, permission, full
+                    raise fault from None
                 problem = LINK_PROBLEM if error.errno == errno.ELOOP else error.strerror
                 raise refusal(self.root.path, LOCK_PATH, str(problem)) from None
 

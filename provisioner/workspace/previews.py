@@ -17,7 +17,7 @@ from provisioner.errors import UserError
 from provisioner.templating.backends import BACKEND_NAMES, DEFAULT_BACKEND, get_backend
 from provisioner.templating.questions import echo
 from provisioner.workspace.diff import unified_diff
-from provisioner.workspace.fs import WorkspaceRoot
+from provisioner.workspace.fs import WorkspaceRoot, machine_fault
 from provisioner.workspace.init import InitError, InitRequest, resolve_answers
 from provisioner.workspace.render import MANIFEST_PATH, RenderedFile, render_workspace
 from provisioner.workspace.state import read_state
@@ -50,6 +50,9 @@ def render_preview(
         out.mkdir(parents=True, exist_ok=True)
         return render_workspace(answers, out), warnings
     except OSError as error:
+        fault = machine_fault(error, Path(error.filename) if error.filename else out)
+        if fault is not None:  # REL-4: full, read-only, permission or I/O, with its status
+            raise fault from None
         reason = error.strerror or type(error).__name__
         raise PreviewError(f"{out}: cannot be written ({reason}); expected a new folder") from None
 

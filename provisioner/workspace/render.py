@@ -28,6 +28,7 @@ from typing import Any
 
 from provisioner.config.loader import SETTINGS_FILE
 from provisioner.errors import TemplateBroken
+from provisioner.runtime.sqlite_file import faults_named
 from provisioner.templating import assets
 from provisioner.templating.backends import DEFAULT_BACKEND, DEFAULT_PROFILE
 
@@ -226,9 +227,13 @@ def read_tree(root: Path) -> Iterator[RenderedFile]:
 
 
 def read_file(path: Path, relative: str) -> RenderedFile:
-    """The file at ``path`` as a ``RenderedFile`` named ``relative``: bytes and exec bit."""
-    executable = bool(path.stat().st_mode & stat.S_IXUSR)
-    return RenderedFile(relative, path.read_bytes(), executable)
+    """The file at ``path`` as a ``RenderedFile`` named ``relative``: bytes and exec bit.
+
+    A fault of the machine (permission, an I/O error) is a ``FileFault`` naming ``path``.
+    """
+    with faults_named(path):
+        executable = bool(path.stat().st_mode & stat.S_IXUSR)
+        return RenderedFile(relative, path.read_bytes(), executable)
 
 
 def manifest_bytes(answers: Mapping[str, Any], files: Mapping[str, str]) -> bytes:

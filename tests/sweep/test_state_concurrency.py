@@ -210,11 +210,11 @@ class TestABusyFile:
         tmp_path: Path,
         capsys: pytest.CaptureFixture[str],
     ) -> None:
-        """SWEEP-12: exit 2 with one line saying the file is busy; no advice to move it aside,
-        no traceback, and the file is left as it was."""
+        """SWEEP-12, REL-4: exit 75 (try again later) with one line saying the file is busy; no
+        advice to move it aside, no traceback, and the file is left as it was."""
         loom_config(tmp_path / "cfg", None)
         before = held_state.read_bytes()
-        assert main([*command, *cli_paths(tmp_path, tmp_path / "cfg")]) == 2
+        assert main([*command, *cli_paths(tmp_path, tmp_path / "cfg")]) == 75
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "Traceback" not in err
         assert f"{held_state}: busy" in err
@@ -242,7 +242,7 @@ class TestABusyFile:
             holder.execute("ROLLBACK")
             holder.close()
         err = capsys.readouterr().err
-        assert status == 2
+        assert status == 75
         assert err.count("\n") == 1 and "Traceback" not in err
         assert f"{transcripts}: busy" in err and "the file is fine" in err
         assert not [word for word in DAMAGE_WORDS if word in err]

@@ -383,7 +383,7 @@ class TestBadInput:
         (config_dir / "memory").mkdir()
         (config_dir / "memory" / "state.sqlite3").write_bytes(b"not a database" * 100)
         done = run_nerve("web", "--port", "0", "--config-dir", str(config_dir))
-        assert_one_line_error(done, "state.sqlite3", "move this one aside")
+        assert_one_line_error(done, "state.sqlite3", "not a database", "move it aside")
 
     def test_without_the_web_extra_one_line_says_how_to_install_it(self, tmp_path: Path) -> None:
         """The package installs without the web extra; the command says how to get it."""
