@@ -226,19 +226,38 @@ class DevGateway:
             await _play_fault(rule, request_id, receive, send)
             return
         session = arguments.get("session_id") if isinstance(arguments, dict) else None
-        self.answering.append(session)
-        self.most_at_once = max(self.most_at_once, len(self.answering))
-        overlap = self.answering.count(session) if session is not None else 0  # a probe: none
-        self.most_for_one_session = max(self.most_for_one_session, overlap)
+        answered = self._answering(session)
         try:
             if decision.delay_s:  # a slow Loom (latency): nobody to answer once the caller left
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(_wait_for_disconnect(receive), decision.delay_s)
                     return
             app = self._json_app if answered_as == "json" else self._sse_app
-            await app(scope, replay_body(body, receive), send)
+            await app(scope, replay_body(body, receive), _ending_first(send, answered))
         finally:
-            self.answering.remove(session)
+            answered()
+
+    def _answering(self, session: object) -> Callable[[], None]:
+        """Count a call of ``session`` as under way (SWEEP-14's overlap counters); the callable
+        returned ends it, once however often it is called.
+
+        The call must end before the last byte of its answer goes out, not when the app
+        returns: a caller that has read its whole answer may send its next call at once, and
+        that call must not find this one still counted (it would look like two at once).
+        """
+        self.answering.append(session)
+        self.most_at_once = max(self.most_at_once, len(self.answering))
+        overlap = self.answering.count(session) if session is not None else 0  # a probe: none
+        self.most_for_one_session = max(self.most_for_one_session, overlap)
+        ended = False
+
+        def end() -> None:
+            nonlocal ended
+            if not ended:
+                ended = True
+                self.answering.remove(session)
+
+        return end
 
     def _answer_mode(self) -> str:
         if self._answers != "mixed":
@@ -417,6 +436,17 @@ def _sends_json(scope: dict[str, Any]) -> bool:
             media_type = value.decode("latin-1").split(";", 1)[0].strip().lower()
             return media_type == JSON_CONTENT_TYPE
     return False
+
+
+def _ending_first(send: Send, end: Callable[[], None]) -> Send:
+    """A ``send`` that calls ``end`` just before the answer's last body message goes out."""
+
+    async def sending(message: MutableMapping[str, Any]) -> None:
+        if message["type"] == "http.response.body" and not message.get("more_body", False):
+            end()
+        await send(message)
+
+    return sending
 
 
 def replay_body(body: bytes, receive: Receive) -> Receive:
