@@ -36,6 +36,7 @@ from provisioner.cli.common import (
 from provisioner.config.paths import MEMORY_DIR, STATE_FILE, default_paths
 
 if TYPE_CHECKING:
+    from provisioner.cli.stopping import StopSignals
     from provisioner.migration.memu_store import MemuStore
     from provisioner.migration.migrate import MigrationProgress
     from provisioner.migration.report import MigrationReport
@@ -79,8 +80,7 @@ def _file_argument(text: str) -> Path:
 
 
 def _run_migrate(args: argparse.Namespace) -> int:
-    import asyncio
-
+    from provisioner.cli.stopping import run_stoppable
     from provisioner.config.loader import load_config
     from provisioner.migration.memu_store import MemuStore
 
@@ -97,7 +97,7 @@ def _run_migrate(args: argparse.Namespace) -> int:
                 f"{where or 'configuration'}: memory.backend is {config.memory_backend!r}; the "
                 "migration writes into Loom: set memory.backend: loom, or look first with --dry-run"
             )
-        return asyncio.run(_migrate(config, store, state_path, as_json=args.json))
+        return run_stoppable(lambda stop: _migrate(config, store, state_path, stop, args.json))
 
 
 def memu_db_path(config: Any, config_dir: Path) -> Path:
@@ -143,7 +143,13 @@ def _dry_run(store: MemuStore, state_path: Path, *, as_json: bool) -> int:
     return EXIT_OK
 
 
-async def _migrate(config: Any, store: MemuStore, state_path: Path, *, as_json: bool) -> int:
+async def _migrate(
+    config: Any, store: MemuStore, state_path: Path, stop: StopSignals, as_json: bool
+) -> int:
+    """The run and its report; on SIGINT or SIGTERM (REL-9) the report of the run so far is
+    printed, with the signal's status, before the cancellation goes on."""
+    import asyncio
+
     from provisioner.cli.memory_files import open_state
     from provisioner.migration.migrate import Migration
     from provisioner.runtime.loom.backend import LoomMemory
@@ -151,15 +157,25 @@ async def _migrate(config: Any, store: MemuStore, state_path: Path, *, as_json: 
     progress = _progress_printer()
     with open_state(state_path) as state:
         async with LoomMemory.from_config(config, state=state) as memory:
-            report = await Migration(memory, store, state).run(progress=progress)
+            migration = Migration(memory, store, state)
+            try:
+                report = await migration.run(progress=progress)
+            except asyncio.CancelledError:
+                if migration.report is not None:
+                    _print_report(migration.report, stop.exit_status, progress, as_json=as_json)
+                raise
+    status = exit_status(report)
+    _print_report(report, status, progress, as_json=as_json)
+    return status
+
+
+def _print_report(report: MigrationReport, status: int, progress: Any, *, as_json: bool) -> None:
     if progress is not None:
         print(file=sys.stderr, flush=True)
-    status = exit_status(report)
     if as_json:
         print(json.dumps({**report.as_dict(), "exit_status": status}), flush=True)
     else:
         print("\n".join(report.lines()), flush=True)
-    return status
 
 
 def exit_status(report: MigrationReport) -> int:

@@ -33,12 +33,23 @@ import json
 import random
 import socket
 import struct
-import sys
 from collections import deque
-from collections.abc import Awaitable, Callable, MutableMapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from provisioner.devgateway.asgi import (
+    JSON_CONTENT_TYPE,
+    BodyTooLarge,
+    Receive,
+    Send,
+    ending_first,
+    json_answer,
+    read_body,
+    replay_body,
+    sends_json,
+    start_answer,
+)
 from provisioner.devgateway.contract import LOOM_OP, LoomOpTool, ServedTool, served_tools
 from provisioner.devgateway.faults import (
     DEFAULT_FAULT_CODE,
@@ -59,19 +70,10 @@ TRICKLE_EVERY_S = 0.5
 REQUEST_MAX_BYTES = 32 * 1024 * 1024  # bodies beyond this are refused 413 whatever the faults
 FAULTS_REQUEST_MAX_BYTES = 64 * 1024  # a fault switch is a short spec and a seed
 JSON_MAX_DEPTH = 128  # our choice: Loom's arguments nest a few levels; Python's decoder ~1000
-JSON_CONTENT_TYPE = "application/json"
-LENGTH_MAX_DIGITS = 18  # a Content-Length of more digits is past every limit here
 PARSE_ERROR = -32700  # JSON-RPC: the body is not JSON the server can read
 CALLS_KEPT = 10_000  # how many recent calls ``calls`` remembers
 GATEWAY_CALL_TIMEOUT_MESSAGE = "MCP server timed out"
 CUT_PREFIX = b'event: message\ndata: {"jsonrpc": "2.0", "id": '  # a stream cut off mid-answer
-
-Receive = Callable[[], Awaitable[dict[str, Any]]]
-Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
-
-
-class BodyTooLarge(ValueError):
-    """A request body over the route's limit, declared so or found so while reading."""
 
 
 @dataclass(frozen=True)
@@ -152,17 +154,17 @@ class DevGateway:
         if scope["type"] != "http":
             return
         if not is_loopback_request(scope["headers"]):
-            await _json(send, 403, {"reason": "not_loopback"})
+            await json_answer(send, 403, {"reason": "not_loopback"})
             return
         route = (scope["method"], scope["path"])
         if route == ("GET", "/catalog"):
-            await _json(send, 200, self.catalog())
+            await json_answer(send, 200, self.catalog())
         elif scope["path"] == "/_dev/faults":
             await self._faults_route(scope, receive, send)
         elif route == ("POST", MCP_PATH):
             await self._tools_call(scope, receive, send)
         else:
-            await _json(send, 404, {"reason": "not_found"})
+            await json_answer(send, 404, {"reason": "not_found"})
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         async with contextlib.AsyncExitStack() as stack:
@@ -178,44 +180,44 @@ class DevGateway:
 
     async def _faults_route(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
         if scope["method"] == "POST":
-            if not _sends_json(scope):
+            if not sends_json(scope):
                 detail = f"send the switch as Content-Type: {JSON_CONTENT_TYPE}"
-                await _json(send, 415, {"reason": "unsupported_media_type", "detail": detail})
+                await json_answer(send, 415, {"reason": "unsupported_media_type", "detail": detail})
                 return
             try:
                 body = await read_body(receive, FAULTS_REQUEST_MAX_BYTES, scope)
                 spec, seed = _fault_switch(body)
                 self.faults.switch(spec, seed=seed)
             except BodyTooLarge:
-                await _json(send, 413, {"reason": "body_too_large"})
+                await json_answer(send, 413, {"reason": "body_too_large"})
                 return
             except ValueError as error:
-                await _json(send, 400, {"reason": "bad_fault_spec", "detail": str(error)})
+                await json_answer(send, 400, {"reason": "bad_fault_spec", "detail": str(error)})
                 return
             self._log(f"faults now: {self.faults.spec or 'none'}")
         elif scope["method"] != "GET":
-            await _json(send, 405, {"reason": "method_not_allowed"})
+            await json_answer(send, 405, {"reason": "method_not_allowed"})
             return
-        await _json(send, 200, {"faults": self.faults.spec, "seed": self.faults.seed})
+        await json_answer(send, 200, {"faults": self.faults.spec, "seed": self.faults.seed})
 
     async def _tools_call(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
         try:
             body = await read_body(receive, REQUEST_MAX_BYTES, scope)
         except BodyTooLarge:
-            await _json(send, 413, {"reason": "body_too_large"})
+            await json_answer(send, 413, {"reason": "body_too_large"})
             return
         if nested_deeper_than(body, JSON_MAX_DEPTH):
             self._log("tools/call ?: refused, JSON nested too deep")
             message = f"Parse error: JSON nested deeper than {JSON_MAX_DEPTH} levels"
             error = {"code": PARSE_ERROR, "message": message}
-            await _json(send, 400, {"jsonrpc": "2.0", "id": None, "error": error})
+            await json_answer(send, 400, {"jsonrpc": "2.0", "id": None, "error": error})
             return
         tool, arguments, request_id = _call_of(body)
         if tool in self.unlisted:
             self.calls.append(SeenCall(tool, arguments, "unlisted", "fault"))
             self._log(f"tools/call {tool}: not listed, refused")
             error = {"code": -32001, "message": f"policy: {tool} is not allowed for this agent"}
-            await _json(send, 200, {"jsonrpc": "2.0", "id": request_id, "error": error})
+            await json_answer(send, 200, {"jsonrpc": "2.0", "id": request_id, "error": error})
             return
         decision = self.faults.decide(tool, body)
         rule, delayed = decision.rule, f" after {decision.delay_s:g} s" * bool(decision.delay_s)
@@ -233,7 +235,7 @@ class DevGateway:
                     await asyncio.wait_for(_wait_for_disconnect(receive), decision.delay_s)
                     return
             app = self._json_app if answered_as == "json" else self._sse_app
-            await app(scope, replay_body(body, receive), _ending_first(send, answered))
+            await app(scope, replay_body(body, receive), ending_first(send, answered))
         finally:
             answered()
 
@@ -322,20 +324,20 @@ async def _play_fault(rule: FaultRule, request_id: Any, receive: Receive, send: 
         error: dict[str, Any] = {"code": code, "message": message}
         if data is not None:
             error["data"] = data
-        await _json(send, 200, {"jsonrpc": "2.0", "id": request_id, "error": error})
+        await json_answer(send, 200, {"jsonrpc": "2.0", "id": request_id, "error": error})
     elif rule.name == "too-large":
-        await _json(send, 413, {"reason": "request_too_large"})
+        await json_answer(send, 413, {"reason": "request_too_large"})
     elif rule.name == "429":
         retry_after = rule.argument or str(DEFAULT_RETRY_AFTER_S)
-        await _json(send, 429, {"reason": "rate_limited"}, [("retry-after", retry_after)])
+        await json_answer(send, 429, {"reason": "rate_limited"}, [("retry-after", retry_after)])
     elif rule.name in ("502", "503", "504"):
-        await _json(send, int(rule.name), {"reason": "upstream_error"})
+        await json_answer(send, int(rule.name), {"reason": "upstream_error"})
     elif rule.name == "hang":
         await _wait_for_disconnect(receive)
     elif rule.name == "trickle":
         await _trickle(receive, send)
     elif rule.name == "cut":
-        await _start(send, 200, "text/event-stream")
+        await start_answer(send, 200, "text/event-stream")
         await send({"type": "http.response.body", "body": CUT_PREFIX, "more_body": True})
         _cut_connection(send)
     else:  # reset
@@ -350,7 +352,7 @@ async def _wait_for_disconnect(receive: Receive) -> None:
 
 
 async def _trickle(receive: Receive, send: Send) -> None:
-    await _start(send, 200, "text/event-stream")
+    await start_answer(send, 200, "text/event-stream")
     watcher = asyncio.ensure_future(_wait_for_disconnect(receive))
     try:
         while not watcher.done():
@@ -385,96 +387,3 @@ def _reset_connection(send: Send) -> None:
         with contextlib.suppress(OSError):
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     transport.abort()
-
-
-# --- plumbing -------------------------------------------------------------------------------
-
-
-async def read_body(receive: Receive, limit: int, scope: dict[str, Any] | None = None) -> bytes:
-    """The whole request body, at most ``limit`` bytes (``BodyTooLarge`` past it).
-
-    With the request's ``scope``, a ``Content-Length`` over ``limit`` is refused before a byte
-    is read, so a client cannot hold the gateway waiting for a body it was never going to
-    take. A body sent in chunks is counted as it arrives. A client that disconnects midway
-    leaves what arrived until then.
-    """
-    if scope is not None and _declared_length(scope) > limit:
-        raise BodyTooLarge("request body over the limit")
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            break
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            raise BodyTooLarge("request body over the limit")
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            break
-    return b"".join(chunks)
-
-
-def _declared_length(scope: dict[str, Any]) -> int:
-    """The request's ``Content-Length`` (0 when it sends none; uvicorn refuses a malformed one).
-
-    A length of more digits than any body could have is read as too long without converting
-    it: Python refuses to turn thousands of digits into an integer.
-    """
-    for name, value in scope["headers"]:
-        digits = value.strip()
-        if name.lower() == b"content-length" and digits.isdigit():
-            return int(digits) if len(digits) <= LENGTH_MAX_DIGITS else sys.maxsize
-    return 0
-
-
-def _sends_json(scope: dict[str, Any]) -> bool:
-    """Whether the request's ``Content-Type`` is JSON (parameters such as a charset aside)."""
-    for name, value in scope["headers"]:
-        if name.lower() == b"content-type":
-            media_type = value.decode("latin-1").split(";", 1)[0].strip().lower()
-            return media_type == JSON_CONTENT_TYPE
-    return False
-
-
-def _ending_first(send: Send, end: Callable[[], None]) -> Send:
-    """A ``send`` that calls ``end`` just before the answer's last body message goes out."""
-
-    async def sending(message: MutableMapping[str, Any]) -> None:
-        if message["type"] == "http.response.body" and not message.get("more_body", False):
-            end()
-        await send(message)
-
-    return sending
-
-
-def replay_body(body: bytes, receive: Receive) -> Receive:
-    """A ``receive`` that gives ``body`` once, then passes on to the real one."""
-    sent = False
-
-    async def replayed() -> dict[str, Any]:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return replayed
-
-
-async def _start(
-    send: Send, status: int, content_type: str, extra: Sequence[tuple[str, str]] = ()
-) -> None:
-    headers = [(b"content-type", content_type.encode())]
-    headers += [(name.encode(), value.encode()) for name, value in extra]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-
-
-async def _json(
-    send: Send, status: int, payload: Any, extra: list[tuple[str, str]] | None = None
-) -> None:
-    body = json.dumps(payload).encode()
-    headers = [("content-length", str(len(body))), *(extra or [])]
-    await _start(send, status, "application/json", headers)
-    await send({"type": "http.response.body", "body": body, "more_body": False})

@@ -33,6 +33,7 @@ from pathlib import Path
 from provisioner.errors import UserError
 from provisioner.migration.memu_values import (
     BAD_ID,
+    REPEATED_ID,
     SHORT_MAX_BYTES,
     TEXT_MAX_BYTES,
     Dropped,
@@ -97,13 +98,15 @@ class MemuItem:
 class UnusableRow:
     """A row that cannot go to Loom: ``reason`` is one of ``memu_values.REASONS``.
 
-    ``item_id`` is None when the id itself is unusable (``bad_id``); ``row`` is SQLite's
-    rowid, for a report that can name no id.
+    ``item_id`` is None when the id itself cannot be a key (``bad_id``, ``repeated_id``);
+    ``row`` is SQLite's rowid, for a report that can name no id. ``repeated`` is the id a
+    ``repeated_id`` row shares with another row: printable, so a report may name it.
     """
 
     row: int
     item_id: str | None
     reason: str
+    repeated: str | None = None
 
 
 Row = MemuItem | UnusableRow
@@ -145,13 +148,29 @@ class MemuStore:
             raise MemuReadError(error) from error
         return int(count)
 
+    def repeated_ids(self) -> frozenset[str]:
+        """The ids more than one row holds (REL-8): none in a store with memU's primary key,
+        any number in one that lost it. ``MemuReadError`` when the store cannot say."""
+        try:
+            rows = self._db.execute(
+                f"SELECT {_bounded('id')} AS key FROM {ITEMS_TABLE}"
+                " WHERE id IS NOT NULL GROUP BY key HAVING COUNT(*) > 1"
+            ).fetchall()
+        except sqlite3.Error as error:
+            raise MemuReadError(error) from error
+        return frozenset(item_id for (raw,) in rows if (item_id := item_id_of(raw)) is not None)
+
     def pages(self) -> Iterator[list[Row]]:
-        """Every row, a page at a time, in rowid order; ``MemuReadError`` when a page fails."""
+        """Every row, a page at a time, in rowid order; ``MemuReadError`` when a page fails.
+
+        A row whose id another row holds too is an ``UnusableRow`` (``repeated_id``).
+        """
+        repeated = self.repeated_ids()
         after: float = float("-inf")  # below every rowid, the lowest included
         while True:
             try:
                 raw = self._db.execute(self._page_sql(), (after, self._page_items)).fetchall()
-                page = [self._row(values) for values in raw]
+                page = [self._row(values, repeated) for values in raw]
             except sqlite3.Error as error:
                 raise MemuReadError(error) from error
             if not raw:
@@ -167,12 +186,14 @@ class MemuStore:
             f" {', '.join(short)} FROM {ITEMS_TABLE} WHERE rowid > ? ORDER BY rowid LIMIT ?"
         )
 
-    def _row(self, values: tuple[object, ...]) -> Row:
+    def _row(self, values: tuple[object, ...], repeated: frozenset[str]) -> Row:
         row, raw_id, sql_type, byte_length, raw_text, raw_type, *raw_dates = values
         assert isinstance(row, int)
         item_id = item_id_of(raw_id)
         if item_id is None:
             return UnusableRow(row, None, BAD_ID)
+        if item_id in repeated:
+            return UnusableRow(row, None, REPEATED_ID, repeated=item_id)
         text = text_of(raw_text, str(sql_type), byte_length)
         if isinstance(text, Refused):
             return UnusableRow(row, item_id, str(text))

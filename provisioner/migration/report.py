@@ -34,6 +34,8 @@ WHY = {
     STOPPED_SOURCE: "memU's store could not be read on",
     STOPPED_STATE: "the state file could not be written (another process kept it locked); "
     "run again in a moment",
+    STOPPED_INTERRUPTED: "stopped by a signal (SIGINT or SIGTERM); every answer Loom gave is "
+    "kept, run again to go on",
     "breaker_open": "the gateway failed too often; memory could not be reached",
     "no_answer": "the gateway did not answer in time; memory could not be reached",
     "unreachable": "the gateway could not be reached",
@@ -49,7 +51,10 @@ class MigrationReport:
     (never sent again), ``failing`` (Loom's uncoded error, sent again next run) and
     ``waiting`` (an error about the item alone, sent again next run) name items by id.
     ``ledger`` counts the ledger's items by status after the run, and ``left`` the items of
-    the store not yet final in it.
+    the store not yet final in it. ``unusable_rows`` counts the rows whose id cannot be a key:
+    none, not a printable word, or (``repeated_ids``, named) held by more than one row, so
+    that ``memu-<id>`` would name two memories (REL-8). ``retries`` counts the sends made
+    again within the run after a "not now", and ``waited_s`` the seconds waited before them.
     """
 
     source: str
@@ -66,7 +71,10 @@ class MigrationReport:
     failing: list[dict[str, Any]] = field(default_factory=list)
     waiting: list[dict[str, str]] = field(default_factory=list)
     unusable_rows: int = 0
+    repeated_ids: list[str] = field(default_factory=list)
     fields_dropped: int = 0
+    retries: int = 0
+    waited_s: float = 0.0
     ledger: dict[str, int] = field(default_factory=dict)
     left: int = 0
 
@@ -99,11 +107,17 @@ class MigrationReport:
             ],
         )
         lines += _listed("waiting", [f"{w['id']} ({w['kind']})" for w in self.waiting])
+        if self.retries:
+            lines.append(
+                f"  {counted(self.retries, 'write')} sent again after Loom or the gateway "
+                f"answered not now ({self.waited_s:.0f} s waited)"
+            )
         if self.unusable_rows:
             lines.append(
                 f"  {counted(self.unusable_rows, 'row')} without an id that can be a key; "
                 "not written"
             )
+        lines += _listed("repeated id, each on more than one row", self.repeated_ids)
         if self.fields_dropped:
             lines.append(
                 f"  {counted(self.fields_dropped, 'item')} went without a type, category or "
@@ -124,6 +138,7 @@ class DryRunReport:
     already_done: int = 0
     unusable: dict[str, int] = field(default_factory=dict)
     unusable_rows: int = 0
+    repeated_rows: int = 0
     kinds: dict[str, int] = field(default_factory=dict)
     with_tags: int = 0
     fields_dropped: int = 0
@@ -148,6 +163,8 @@ class DryRunReport:
         ]
         if cannot:
             rows = f", no usable id {self.unusable_rows}" if self.unusable_rows else ""
+            if self.repeated_rows:
+                rows += f" ({self.repeated_rows} of them with an id another row holds too)"
             lines.append(f"  cannot go: {reasons or 'none'}{rows}")
         if self.fields_dropped:
             lines.append(f"  {self.fields_dropped} would go without a type, category or date")
