@@ -106,9 +106,13 @@ def _run_gateway(args: argparse.Namespace) -> int:
             raise UsageError(f"--faults: {error}") from None
         data_dir = _data_dir(args.data)
         port = listening.getsockname()[1]
-        print(f"mcp_gateway_url: http://{LOOPBACK}:{port}", flush=True)
         serve_forever(
-            listening, seed=args.seed, faults=args.faults, data_dir=data_dir, answers=args.answers
+            listening,
+            seed=args.seed,
+            faults=args.faults,
+            data_dir=data_dir,
+            answers=args.answers,
+            ready=lambda: print(f"mcp_gateway_url: http://{LOOPBACK}:{port}", flush=True),
         )
     return EXIT_OK
 

@@ -11,11 +11,14 @@ nothing (under any backend). A real run needs ``memory.backend: loom``: what it 
 where the agent's Loom memory is. On a terminal it shows a progress line; it prints the report
 at the end (``--json`` for a machine, with ``exit_status``). Exit status: 0 when every item of
 the store is done (written, or final in the ledger: a conflict, a rejection, a skip), 1 when
-some items did not go (stopped by "not now", a broken answer, a Loom failing item after item,
-memU's store or the state file failing half-way, another migration running, or items left for
-the next run), 75 when memory could not be reached (no gateway URL, not reached, no ``loom`` in
-the catalog, refused, breaker open), 2 for bad input (no memU database, not a memU database, a
-bad flag or configuration).
+some items did not go (stopped by "not now" that lasted through every try, a broken answer, a
+Loom failing item after item, another migration running, or items left for the next run), 75
+when memory could not be reached (no gateway URL, not reached, no ``loom`` in the catalog,
+refused, breaker open), 2 for bad input (no memU database, not a memU database, a bad flag or
+configuration). memU's store or the state file failing, at the start or half-way, is one line
+naming the file and the cause, with that fault's status (REL-4): 75 busy or full, 73 read-only
+or permission denied, 74 an I/O error, 2 damaged. SIGINT ends a run with 130, SIGTERM with
+143, each after the report of the run so far (REL-9).
 """
 
 from __future__ import annotations
@@ -124,10 +127,14 @@ def _dry_run(store: MemuStore, state_path: Path, *, as_json: bool) -> int:
     from provisioner.migration.ledger import final_ids_read_only
     from provisioner.migration.memu_store import MemuReadError
     from provisioner.migration.migrate import dry_run
+    from provisioner.runtime.sqlite_file import FileFault, file_fault
 
     try:
         done = final_ids_read_only(state_path)
     except sqlite3.Error as error:
+        fault = file_fault(error, state_path)
+        if fault is not None and fault.kind != "damaged":
+            raise fault from None  # REL-4: busy, permission, I/O: one line, its status
         raise UsageError(
             f"{state_path}: cannot be read as the memory state ({error}); expected a file "
             "nerve memory wrote, or none"
@@ -135,6 +142,8 @@ def _dry_run(store: MemuStore, state_path: Path, *, as_json: bool) -> int:
     try:
         report = dry_run(store, done)
     except MemuReadError as error:
+        if error.fault_kind not in (None, "damaged"):
+            raise FileFault(store.path, error.fault_kind) from None
         raise UsageError(f"{store.path}: {error}; expected memU's database") from None
     if as_json:
         print(json.dumps({**report.as_dict(), "exit_status": EXIT_OK}), flush=True)
@@ -179,9 +188,16 @@ def _print_report(report: MigrationReport, status: int, progress: Any, *, as_jso
 
 
 def exit_status(report: MigrationReport) -> int:
-    """0: every item done; 75: memory could not be reached; 1: anything else left undone."""
+    """0: every item done; 75: memory could not be reached; a file fault's own status when
+    the state file or memU's store failed (REL-4: 75 busy or full, 73, 74, 2); 1: anything
+    else left undone."""
+    from provisioner.migration.report import STOPPED_SOURCE, STOPPED_STATE
+    from provisioner.runtime.sqlite_file import EXIT_STATUS_OF_KIND
+
     if report.stopped in UNREACHABLE_STOPS:
         return EXIT_UNREACHABLE
+    if report.stopped in (STOPPED_SOURCE, STOPPED_STATE):
+        return EXIT_STATUS_OF_KIND.get(report.error_kind or "", EXIT_DIFFERENCE)
     if report.stopped == "done" and report.left == 0:
         return EXIT_OK
     return EXIT_DIFFERENCE

@@ -117,17 +117,21 @@ def serve_forever(
     faults: str,
     data_dir: Path | None,
     answers: str,
+    ready: Callable[[], None] = lambda: None,
 ) -> None:
     """Serve on the ``listening`` socket in the foreground until interrupted.
 
     The caller bound the socket before this module's heavy imports, so a client that connects
     while the server is still starting waits in the socket's backlog instead of being refused.
+    ``ready`` is called once the stand-in's memories are open (the command then prints the
+    URL to use); a ``data_dir`` whose file cannot be used raises ``FileFault`` before that.
     """
 
     def log(line: str) -> None:
         print(f"dev gateway: {line}", file=sys.stderr, flush=True)
 
     app = build_gateway(seed=seed, faults=faults, data_dir=data_dir, answers=answers)
+    ready()
     app.set_log(log)
     server = _server(app, 0)
     where = data_dir or "memory (lost on exit)"

@@ -20,7 +20,9 @@ Nerve's write lock; a lock met anyway is waited out for ``READ_WAIT_MS``. Pages 
 ``rowid``, ``PAGE_ITEMS`` at a time, each query read to its end, and no value longer than its
 use is loaded: a text over Loom's limit is measured, never read. Whatever a row holds, reading
 it never raises (``memu_values`` decides what can go); a file that cannot be read at all is a
-``MemuStoreError`` (bad input, one line), and one that fails half-way a ``MemuReadError``.
+``MemuStoreError`` (bad input, one line) or, for a fault of the machine (busy past the wait,
+permission, the disk failing), a ``FileFault`` naming it (REL-4); one that fails half-way is
+a ``MemuReadError``.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ from provisioner.migration.memu_values import (
 )
 from provisioner.runtime.loom.answers import TAGS_MAX
 from provisioner.runtime.loom.types import MemoryWrite
-from provisioner.runtime.sqlite_file import is_busy
+from provisioner.runtime.sqlite_file import FaultKind, FileFault, classify_file_error
 
 ITEMS_TABLE = "memu_memory_items"  # Nerve's name for memU's sqlite_memory_items
 CATEGORIES_TABLE = "memu_memory_categories"  # ... for sqlite_memory_categories
@@ -68,11 +70,13 @@ class MemuStoreError(UserError):
 
 class MemuReadError(RuntimeError):
     """The store failed while a page was read (damaged past its first pages, locked past the
-    wait). ``kind`` names SQLite's error class; the message never holds a row's text."""
+    wait). ``kind`` names SQLite's error class, ``fault_kind`` the file fault it is (REL-4:
+    ``busy``, ``io``, ``damaged``, …) or None; the message never holds a row's text."""
 
     def __init__(self, error: sqlite3.Error) -> None:
         self.kind = type(error).__name__
-        super().__init__(f"memU's store could not be read on: {self.kind}")
+        self.fault_kind: FaultKind | None = classify_file_error(error)
+        super().__init__(f"memU's store could not be read on: {self.fault_kind or self.kind}")
 
 
 @dataclass(frozen=True)
@@ -126,7 +130,7 @@ class MemuStore:
         self._page_items = page_items
         self._db = _open(self.path, read_wait_ms)
         try:
-            self._columns, self._has_categories = _shape_of(self._db, self.path, read_wait_ms)
+            self._columns, self._has_categories = _shape_of(self._db, self.path)
         except BaseException:
             self._db.close()
             raise
@@ -247,14 +251,12 @@ def _open(path: Path, read_wait_ms: int) -> sqlite3.Connection:
             timeout=read_wait_ms / 1000,
         )
     except sqlite3.Error as error:
-        raise MemuStoreError(f"{path}: cannot be opened ({error}); {EXPECTED}") from None
+        raise _unreadable(path, error) from None
     database.text_factory = text_factory
     return database
 
 
-def _shape_of(
-    database: sqlite3.Connection, path: Path, read_wait_ms: int
-) -> tuple[frozenset[str], bool]:
+def _shape_of(database: sqlite3.Connection, path: Path) -> tuple[frozenset[str], bool]:
     """The item table's columns, and whether the category tables are there to join."""
     try:
         tables = {str(row[0]) for row in database.execute("SELECT name FROM sqlite_master")}
@@ -272,15 +274,18 @@ def _shape_of(
         database.execute(f"SELECT rowid FROM {ITEMS_TABLE} LIMIT 0").fetchall()
         joined = {CATEGORIES_TABLE, LINKS_TABLE} <= tables and _has_link_columns(database)
     except sqlite3.Error as error:
-        if is_busy(error):
-            raise MemuStoreError(
-                f"{path}: busy — another process (Nerve's memU) kept it locked for more than "
-                f"{read_wait_ms / 1000:g} s; the file is fine, try again in a moment"
-            ) from None
-        raise MemuStoreError(
-            f"{path}: cannot be read as a SQLite database ({error}); {EXPECTED}"
-        ) from None
+        raise _unreadable(path, error) from None
     return columns, joined
+
+
+def _unreadable(path: Path, error: sqlite3.Error) -> Exception:
+    """Why the store cannot be read, as one line naming it (REL-4): a ``FileFault`` for a
+    fault of the machine (busy past the wait: 75; permission: 73; the disk failing: 74),
+    else ``MemuStoreError`` (a file that is not memU's database: 2)."""
+    kind = classify_file_error(error)
+    if kind is not None and kind != "damaged":
+        return FileFault(path, kind, detail=str(error))
+    return MemuStoreError(f"{path}: cannot be read as a SQLite database ({error}); {EXPECTED}")
 
 
 def _has_link_columns(database: sqlite3.Connection) -> bool:

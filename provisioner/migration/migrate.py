@@ -73,6 +73,7 @@ from provisioner.runtime.gateway.errors import (
 from provisioner.runtime.loom.types import MemoryWrite, WriteVerdict
 from provisioner.runtime.loom.write import WRITE_DEADLINE_S
 from provisioner.runtime.memory_contract import MemoryBackendUnavailable
+from provisioner.runtime.sqlite_file import classify_file_error
 from provisioner.runtime.state import StateStore
 from provisioner.runtime.sweep.outcomes import SWEEP_ERRORS, error_kind, reaction_to
 
@@ -145,15 +146,18 @@ class Migration:
 
     async def run(self, progress: ProgressCallback | None = None) -> MigrationReport:
         """One run over the whole store; never raises for Loom, the gateway, memU's rows or a
-        state file another process keeps locked past its wait (the run then stops with
-        ``state_failed``; an answer not yet noted is sent again next run).
+        state file that cannot be written (busy past its wait, a full disk, …: the run then
+        stops with ``state_failed`` and the fault's kind, REL-4; an answer not yet noted is
+        sent again next run).
 
         Returns at once, with ``stopped == "already_running"``, while another migration of
         the same state file runs. ``progress`` is called after each page. A run cancelled
         (SIGINT or SIGTERM, REL-9) or killed by any other exception leaves its report, with
         ``stopped == "interrupted"`` and the ledger's counts, in ``self.report``.
         """
-        report = self.report = MigrationReport(source=str(self._store.path))
+        report = self.report = MigrationReport(
+            source=str(self._store.path), state=str(self._state.path)
+        )
         with migration_lock(self._state.path) as held:
             if not held:
                 report.stopped = STOPPED_BUSY
@@ -161,13 +165,14 @@ class Migration:
             try:
                 report.items_total = self._store.count()
             except MemuReadError as error:
-                report.stopped, report.error_kind = STOPPED_SOURCE, error.kind
+                report.stopped, report.error_kind = STOPPED_SOURCE, error.fault_kind or error.kind
                 return report
             try:
                 await self._run(report, progress)
             except sqlite3.Error as error:
-                log.warning("the state file could not be written: %s", type(error).__name__)
-                report.stopped, report.error_kind = STOPPED_STATE, type(error).__name__
+                kind = classify_file_error(error) or type(error).__name__  # REL-4: full, busy, …
+                log.warning("the state file could not be written: %s", kind)
+                report.stopped, report.error_kind = STOPPED_STATE, kind
             finally:
                 self._count_what_is_left(report)
         return report
@@ -199,8 +204,8 @@ class Migration:
                 if progress is not None:
                     progress(MigrationProgress(report.items_seen, report.items_total, report.sent))
         except MemuReadError as error:
-            log.warning("memU's store could not be read on: %s", error.kind)
-            report.error_kind = error.kind
+            report.error_kind = error.fault_kind or error.kind
+            log.warning("memU's store could not be read on: %s", report.error_kind)
             return STOPPED_SOURCE
         return STOPPED_DONE
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from provisioner.counts import counted
 from provisioner.runtime.loom.types import WRITE_VERDICTS
+from provisioner.runtime.sqlite_file import CAUSE_OF_KIND
 
 IDS_SHOWN = 20  # our choice: ids a text report lists per kind; --json lists them all
 
@@ -24,7 +25,7 @@ STOPPED_CONTRACT = "contract_broken"  # an answer out of contract: a bug to repo
 STOPPED_LOOM_FAILING = "loom_failing"  # Loom's uncoded error on every item of a stretch
 STOPPED_SOURCE = "source_failed"  # memU's store could not be read on
 STOPPED_INTERRUPTED = "interrupted"  # the process was stopped mid-run (what the ledger keeps)
-STOPPED_STATE = "state_failed"  # the state file could not be written (locked past the wait)
+STOPPED_STATE = "state_failed"  # the state file could not be written (busy, full, …: REL-4)
 
 WHY = {
     STOPPED_BUSY: "another migration of this state file is running; this one sent nothing",
@@ -32,8 +33,7 @@ WHY = {
     STOPPED_CONTRACT: "an answer broke Loom's contract; report it, nothing more was sent",
     STOPPED_LOOM_FAILING: "Loom failed item after item with its internal error; run again later",
     STOPPED_SOURCE: "memU's store could not be read on",
-    STOPPED_STATE: "the state file could not be written (another process kept it locked); "
-    "run again in a moment",
+    STOPPED_STATE: "the state file could not be written",
     STOPPED_INTERRUPTED: "stopped by a signal (SIGINT or SIGTERM); every answer Loom gave is "
     "kept, run again to go on",
     "breaker_open": "the gateway failed too often; memory could not be reached",
@@ -47,7 +47,8 @@ WHY = {
 class MigrationReport:
     """One run of ``nerve memory migrate`` (also what ``--json`` prints, with exit_status).
 
-    ``verdicts`` counts Loom's answers this run; ``rejected``, ``conflicts``, ``skipped``
+    ``state`` is the state file keeping the ledger. ``verdicts`` counts Loom's answers this
+    run; ``rejected``, ``conflicts``, ``skipped``
     (never sent again), ``failing`` (Loom's uncoded error, sent again next run) and
     ``waiting`` (an error about the item alone, sent again next run) name items by id.
     ``ledger`` counts the ledger's items by status after the run, and ``left`` the items of
@@ -58,6 +59,7 @@ class MigrationReport:
     """
 
     source: str
+    state: str = ""
     stopped: str = STOPPED_DONE
     error_kind: str | None = None
     items_total: int = 0
@@ -91,8 +93,7 @@ class MigrationReport:
             f"{self.already_done} already done"
         ]
         if self.stopped in WHY:
-            kind = f" ({self.error_kind})" if self.error_kind else ""
-            lines.append(f"  stopped: {WHY[self.stopped]}{kind}")
+            lines.append(f"  stopped: {self._why()}")
         rejected = [
             f"{r['id']} ({r['reason']})" if r["reason"] else str(r["id"]) for r in self.rejected
         ]
@@ -125,6 +126,16 @@ class MigrationReport:
                 "held in a form Loom cannot keep"
             )
         return lines
+
+    def _why(self) -> str:
+        """Why the run stopped; a file fault names the file and the cause (REL-4)."""
+        cause = CAUSE_OF_KIND.get(self.error_kind or "")
+        if cause is not None and self.stopped == STOPPED_STATE:
+            return f"the state file {self.state} could not be written: {cause}"
+        if cause is not None and self.stopped == STOPPED_SOURCE:
+            return f"memU's store {self.source} could not be read on: {cause}"
+        kind = f" ({self.error_kind})" if self.error_kind else ""
+        return f"{WHY[self.stopped]}{kind}"
 
 
 @dataclass

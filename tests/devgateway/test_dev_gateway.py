@@ -230,6 +230,20 @@ class TestCommandLine:
         result = run_nerve("dev", "gateway", "--port", "0", "--data", str(tmp_path / "taken"))
         assert_one_line_error(result, "--data")
 
+    def test_a_damaged_store_in_the_data_folder_is_one_line_and_exit_2(
+        self, run_nerve, tmp_path
+    ) -> None:
+        """REL-4: the file named, its fault said, no traceback and no URL to use."""
+        from provisioner.devgateway.store import DATABASE_FILE
+        from tests.conftest import assert_one_line_error
+
+        stored = tmp_path / "data" / DATABASE_FILE
+        stored.parent.mkdir()
+        stored.write_bytes(b"not a database, " * 512)
+        result = run_nerve("dev", "gateway", "--port", "0", "--data", str(stored.parent))
+        assert_one_line_error(result, str(stored), "damaged")
+        assert result.stdout == ""
+
     def test_a_bad_fault_spec_is_one_line_and_exit_2(self, run_nerve) -> None:
         from tests.conftest import assert_one_line_error
 

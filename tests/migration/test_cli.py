@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import pty
@@ -9,6 +10,7 @@ import signal
 import sqlite3
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,6 +24,7 @@ from tests.conftest import read_terminal
 
 from .conftest import Nerve
 from .memu_db import MemuDb
+from .test_memu_store import damage
 
 CANARY = "zebra-canary"  # in every item's text; never in what the command prints
 LONG_RETRY_AFTER_S = int(NOT_NOW_WAIT_MAX_S) + 30  # a "not now" a run does not wait out
@@ -320,6 +323,96 @@ class TestInterrupted:
         assert report["already_done"] + report["sent"] == 400
         assert report["verdicts"]["duplicate"] <= 1  # at most the write in flight
         assert_each_item_once(gateway, memu)
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A folder on a 1 MiB tmpfs, for a disk that really fills; skipped where this process may
+    not mount one (not root). Elsewhere the full disk is an injected failing writer
+    (test_migrate.py)."""
+    folder = tmp_path / "small-disk"
+    folder.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(folder)],
+        capture_output=True,
+        check=False,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"no tmpfs could be mounted: {mounted.stderr.decode().strip()}")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], capture_output=True, check=False)
+
+
+def fill_the_disk(folder: Path) -> None:
+    """Write a file in ``folder`` until its file system has no byte left."""
+    filler = os.open(folder / "filler", os.O_WRONLY | os.O_CREAT)
+    try:
+        while True:
+            os.write(filler, b"\0" * 512)
+    except OSError as error:
+        assert error.errno == errno.ENOSPC
+    finally:
+        os.close(filler)
+
+
+class TestFileFaults:
+    def test_a_full_disk_under_the_state_file_is_one_line_saying_so_and_status_75(
+        self, nerve: Nerve, gateway: RunningGateway, small_disk: Path
+    ) -> None:
+        """REL-4: the real thing on a small tmpfs: full, never "locked"."""
+        nerve.loom(gateway.base_url)
+        memu = default_memu(nerve)
+        fill(memu, 2)
+        state = small_disk / "state.sqlite3"
+        assert nerve.migrate_json("--state", str(state))[0] == 0
+        fill(memu, 200)
+        holder = sqlite3.connect(state)  # keeps the WAL's files in place while the disk fills
+        try:
+            holder.execute("SELECT COUNT(*) FROM migration_item").fetchall()
+            fill_the_disk(small_disk)
+            done = nerve.migrate("--state", str(state))
+        finally:
+            holder.close()
+        assert done.returncode == 75, done.stdout + done.stderr
+        assert "Traceback" not in done.stderr and "lock" not in done.stdout
+        assert f"the state file {state} could not be written: the disk is full" in done.stdout
+
+    def test_a_damaged_memu_store_is_named_with_status_2(
+        self, nerve: Nerve, gateway: RunningGateway
+    ) -> None:
+        nerve.loom(gateway.base_url)
+        memu = default_memu(nerve)
+        fill(memu, 40)
+        damage(memu.path)
+        done = nerve.migrate()
+        assert done.returncode == 2 and "Traceback" not in done.stderr
+        assert f"memU's store {memu.path} could not be read on: damaged" in done.stdout
+        dry = nerve.migrate("--dry-run")
+        assert dry.returncode == 2 and "Traceback" not in dry.stderr
+        assert len(dry.stderr.strip().splitlines()) == 1 and str(memu.path) in dry.stderr
+
+    @pytest.mark.slow
+    def test_a_memu_store_nerve_keeps_locked_is_busy_with_status_75(
+        self, nerve: Nerve, gateway: RunningGateway
+    ) -> None:
+        nerve.loom(gateway.base_url)
+        memu = default_memu(nerve)
+        fill(memu, 2)
+        holder = sqlite3.connect(memu.path)
+        try:
+            holder.execute("BEGIN EXCLUSIVE")
+            done = nerve.migrate()
+        finally:
+            holder.rollback()
+            holder.close()
+        assert done.returncode == 75 and done.stdout == ""
+        assert done.stderr.strip() == (
+            f"nerve: error: {memu.path}: busy: another process holds it; try again later"
+        )
 
 
 class TestStoppedBySignal:

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
+from provisioner.cli.memory_migrate import exit_status
 from provisioner.migration.ledger import (
     FAILURES_TO_SKIP,
     Ledger,
@@ -374,6 +377,24 @@ class TestRepeatedIds:
         assert "with an id another row holds too" in "\n".join(report.lines())
 
 
+class FillingState(StateStore):
+    """A state file whose disk fills after ``writes_left`` transactions: each later one fails
+    as SQLite fails it then."""
+
+    def __init__(self, path: Path, *, writes_left: int) -> None:
+        self.writes_left = 1_000  # the schema's own writes, while the store opens
+        super().__init__(path)
+        self.writes_left = writes_left
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        if self.writes_left <= 0:
+            raise sqlite3.OperationalError("database or disk is full")
+        self.writes_left -= 1
+        with super().transaction() as db:
+            yield db
+
+
 class TestAStateFileKeptLocked:
     @pytest.mark.slow
     async def test_a_state_file_locked_past_the_wait_stops_the_run_without_a_traceback(
@@ -388,10 +409,25 @@ class TestAStateFileKeptLocked:
         finally:
             holder.rollback()
             holder.close()
-        assert (report.stopped, report.error_kind) == ("state_failed", "OperationalError")
+        assert (report.stopped, report.error_kind) == ("state_failed", "busy")
+        assert f"the state file {state.path} could not be written: busy" in report.lines()[1]
         assert loom.calls == []
         again = await migrate(memu, state, loom)
         assert (again.stopped, again.left) == ("done", 0)
+
+    async def test_a_full_disk_is_reported_as_a_full_disk_with_status_75(
+        self, memu: MemuDb, tmp_path: Path, loom: ScriptedLoom
+    ) -> None:
+        """REL-4, with a writer failing as SQLite does on a full disk (the real disk: the
+        command-line test on a small tmpfs)."""
+        memu.add_items(6)
+        with FillingState(tmp_path / "state.sqlite3", writes_left=5) as state:
+            report = await migrate(memu, state, loom)
+        assert (report.stopped, report.error_kind) == ("state_failed", "full")
+        why = report.lines()[1]
+        assert "the disk is full; free some space, then try again" in why
+        assert "lock" not in why
+        assert exit_status(report) == 75
 
 
 class TestOneAtATime:
