@@ -8,7 +8,10 @@ Routes:
   list as canonical JSON;
 * ``POST /s/loom/mcp`` — one ``tools/call`` per POST. The fault plan decides first; if no fault
   plays, the SDK server answers, as JSON or as an event stream (``answers``: ``json``, ``sse``,
-  or ``mixed`` — chosen per call from the seed);
+  or ``mixed`` — chosen per call from the seed). A ``tools/list`` is answered by the SDK
+  server with each tool's schema, no fault playing on it (counted in ``listings``); with
+  ``older_memory_set`` that schema, and the check of every call, is an older Loom's
+  ``loom_memory_set`` without ``kind``, ``tags`` and the dates (REL-8);
 * ``GET /_dev/faults`` and ``POST /_dev/faults`` with ``{"faults": SPEC, "seed": N}`` — the
   rules in force, and switching them while the gateway runs.
 
@@ -50,7 +53,7 @@ from provisioner.devgateway.asgi import (
     sends_json,
     start_answer,
 )
-from provisioner.devgateway.contract import LOOM_OP, LoomOpTool, ServedTool, served_tools
+from provisioner.devgateway.contract import LOOM_OP, served_tools, with_an_older_memory_set
 from provisioner.devgateway.faults import (
     DEFAULT_FAULT_CODE,
     DEFAULT_RETRY_AFTER_S,
@@ -73,6 +76,7 @@ JSON_MAX_DEPTH = 128  # our choice: Loom's arguments nest a few levels; Python's
 PARSE_ERROR = -32700  # JSON-RPC: the body is not JSON the server can read
 CALLS_KEPT = 10_000  # how many recent calls ``calls`` remembers
 GATEWAY_CALL_TIMEOUT_MESSAGE = "MCP server timed out"
+TOOLS_LIST = "tools/list"  # MCP: the tools the server declares, with their schemas
 CUT_PREFIX = b'event: message\ndata: {"jsonrpc": "2.0", "id": '  # a stream cut off mid-answer
 
 
@@ -96,13 +100,16 @@ class DevGateway:
         faults: FaultPlan | None = None,
         answers: str = "mixed",
         log: Callable[[str], None] | None = None,
+        older_memory_set: bool = False,
     ) -> None:
         if answers not in ANSWER_MODES:
             raise ValueError(f"answers {answers!r}: expected one of {', '.join(ANSWER_MODES)}")
         self.store = store or LoomStandIn()
         self.faults = faults or FaultPlan()
         self.calls: deque[SeenCall] = deque(maxlen=CALLS_KEPT)
-        self.tools: dict[str, ServedTool | LoomOpTool] = served_tools()
+        self.listings = 0  # tools/list requests answered (REL-8)
+        tools = served_tools()
+        self.tools = with_an_older_memory_set(tools) if older_memory_set else tools
         self.unlisted: set[str] = set()
         self.answering: list[object] = []  # Loom's answers under way: each call's session_id
         self.most_at_once = self.most_for_one_session = 0  # SWEEP-14: what a sweep overlapped
@@ -212,7 +219,13 @@ class DevGateway:
             error = {"code": PARSE_ERROR, "message": message}
             await json_answer(send, 400, {"jsonrpc": "2.0", "id": None, "error": error})
             return
-        tool, arguments, request_id = _call_of(body)
+        method, tool, arguments, request_id = _call_of(body)
+        if method == TOOLS_LIST:  # what Loom declares: no fault plays on it, it is not a call
+            self.listings += 1
+            self._log("tools/list")
+            app = self._json_app if self._answer_mode() == "json" else self._sse_app
+            await app(scope, replay_body(body, receive), send)
+            return
         if tool in self.unlisted:
             self.calls.append(SeenCall(tool, arguments, "unlisted", "fault"))
             self._log(f"tools/call {tool}: not listed, refused")
@@ -267,8 +280,8 @@ class DevGateway:
         return self._answer_draw.choice(("json", "sse"))
 
 
-def _call_of(body: bytes) -> tuple[str, Any, Any]:
-    """The tool name, arguments and request id of a ``tools/call`` body ("" when unreadable).
+def _call_of(body: bytes) -> tuple[str, str, Any, Any]:
+    """The method, tool name, arguments and request id of a JSON-RPC body ("" when unreadable).
 
     The caller has bounded the nesting already; ``RecursionError`` is caught all the same, so
     that no body can make this a 500.
@@ -276,9 +289,10 @@ def _call_of(body: bytes) -> tuple[str, Any, Any]:
     try:
         request = json.loads(body)
         params = request.get("params") or {}
-        return str(params.get("name", "")), params.get("arguments"), request.get("id")
+        method = str(request.get("method", ""))
+        return method, str(params.get("name", "")), params.get("arguments"), request.get("id")
     except (ValueError, AttributeError, RecursionError):
-        return "", None, None
+        return "", "", None, None
 
 
 def _fault_switch(body: bytes) -> tuple[str, int | None]:

@@ -23,6 +23,10 @@ A failed write is answered as the sweep answers a failed extraction (``reaction_
 * anything else about the one item (a body too large for the gateway, a tool that refused):
   the item waits for the next run, and the run goes on.
 
+Each write carries the item's kind, tags and dates only where the live ``loom_memory_set``
+declares them (its ``inputSchema``, read once per run with MCP ``tools/list``): an older Loom
+takes the text under its key, and the report counts per field what was left out (REL-8).
+
 ``dry_run`` counts what a run would do, sending and writing nothing. Reports and log lines name
 items by id, never by text.
 """
@@ -247,6 +251,8 @@ class Migration:
         report.sent += 1
         self._ledger.record_verdict(item.item_id, verdict)
         report.verdicts[verdict.verdict] += 1
+        for name in verdict.left_out:  # REL-8: what the live Loom does not declare
+            report.left_out[name] = report.left_out.get(name, 0) + 1
         if verdict.verdict == "rejected":
             report.rejected.append({"id": item.item_id, "reason": verdict.reason})
         elif verdict.verdict == "conflict":

@@ -54,7 +54,9 @@ class MigrationReport:
     ``ledger`` counts the ledger's items by status after the run, and ``left`` the items of
     the store not yet final in it. ``unusable_rows`` counts the rows whose id cannot be a key:
     none, not a printable word, or (``repeated_ids``, named) held by more than one row, so
-    that ``memu-<id>`` would name two memories (REL-8). ``retries`` counts the sends made
+    that ``memu-<id>`` would name two memories (REL-8). ``left_out`` counts, per field, the
+    items written without it because the live ``loom_memory_set`` does not declare it (an
+    older Loom: no ``kind``, ``tags`` or dates; REL-8). ``retries`` counts the sends made
     again within the run after a "not now", and ``waited_s`` the seconds waited before them.
     """
 
@@ -75,6 +77,7 @@ class MigrationReport:
     unusable_rows: int = 0
     repeated_ids: list[str] = field(default_factory=list)
     fields_dropped: int = 0
+    left_out: dict[str, int] = field(default_factory=dict)
     retries: int = 0
     waited_s: float = 0.0
     ledger: dict[str, int] = field(default_factory=dict)
@@ -108,6 +111,11 @@ class MigrationReport:
             ],
         )
         lines += _listed("waiting", [f"{w['id']} ({w['kind']})" for w in self.waiting])
+        if self.left_out:
+            fields = ", ".join(f"{name} {count}" for name, count in sorted(self.left_out.items()))
+            lines.append(
+                f"  written without what this Loom's loom_memory_set does not take: {fields}"
+            )
         if self.retries:
             lines.append(
                 f"  {counted(self.retries, 'write')} sent again after Loom or the gateway "

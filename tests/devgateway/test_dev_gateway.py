@@ -9,10 +9,10 @@ import sys
 import httpx
 import pytest
 
-from provisioner.devgateway import FaultSpecError, RunningGateway, parse_fault_spec
+from provisioner.devgateway import FaultSpecError, RunningGateway, parse_fault_spec, serve_in_thread
 from provisioner.runtime.gateway.catalog import parse_catalog
 
-from .conftest import nerve_without_the_sdk, tools_call
+from .conftest import MCP_HEADERS, nerve_without_the_sdk, tools_call
 
 MESSAGE = {"role": "user", "content": "x", "created_at": "2026-01-01T00:00:00Z"}
 
@@ -162,6 +162,45 @@ class TestLoomStandIn:
         answer = rpc_of(tools_call(client, gateway.base_url, tool, arguments))
         schema = gateway.app.tools[tool].result_schema
         jsonschema.validate(answer["result"]["structuredContent"], schema)
+
+
+def tools_list(http: httpx.Client, base_url: str) -> dict:
+    """One raw MCP ``tools/list`` POST; its JSON-RPC answer."""
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    return rpc_of(http.post(f"{base_url}/s/loom/mcp", json=body, headers=MCP_HEADERS))
+
+
+def memory_set_properties(answer: dict) -> set[str]:
+    (tool,) = [t for t in answer["result"]["tools"] if t["name"] == "loom_memory_set"]
+    return set(tool["inputSchema"]["properties"])
+
+
+class TestToolsList:
+    def test_tools_list_declares_each_tool_with_its_schema_and_no_fault_plays_on_it(
+        self, gateway: RunningGateway, client: httpx.Client
+    ) -> None:
+        """REL-8: what a caller reads to send only what the live Loom declares."""
+        gateway.app.faults.switch("503")
+        answer = tools_list(client, gateway.base_url)
+        names = {tool["name"] for tool in answer["result"]["tools"]}
+        assert names == set(gateway.app.tools)
+        assert {"kind", "tags", "created_at", "happened_at"} <= memory_set_properties(answer)
+        assert (gateway.app.listings, len(gateway.app.calls)) == (1, 0)
+
+    def test_an_older_memory_set_declares_no_kind_tags_or_dates_and_refuses_them(
+        self, client: httpx.Client
+    ) -> None:
+        with serve_in_thread(seed=3, older_memory_set=True) as older:
+            declared = memory_set_properties(tools_list(client, older.base_url))
+            refused = rpc_of(
+                tools_call(
+                    client, older.base_url, "loom_memory_set", {"text": "tea", "kind": "event"}
+                )
+            )
+            taken = rpc_of(tools_call(client, older.base_url, "loom_memory_set", {"text": "tea"}))
+        assert declared == {"text", "memory_key", "namespace", "pinned", "proposed"}
+        assert refused["error"]["code"] == -32602
+        assert "error" not in taken
 
 
 class TestFaultSpec:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.devgateway import RunningGateway
+from provisioner.devgateway import RunningGateway, serve_in_thread
 from provisioner.doctor.check import OK, WARN
 from provisioner.doctor.migration import migration_checks
 from provisioner.migration.migrate import NOT_NOW_WAIT_MAX_S
@@ -213,6 +213,23 @@ class TestAHostileStore:
         assert gateway.app.store.memory_keys() == [f"memu-{fine}"]
         text = nerve.migrate()
         assert text.returncode == 0 and "twice" in text.stdout
+
+
+class TestAnOlderLoom:
+    def test_the_run_finishes_and_the_report_counts_the_fields_left_out(self, nerve: Nerve) -> None:
+        """REL-8 (b): an older loom_memory_set (no kind, tags or dates) takes every item."""
+        memu = default_memu(nerve)
+        fill(memu, 4)
+        with serve_in_thread(seed=2, older_memory_set=True) as older:
+            nerve.loom(older.base_url)
+            status, report = nerve.migrate_json()
+            text = nerve.migrate("--state", str(nerve.config_dir / "another-ledger.sqlite3"))
+            stored = len(older.app.store.memory_keys())
+        assert (status, report["stopped"], report["left"], stored) == (0, "done", 0, 4)
+        assert report["left_out"]["kind"] == 4 and report["left_out"]["created_at"] == 4
+        assert text.returncode == 0 and "duplicate 4" in text.stdout  # the same keys again
+        assert "written without what this Loom's loom_memory_set does not take: " in text.stdout
+        assert "kind 4" in text.stdout
 
 
 class TestMemoryNotReachable:

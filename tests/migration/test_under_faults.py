@@ -75,3 +75,44 @@ class TestAThirdOfTheCallsNotNow:
         assert (report.stopped, report.left, report.error_kind) == ("not_now", 3, "MayPass")
         assert len(faulty_gateway.app.calls) == NOT_NOW_TRIES
         assert len(sleep.waits) == NOT_NOW_TRIES - 1
+
+
+@pytest.fixture
+def older_gateway() -> Iterator[RunningGateway]:
+    """A dev gateway whose loom_memory_set is an older Loom's: no kind, tags or dates."""
+    with serve_in_thread(seed=FAULT_SEED, older_memory_set=True) as running:
+        yield running
+
+
+class TestAnOlderLoom:
+    async def test_every_item_goes_without_the_fields_it_does_not_declare_counted(
+        self, older_gateway: RunningGateway, memu: MemuDb, state: StateStore
+    ) -> None:
+        """REL-8 (b): the schema is read once per run; nothing is refused -32602."""
+        ids = memu.add_items(8)
+        report = await migrate_through(older_gateway, memu, state, RecordedSleep())
+        assert (report.stopped, report.left, report.verdicts["clear"]) == ("done", 0, 8)
+        assert older_gateway.app.listings == 1
+        assert report.left_out == {
+            "kind": 8,
+            "tags": 5,
+            "created_at": 8,
+            "updated_at": 8,
+            "happened_at": 2,
+        }
+        for call in older_gateway.app.calls:
+            assert set(call.arguments) <= {"text", "memory_key", "namespace"}
+        kept = older_gateway.app.store.memory(f"memu-{ids[1]}")
+        assert kept is not None and kept["kind"] is None
+        line = next(text for text in report.lines() if "does not take" in text)
+        assert "created_at 8" in line and "kind 8" in line
+
+    async def test_a_loom_that_declares_every_field_gets_every_field(
+        self, faulty_gateway: RunningGateway, memu: MemuDb, state: StateStore
+    ) -> None:
+        ids = memu.add_items(3)
+        report = await migrate_through(faulty_gateway, memu, state, RecordedSleep())
+        assert (report.stopped, report.left, report.left_out) == ("done", 0, {})
+        assert faulty_gateway.app.listings == 1
+        kept = faulty_gateway.app.store.memory(f"memu-{ids[0]}")
+        assert kept is not None and kept["kind"] == "profile"
