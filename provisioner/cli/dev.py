@@ -53,6 +53,12 @@ def register(commands: argparse._SubParsersAction) -> None:
         "--data", type=str, default=None, metavar="DIR", help="keep memories in DIR"
     )
     gateway.add_argument(
+        "--older-memory-set",
+        action="store_true",
+        help="serve loom_memory_set as an older Loom does: without kind, tags and dates "
+        "(in tools/list, and a write sending one is refused)",
+    )
+    gateway.add_argument(
         "--answers",
         choices=("json", "sse", "mixed"),
         default="mixed",
@@ -106,9 +112,14 @@ def _run_gateway(args: argparse.Namespace) -> int:
             raise UsageError(f"--faults: {error}") from None
         data_dir = _data_dir(args.data)
         port = listening.getsockname()[1]
-        print(f"mcp_gateway_url: http://{LOOPBACK}:{port}", flush=True)
         serve_forever(
-            listening, seed=args.seed, faults=args.faults, data_dir=data_dir, answers=args.answers
+            listening,
+            seed=args.seed,
+            faults=args.faults,
+            data_dir=data_dir,
+            answers=args.answers,
+            older_memory_set=args.older_memory_set,
+            ready=lambda: print(f"mcp_gateway_url: http://{LOOPBACK}:{port}", flush=True),
         )
     return EXIT_OK
 

@@ -22,8 +22,9 @@ words say why it stopped, and tells a monitor the truth by its exit status (SWEE
   reached or not answering, no catalog or none listing ``loom``, a policy refusal, the breaker
   open): nothing to fix in the sweep, try again later;
 * 2: bad input, one line. With ``--every`` each report carries its own ``exit_status``, and an
-  interrupt ends the process with 130 as for every command; nothing is lost, since every
-  batch is recorded in its own transaction.
+  interrupt ends the process with 130 as for every command, SIGTERM with 143, each after a
+  line saying so (REL-9); nothing is lost, since every batch is recorded in its own
+  transaction.
 
 ``--backfill all|since:DATE`` first moves watermarks back over the history left to memU after a
 switch, and the sweep sends it; ``--plan`` prints what a sweep would send now, sending and
@@ -57,6 +58,9 @@ from provisioner.config.paths import default_paths
 from provisioner.counts import counted
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable
+
+    from provisioner.cli.stopping import StopSignals
     from provisioner.runtime.sweep.sweeper import SweepReport
 
 DURATION = re.compile(r"(?P<amount>\d+)(?P<unit>[smh]?)")
@@ -143,7 +147,37 @@ def _run_sweep(args: argparse.Namespace) -> int:
             "the sweep extracts into Loom only (memory.backend: loom)"
         )
     options = {"every_s": args.every, "as_json": args.json, "scope": args.backfill}
-    return asyncio.run(_sweep(config, paths, from_nerve=from_nerve, **options))
+    from provisioner.cli.stopping import run_stoppable
+
+    return run_stoppable(
+        lambda stop: _stopped_with_a_line(
+            _sweep(config, paths, from_nerve=from_nerve, **options), stop, as_json=args.json
+        )
+    )
+
+
+async def _stopped_with_a_line(
+    sweeping: Awaitable[int], stop: StopSignals, *, as_json: bool
+) -> int:
+    """``sweeping``'s status; on SIGINT or SIGTERM (REL-9) one line saying so first: on stderr
+    (stdout keeps the reports of sweeps that ran to their end), or with ``--json`` one object
+    on stdout, carrying the signal's exit status.
+
+    The sweep under way is cancelled: every batch Loom answered is already recorded, each in
+    its own transaction, and the next sweep goes on from there.
+    """
+    try:
+        return await sweeping
+    except asyncio.CancelledError:
+        reason = (
+            f"stopped by {stop.name}; what Loom took is kept, the next sweep goes on from there"
+        )
+        if as_json:
+            line = {"stopped": "interrupted", "reason": reason, "exit_status": stop.exit_status}
+            print(json.dumps(line), flush=True)
+        else:
+            print(f"sweep interrupted: {reason}", file=sys.stderr, flush=True)
+        raise
 
 
 async def _sweep(
