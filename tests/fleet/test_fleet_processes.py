@@ -4,6 +4,7 @@ interrupt in the middle of ``fleet update`` followed by a run that finishes the 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from provisioner.workspace.render import MANIFEST_PATH
-from tests.conftest import REPO_ROOT, clean_environment
+from tests.conftest import REPO_ROOT, clean_environment, read_terminal
 from tests.fleet.conftest import Provision
 
 HOLD_THE_LOCK = """
@@ -143,3 +144,25 @@ class TestInterrupted:
             timeout=120,
         )
         assert check.returncode == 0, check.stdout
+
+
+@pytest.mark.slow
+class TestProgress:
+    def test_on_a_terminal_stderr_shows_progress_and_stdout_stays_the_json(
+        self, tmp_path: Path, switched_fleet: Path
+    ) -> None:
+        leader, follower = os.openpty()
+        try:
+            process = subprocess.Popen(
+                [*fleet_command(switched_fleet, "--json")[:4], "check", "--inventory",
+                 str(switched_fleet), "--json"],
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=follower,
+                env=environment(tmp_path), text=True,
+            )  # fmt: skip
+        finally:
+            os.close(follower)
+        shown = read_terminal(leader)
+        out, _err = process.communicate(timeout=120)
+        assert process.returncode == 1
+        assert "\rchecked 3/3 workspaces" in shown
+        assert json.loads(out)["summary"]["drift"] == 3
