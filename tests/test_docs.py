@@ -574,7 +574,12 @@ class TestJsonOutputsDocumented:
         text = " ".join(page_text(DOCS / "troubleshooting.md").split())
         checks = ", ".join(f'"{key}"' for key in report["checks"][0])
         summary = ", ".join(f'"{key}"' for key in report["summary"])
-        assert f'{{"schema": {report["schema"]}, "checks": [{{{checks}}}]' in text
+        statuses = "|".join(("OK", "WARN", "ERR"))
+        assert list(report) == ["schema", "status", "checks", "summary"]
+        assert (
+            f'{{"schema": {report["schema"]}, "status": "{statuses}", "checks": [{{{checks}}}]'
+            in text
+        )
         assert f'"summary": {{{summary}}}}}' in text
 
 

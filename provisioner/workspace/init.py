@@ -33,6 +33,7 @@ from provisioner.config.loader import (
     ConfigError,
     load_config,
 )
+from provisioner.config.local_file import switch_advice
 from provisioner.config.setup_steps import SetupContext
 from provisioner.errors import UserError
 from provisioner.templating.backends import DEFAULT_BACKEND, get_backend
@@ -213,6 +214,7 @@ def _provision(
         backend, backend_source = choose_backend(request.backend, config, recorded)
         answers = replace(answers, memory_backend=backend)
     warnings = [*config.warnings, *answer_warnings, *layers.kept_warning(answers.lockdown, config)]
+    warnings += switch_advice(config, backend, request.config_dir)  # FLEET-4
     locked = config.lockdown
     rendered = options.render(answers)
     # FLEET-3: a workspace provisioned before bases were kept: its answers rendered again

@@ -11,7 +11,8 @@ interrupted):
   template changed since init last wrote there, the change is brought in by a three-way merge
   (``provisioner.workspace.merge``, FLEET-3): **merged** when clean, else a **conflict** left
   exactly as it is (markers written only under ``--conflict inline``); when the template did
-  not change, **kept** as it is, and listed with the command that shows the difference.
+  not change, **kept** as it is, and listed with the command that shows the difference. An
+  edited ``config/settings.yaml`` is always kept: init has read its lockdown as it stands.
 
 A file the previous render shipped that this one does not (``USER.md`` after a switch to the
 worker profile) is never removed; it is listed as no longer rendered, and while it is still
@@ -30,6 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from provisioner.config.loader import SETTINGS_FILE
 from provisioner.files import file_mode
 from provisioner.workspace.fs import WorkspaceRefused, WorkspaceRoot
 from provisioner.workspace.merge import (
@@ -48,6 +50,9 @@ from provisioner.workspace.render import MANIFEST_PATH, RenderedFile, manifest_b
 from provisioner.workspace.state import RecordedState, clear_journal, write_journal
 
 MANIFEST_MODE = 0o644
+# CONF-3: init reads lockdown (and through it the backend) from this file as it will stand, and
+# an edited one stands as it is; a merge would change what init has already read.
+NEVER_MERGED = SETTINGS_FILE.as_posix()
 
 
 @dataclass
@@ -164,6 +169,9 @@ def _plan_edited(
     be merged: a conflict, the file left as it is.
     """
     base_digest = recorded.manifest_files.get(new.path)
+    if new.path == NEVER_MERGED:
+        plan.placement.kept.append(new.path)
+        return
     if base_digest is None or base_digest == new.digest:
         outcome = unresolved(ours)  # markers written earlier stay reported until resolved
         if outcome is None:
