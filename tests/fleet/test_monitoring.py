@@ -111,3 +111,32 @@ class TestSwitchAdvice:
         assert "to switch it" not in provision("a", "--memory-backend", "loom").stderr
         configure(tmp_path, "memory:\n  backend: loom\n")
         assert "to switch it" not in provision("b", "--memory-backend", "loom").stderr
+
+
+class TestCheckIdsAreNames:
+    def ids(self, tmp_path: Path) -> list[str]:
+        ran = run_main(["doctor", "--offline", "--json", *folders(tmp_path)])
+        return [check["id"] for check in ran.json()["checks"]]
+
+    def test_a_config_warning_is_named_by_its_key_and_file(
+        self, provision: Provision, tmp_path: Path
+    ) -> None:
+        provision("ws")
+        configure(tmp_path, "memroy: {}\nlockdown: true\n")
+        configure(tmp_path, "lockdown: true\n", name="config.local.yaml")
+        warnings = [i for i in self.ids(tmp_path) if i.startswith("config.warning.")]
+        assert sorted(warnings) == [
+            "config.warning.lockdown",
+            "config.warning.lockdown@config.local.yaml",
+            "config.warning.memroy",
+        ]
+
+    def test_a_place_naming_another_backends_tool_is_named_by_file_and_line(
+        self, provision: Provision, tmp_path: Path
+    ) -> None:
+        provision("ws", "--memory-backend", "loom")
+        configure(tmp_path, "memory:\n  backend: loom\n")
+        memory = tmp_path / "ws" / "MEMORY.md"
+        lines = memory.read_text().splitlines(keepends=True)
+        memory.write_text("".join([*lines[:2], "Use `mcp__nerve__memorize` often.\n", *lines[2:]]))
+        assert "workspace.tool_names.MEMORY.md:3" in self.ids(tmp_path)
