@@ -171,7 +171,12 @@ class Bases:
         if self.fallback is None:
             return None
         if self._rendered_again is None:
-            self._rendered_again = {f.digest: f.content for f in self.fallback()}
+            self._rendered_again = {}
+            # The answers come from the workspace's manifest, which the agent can edit;
+            # whatever stops their render (Copier refuses a value, a template error), there
+            # is no base: the file is reported as a conflict and left untouched.
+            with suppress(Exception):
+                self._rendered_again = {f.digest: f.content for f in self.fallback()}
         return self._rendered_again.get(digest)
 
     def record(self, keep: Iterable[str], rendered: Iterable[RenderedFile]) -> dict[str, str]:

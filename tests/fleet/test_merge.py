@@ -185,6 +185,22 @@ class TestTheBaseIsWhatThePackageLastWrote:
         [conflict] = ran.json()["conflicts"]
         assert "no base recorded" in conflict["preview"]
 
+    def test_recorded_answers_that_cannot_be_rendered_again_are_no_base(
+        self, provision: Provision, tmp_path: Path
+    ) -> None:
+        provision("ws")
+        (tmp_path / "ws" / BASES_PATH).unlink()
+        manifest = tmp_path / "ws" / ".nerve" / "provisioned.json"
+        recorded = json.loads(manifest.read_text())
+        recorded["answers"]["agent_name"] = {"not": "a name"}  # the agent can edit the manifest
+        manifest.write_text(json.dumps(recorded))
+        agents = tmp_path / "ws" / "AGENTS.md"
+        add_agent_line(agents)
+        before = agents.read_bytes()
+        ran = provision("ws", "--memory-backend", "loom", "--data", "agent_name=Nerve", "--json")
+        assert agents.read_bytes() == before
+        assert [c["path"] for c in ran.json()["conflicts"]] == ["AGENTS.md"]
+
     def test_a_damaged_bases_file_costs_a_merge_never_an_agents_line(
         self, provision: Provision, tmp_path: Path, older_assets: Path
     ) -> None:
