@@ -28,8 +28,6 @@ from collections.abc import Callable, Iterable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass
 
-import merge3
-
 from provisioner.workspace.fs import WorkspaceRoot
 from provisioner.workspace.render import RenderedFile
 
@@ -84,6 +82,8 @@ def three_way(base: bytes, ours: bytes, theirs: bytes) -> MergeOutcome:
     left = unresolved(ours)
     if left is not None:
         return left
+    import merge3  # deferred: only a merge needs it, not every command that imports init
+
     merger = merge3.Merge3(base_lines, our_lines, their_lines)
     conflicted = any(region[0] == "conflict" for region in merger.merge_regions())
     if not conflicted:
