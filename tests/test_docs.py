@@ -388,8 +388,8 @@ def section_of(path: Path, heading: str) -> str:
 
 
 def documented_check(check_id: str) -> bool:
-    """Whether troubleshooting.md names ``check_id``: as it is, numbered ``config.warning.N``,
-    or under a family such as ``config.memory.loom.*``."""
+    """Whether troubleshooting.md names ``check_id``: as it is, numbered (``….N``), or under a
+    family such as ``config.memory.loom.*`` or ``config.warning.*``."""
     text = page_text(DOCS / "troubleshooting.md")
     parts = check_id.split(".")
     names = {check_id, re.sub(r"\.\d+$", ".N", check_id)}
@@ -496,7 +496,7 @@ class TestDocumentationPages:
         done = run_nerve("doctor", "--offline", "--json", "--config-dir", str(config_dir))
         checks = json.loads(done.stdout)["checks"]
         ids = {check["id"] for check in checks}
-        assert "config.warning.1" in ids
+        assert "config.warning.memory.colour" in ids
         assert [i for i in ids if not documented_check(i)] == []
 
 
@@ -574,7 +574,12 @@ class TestJsonOutputsDocumented:
         text = " ".join(page_text(DOCS / "troubleshooting.md").split())
         checks = ", ".join(f'"{key}"' for key in report["checks"][0])
         summary = ", ".join(f'"{key}"' for key in report["summary"])
-        assert f'{{"schema": {report["schema"]}, "checks": [{{{checks}}}]' in text
+        statuses = "|".join(("OK", "WARN", "ERR"))
+        assert list(report) == ["schema", "status", "checks", "summary"]
+        assert (
+            f'{{"schema": {report["schema"]}, "status": "{statuses}", "checks": [{{{checks}}}]'
+            in text
+        )
         assert f'"summary": {{{summary}}}}}' in text
 
 

@@ -112,8 +112,10 @@ class TestOutput:
     def test_the_json_schema_is_the_documented_one(self, instance: Instance) -> None:
         """DOC-1: {"schema": 1, "checks": [{id, status, message, advice, source}], "summary"}."""
         report = instance.doctor_json("--offline")
-        assert set(report) == {"schema", "checks", "summary"}
+        assert set(report) == {"schema", "status", "checks", "summary"}
         assert report["schema"] == 1
+        worst = {c["status"] for c in report["checks"]}
+        assert report["status"] == next(s for s in ("ERR", "WARN", "OK") if s in worst)
         for check in report["checks"]:
             assert set(check) == {"id", "status", "message", "advice", "source"}
             assert check["status"] in ("OK", "WARN", "ERR")
@@ -231,7 +233,7 @@ class TestConfiguration:
     def test_a_loader_warning_is_a_warn_with_advice(self, instance: Instance) -> None:
         """CONF-7: an unknown key under memory warns, and doctor says so."""
         instance.configure("memory:\n  backend: memu\n  colour: blue\n")
-        warning = by_id(instance.doctor_json("--offline"))["config.warning.1"]
+        warning = by_id(instance.doctor_json("--offline"))["config.warning.memory.colour"]
         assert warning["status"] == "WARN"
         assert "memory.colour: unknown key" in warning["message"]
 
@@ -264,9 +266,11 @@ class TestWorkspace:
         wording = by_id(instance.doctor_json("--offline"))["workspace.wording"]
         assert wording["status"] == "WARN"
         assert wording["message"] == "files worded for memu, but memory.backend is loom"
+        local = instance.config_dir / "config.local.yaml"
         assert wording["advice"] == (
             f"run nerve init --memory-backend loom --workspace {instance.workspace} "
-            f"--config-dir {instance.config_dir}"
+            f"--config-dir {instance.config_dir}; or, to switch the instance to memu as its "
+            f"files are worded, add to {local}: memory: {{backend: memu}}"
         )
 
     def test_a_missing_workspace_is_an_err_with_the_init_command(self, instance: Instance) -> None:

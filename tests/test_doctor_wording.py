@@ -84,7 +84,7 @@ def plant(path: Path, text: str, *, after_line: int) -> int:
 
 
 def places(report: dict[str, Any]) -> list[dict[str, Any]]:
-    """The numbered ``workspace.tool_names.N`` checks, in order."""
+    """The ``workspace.tool_names.FILE:LINE`` checks (one a place), in order."""
     return [c for c in report["checks"] if c["id"].startswith("workspace.tool_names.")]
 
 
@@ -99,7 +99,7 @@ def advised_command(advice: str) -> list[str]:
 
 
 class TestAfterASwitchToLoom:
-    """Issue scenario: memU, an edited MEMORY.md, the switch, and the file kept as it was."""
+    """Issue scenario: memU, an edited MEMORY.md, the switch, and the edit kept in the file."""
 
     @pytest.fixture
     def switched(self, memu: Instance, run_nerve: RunNerve) -> tuple[Instance, int]:
@@ -116,7 +116,10 @@ class TestAfterASwitchToLoom:
             str(memu.config_dir),
         )
         assert done.returncode == 0, done.stderr
-        assert "kept       MEMORY.md (edited" in done.stdout, "init must keep the edit"
+        # FLEET-3: the edit is kept and Loom's wording merged in around it
+        assert "merged     MEMORY.md" in done.stdout, "init must keep the edit"
+        merged = (memu.workspace / "MEMORY.md").read_text(encoding="utf-8").splitlines()
+        assert merged.index(PLANTED_MEMU.rstrip("\n")) + 1 == line
         return memu, line
 
     def test_a_kept_memory_md_naming_a_memu_tool_warns_with_file_and_line(
@@ -162,7 +165,7 @@ class TestAfterASwitchToLoom:
         instance, line = switched
         text = instance.doctor("--offline").stdout
         assert_text_matches_json(text, instance.doctor_json("--offline"))
-        assert f"[WARN] workspace.tool_names.1: MEMORY.md:{line}: names" in text
+        assert f"[WARN] workspace.tool_names.MEMORY.md:{line}: MEMORY.md:{line}: names" in text
 
 
 class TestBeforeInitRuns:

@@ -127,3 +127,19 @@ def listen_on_loopback(port: int) -> socket.socket:
         listening.close()
         raise UsageError(f"--port {port}: cannot listen on {LOOPBACK} ({error.strerror})") from None
     return listening
+
+
+def refuse_missing_folders(args: argparse.Namespace, *, workspace: bool = True) -> None:
+    """A ``--workspace`` or ``--config-dir`` given on the command line that is not a folder is
+    refused (FLEET-4): a typo would otherwise read as an empty configuration, and a monitor
+    would see memU and every check passing. Defaults and environment variables are not
+    checked: a fresh machine has neither folder yet. ``workspace=False`` leaves the workspace
+    to the command: doctor reports a missing one as a finding, with the init that makes it,
+    and the memory commands read only its settings file, which may be absent.
+    """
+    given = [("--config-dir", args.config_dir)]
+    if workspace:
+        given.insert(0, ("--workspace", args.workspace))
+    for flag, path in given:
+        if path is not None and not path.expanduser().is_dir():
+            raise UsageError(f"{flag} {path}: no such folder; expected an existing folder")

@@ -43,6 +43,7 @@ COMMAND_MODULES = (
     "provisioner.cli.dev",
     "provisioner.cli.doctor",
     "provisioner.cli.web",
+    "provisioner.cli.fleet",
 )
 
 
@@ -109,6 +110,19 @@ def _add_init(commands: argparse._SubParsersAction) -> None:
     )
     init.add_argument("--data", action="append", default=[], metavar="KEY=VALUE", help=_DATA_HELP)
     init.add_argument("--json", action="store_true", help="print the summary as JSON")
+    init.add_argument(
+        "--check",
+        action="store_true",
+        help="write nothing; list what init would create, re-word, merge or keep, and exit 1 "
+        "when anything would change",
+    )
+    init.add_argument(
+        "--conflict",
+        choices=("leave", "inline"),
+        default="leave",
+        help="an edited file whose template change does not merge cleanly: leave it as it is "
+        "(default), or write diff3 markers into it (inline)",
+    )
     init.set_defaults(handler=_run_init)
 
 
@@ -232,9 +246,12 @@ def _data(pairs: Sequence[str]) -> dict[str, str]:
 def _run_init(args: argparse.Namespace) -> int:
     from provisioner.cli.summary import init_summary_json, init_summary_text
     from provisioner.workspace.init import InitRequest, Prompter, run_init
+    from provisioner.workspace.options import InitOptions
 
     workspace, config_dir = workspace_and_config_dir(args)
     mode = args.mode or ("terminal" if sys.stdin.isatty() else "non-interactive")
+    if args.check:  # FLEET-2: asks nothing, writes nothing
+        mode = "non-interactive"
     request = InitRequest(
         workspace=workspace,
         config_dir=config_dir,
@@ -247,9 +264,13 @@ def _run_init(args: argparse.Namespace) -> int:
     prompter = None
     if mode != "non-interactive":
         prompter = Prompter(sys.stdin, sys.stderr, _secret_reader())
-    result = run_init(request, prompter)
+    result = run_init(request, prompter, InitOptions(check=args.check, conflict=args.conflict))
     for warning in result.warnings:
         print(f"nerve: warning: {warning}", file=sys.stderr)
+    if args.check:
+        from provisioner.cli.init_check import print_check
+
+        return print_check(result, config_dir, as_json=args.json)
     if args.json:
         print(json.dumps(init_summary_json(result, config_dir), indent=2))
     else:

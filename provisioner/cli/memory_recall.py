@@ -68,16 +68,20 @@ def state_path(config_dir: Path, given: Path | None = None) -> Path:
 
 
 def _loaded_config(args: argparse.Namespace) -> tuple[Any, Path]:
-    from provisioner.cli.common import workspace_and_config_dir
+    from provisioner.cli.common import refuse_missing_folders, workspace_and_config_dir
     from provisioner.config.loader import load_config
 
+    refuse_missing_folders(args, workspace=False)  # FLEET-4
     workspace, config_dir = workspace_and_config_dir(args)
     return load_config(config_dir, workspace), config_dir
 
 
 def _kept_in_memu(args: argparse.Namespace) -> int:
     if args.json:
-        print(json.dumps({"backend": "memu", "kept_in": "memU"}, indent=2))
+        report: dict[str, Any] = {"backend": "memu", "kept_in": "memU"}
+        if args.handler is _run_status:  # FLEET-4: a monitor reads schema and status first
+            report = {"schema": STATUS_SCHEMA, "status": "OK", **report}
+        print(json.dumps(report, indent=2))
     else:
         print("memory is kept in memU (memory.backend: memu); there is no Loom backend to ask")
     return EXIT_OK
@@ -130,6 +134,17 @@ def _run_recall(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+STATUS_SCHEMA = 1  # FLEET-4: memory status --json {"schema": 1, "status", ...}
+
+
+def overall_status(report: dict[str, Any]) -> str:
+    """Doctor's words for the whole report (FLEET-4): ERR when Loom is not available, WARN
+    when it is but an error was recorded, else OK."""
+    if not report.get("available"):
+        return "ERR"
+    return "WARN" if report.get("last_error") else "OK"
+
+
 def _run_status(args: argparse.Namespace) -> int:
     config, config_dir = _loaded_config(args)
     if config.memory_backend != "loom":
@@ -155,7 +170,8 @@ def _run_status(args: argparse.Namespace) -> int:
 
     report = asyncio.run(probe())
     if args.json:
-        print(json.dumps(report, indent=2, ensure_ascii=False))
+        overall = {"schema": STATUS_SCHEMA, "status": overall_status(report)}  # FLEET-4
+        print(json.dumps({**overall, **report}, indent=2, ensure_ascii=False))
     else:
         sys.stdout.write("".join(_lines(_shown_status(report), 0)))
     return EXIT_OK

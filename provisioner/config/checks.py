@@ -8,6 +8,7 @@ from; one that does not stop Nerve (an unknown key, say) becomes a warning.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,10 @@ LOCKDOWN_KEY = "lockdown"  # CONF-3: read from settings.yaml only
 GATEWAY_URL_KEY = "mcp_gateway_url"  # CONF-6
 DASHBOARD_URL_KEY = "memory.loom.dashboard_url"  # CONF-5
 TOP_LEVEL_KEYS = (LOCKDOWN_KEY, GATEWAY_URL_KEY, "memory")  # the top-level keys checked here
+# FLEET-4: how close an unknown key must be to a known one to be named as a likely typo
+# (difflib's ratio; "memroy" is 0.83 from "memory"). Nerve's own top-level keys are many and
+# carried through, so a top-level key warns only when it is this close to one of ours.
+LIKELY_TYPO_RATIO = 0.8
 
 
 def memory_keys() -> tuple[str, ...]:
@@ -60,6 +65,12 @@ def known_keys() -> tuple[str, ...]:
         if section is not None:
             keys.extend(f"memory.{name}.{key}" for key in section.keys)
     return tuple(keys)
+
+
+def _likely(key: Any, known: tuple[str, ...]) -> str:
+    """`` did you mean memory?`` when ``key`` is a likely typo of a known key, else ``""``."""
+    close = difflib.get_close_matches(str(key), known, n=1, cutoff=LIKELY_TYPO_RATIO)
+    return f" did you mean {close[0]}?" if close else ""
 
 
 class KeyChecker:
@@ -93,9 +104,20 @@ class KeyChecker:
             if item_key not in known:
                 self.warn(
                     joined_key(key, item_key),
-                    f"unknown key, ignored; known keys under {key}: {', '.join(known)}",
+                    f"unknown key, ignored;{_likely(item_key, known)} known keys under {key}: "
+                    f"{', '.join(known)}",
                 )
         return value
+
+    def top_level(self, merged: Mapping[Any, Any]) -> None:
+        """A top-level key that is not one of ours but nearly is (``memroy``) warns, naming
+        the key it probably meant (FLEET-4); any other is Nerve's, carried through."""
+        for key in merged:
+            if key in TOP_LEVEL_KEYS or not isinstance(key, str):
+                continue
+            likely = _likely(key, TOP_LEVEL_KEYS)
+            if likely:
+                self.warn(key, f"unknown key, ignored;{likely}")
 
     def backend(self, value: Any) -> str:
         """``memory.backend``: one of the registry's names; absent or empty means memU (CONF-4)."""

@@ -262,6 +262,7 @@ def _lockdown_from_settings(data: Mapping[Any, Any], path: Path) -> bool:
 def _checked(state: _Loading) -> Config:
     """Check the merged keys this package owns and build the Config."""
     check = KeyChecker(state.sources, state.warnings, state.files)
+    check.top_level(state.merged)
     memory = check.mapping("memory", state.merged.get("memory"), memory_keys())
     backend = check.backend(memory.get("backend"))
     section = BACKENDS[backend].settings

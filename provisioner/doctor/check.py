@@ -17,7 +17,7 @@ OK = "OK"
 WARN = "WARN"
 ERR = "ERR"
 STATUSES = (OK, WARN, ERR)
-JSON_SCHEMA_VERSION = 1  # DOC-1: {"schema": 1, "checks": [...], "summary": {...}}
+JSON_SCHEMA_VERSION = 1  # DOC-1: {"schema": 1, "status", "checks": [...], "summary": {...}}
 EXIT_CLEAN = 0  # DOC-1: no ERR
 EXIT_ERRORS = 1  # DOC-1: at least one ERR
 TEXT_MAX_CHARS = 400  # our choice: a message longer than this is cut, ending in "…"
@@ -89,6 +89,11 @@ class Report:
         """1 when any check is ERR, else 0 (DOC-1)."""
         return EXIT_ERRORS if self.count(ERR) else EXIT_CLEAN
 
+    @property
+    def status(self) -> str:
+        """The worst status of any check: what a monitor reads first (FLEET-4)."""
+        return ERR if self.count(ERR) else WARN if self.count(WARN) else OK
+
     def summary(self) -> dict[str, int]:
         return {
             "passed": self.count(OK),
@@ -102,6 +107,7 @@ class Report:
         """The report in the ``--json`` schema of DOC-1."""
         return {
             "schema": JSON_SCHEMA_VERSION,
+            "status": self.status,
             "checks": [check.as_json() for check in self.checks],
             "summary": self.summary(),
         }

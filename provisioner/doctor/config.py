@@ -10,6 +10,7 @@ found and the file alone is named.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -76,16 +77,37 @@ def config_checks(
     keys = ORIGIN_KEYS + (LOOM_ORIGIN_KEYS if config.memory_backend == "loom" else ())
     origins = _Origins(config, env)
     checks += [value_check(config, key, origins) for key in keys]
+    warnings = _warnings(config)
     checks += [
         Check(
-            f"config.warning.{index}",
+            f"config.warning.{name}",
             WARN,
             warning,
             advice="change or remove the key named; Nerve ignores it until then",
         )
-        for index, warning in enumerate(_warnings(config), start=1)
+        for name, warning in zip(warning_names(config, warnings), warnings, strict=True)
     ]
     return config, checks
+
+
+def warning_names(config: Config, warnings: list[str]) -> list[str]:
+    """Each warning's id name: the key it is about (``memory.colour``, ``NERVE_LOCKDOWN``), with
+    ``@file`` when two layers warn about one key (FLEET-4: ids are names, not positions)."""
+    names: list[str] = []
+    for warning in warnings:
+        layer = next((f.path for f in config.files if warning.startswith(f"{f.path}: ")), None)
+        rest = warning[len(f"{layer}: ") :] if layer is not None else warning
+        name = _ID_UNSAFE.sub("_", rest.split(": ", 1)[0])[:ID_NAME_MAX_CHARS]
+        if name in names and layer is not None:
+            name = f"{name}@{layer.name}"
+        while name in names:
+            name += "_"
+        names.append(name)
+    return names
+
+
+ID_NAME_MAX_CHARS = 80  # our choice: a key's dotted name, well past any this package knows
+_ID_UNSAFE = re.compile(r"[^A-Za-z0-9_.@-]")
 
 
 def _warnings(config: Config) -> list[str]:

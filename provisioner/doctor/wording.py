@@ -29,7 +29,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from provisioner.doctor.check import OK, WARN, Check, joined
+from provisioner.doctor.check import OK, WARN, Check, joined, one_line
 from provisioner.doctor.cron_prompts import CRON_FILES, CRON_FOLDER, NOT_A_JOBS_FILE, prompt_view
 from provisioner.runtime.sqlite_file import CAUSE_OF_KIND, FileFault
 from provisioner.templating.backends import Backend, ContractFixtureError, get_backend
@@ -313,7 +313,8 @@ def tool_name_checks(
     recorded_wording: object = None,
     skip: Collection[str] = (),
 ) -> list[Check]:
-    """The lint as checks: ``workspace.tool_names``, then one ``workspace.tool_names.N`` a place.
+    """The lint as checks: ``workspace.tool_names``, then ``workspace.tool_names.FILE:LINE``
+    for each place.
 
     ``shipped`` are the files the manifest records (they have a ``nerve diff``), and
     ``recorded_wording`` the backend they were worded for. A missing or damaged contract
@@ -385,7 +386,7 @@ def _places(lint: WorkspaceLint, advice: Advice) -> list[Check]:
     files = list(lint.findings.items())
     for index, (relative, found) in enumerate(files):
         if shown >= FINDINGS_SHOWN:
-            checks.append(_more_files(files[index:], advice, len(checks) + 1))
+            checks.append(_more_files(files[index:], advice))
             break
         fix = advice.for_file(relative)
         visible = found.first[: FINDINGS_SHOWN - shown]
@@ -394,20 +395,25 @@ def _places(lint: WorkspaceLint, advice: Advice) -> list[Check]:
                 f"{relative}:{finding.line}: names {finding.named.ref}, {_why(finding, advice)}"
             )
             where = f"{advice.workspace / relative}:{finding.line}"
-            checks.append(_place(len(checks) + 1, message, fix, where))
+            checks.append(_place(f"{relative}:{finding.line}", message, fix, where))
         shown += len(visible)
         if found.total > len(visible):
             more = _places_count([found], shown=len(visible), more=True)
             message = f"{relative}: {more} naming tools {_sessions(advice)} do not have"
-            checks.append(_place(len(checks) + 1, message, fix, str(advice.workspace / relative)))
+            checks.append(_place(relative, message, fix, str(advice.workspace / relative)))
     return checks
 
 
-def _place(number: int, message: str, fix: str, where: str | None) -> Check:
-    return Check(f"workspace.tool_names.{number}", WARN, message, advice=fix, source=where)
+MORE_FILES = "more_files"  # the id's name for the files past those listed one place a line
 
 
-def _more_files(rest: list[tuple[str, FileFindings]], advice: Advice, number: int) -> Check:
+def _place(name: str, message: str, fix: str, where: str | None) -> Check:
+    """One place, its id named by the place (``workspace.tool_names.MEMORY.md:12``, FLEET-4):
+    a monitor follows the same place from run to run whatever else was found."""
+    return Check(f"workspace.tool_names.{one_line(name)}", WARN, message, advice=fix, source=where)
+
+
+def _more_files(rest: list[tuple[str, FileFindings]], advice: Advice) -> Check:
     places = _places_count([found for _path, found in rest], more=True)
     names = [path for path, _found in rest]
     listed = joined(names[:UNREAD_SHOWN]) + _and_more(len(names))
@@ -415,7 +421,7 @@ def _more_files(rest: list[tuple[str, FileFindings]], advice: Advice, number: in
         f"{places} naming tools {_sessions(advice)} do not have, "
         f"in {_count(len(names), 'more file')}: {listed}"
     )
-    return _place(number, message, "fix the places above and run nerve doctor again", None)
+    return _place(MORE_FILES, message, "fix the places above and run nerve doctor again", None)
 
 
 def _places_count(files: list[FileFindings], shown: int = 0, more: bool = False) -> str:

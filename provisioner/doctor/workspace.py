@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from provisioner.config.loader import Config
+from provisioner.config.local_file import switch_line
 from provisioner.doctor.check import ERR, OK, WARN, Check, joined
 from provisioner.doctor.wording import tool_name_checks
 from provisioner.errors import UserError
@@ -137,11 +138,15 @@ def wording_check(
             source=source,
         )
     recorded = wording if wording in BACKEND_NAMES else f"an unknown backend ({wording!r})"
+    advice = f"run {_init_command(workspace, config_dir, backend)}"
+    if wording in BACKEND_NAMES:  # FLEET-4: the files may be the side intended
+        line = switch_line(config, str(wording), config_dir)
+        advice += f"; or, to switch the instance to {wording} as its files are worded, {line}"
     return Check(
         "workspace.wording",
         WARN,
         f"files worded for {recorded}, but memory.backend is {backend}",
-        advice=f"run {_init_command(workspace, config_dir, backend)}",
+        advice=advice,
         source=source,
     )
 
