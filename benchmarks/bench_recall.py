@@ -47,6 +47,7 @@ class BenchLoom:
     org: str | None = None
     namespace: str | None = None
     defer_extraction: bool = False
+    sweep_concurrency: int | None = None
 
 
 @dataclass(frozen=True)
