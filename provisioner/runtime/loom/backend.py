@@ -102,7 +102,7 @@ class LoomMemory:
         clock: Clock | None = None,
         sleep: Sleep | None = None,
         wall_clock: Callable[[], float] | None = None,
-        recall_deadline_s: float = RECALL_DEADLINE_S,
+        recall_deadline_s: float | None = None,
     ) -> None:
         self._values = checked_values(
             gateway_url=gateway_url,
@@ -129,7 +129,7 @@ class LoomMemory:
         self._stack: AsyncExitStack | None = None
         self._identity: Identity | None = None
         self._batch_budget: dict[str, Any] | None = None
-        self._recall_deadline_s = recall_deadline_s
+        self._recall_deadline_s = recall_deadline_s or RECALL_DEADLINE_S
         self._frozen: FrozenRecalls | None = None
         self.state_fault: FileFault | None = None  # the last the recall met on its state (REL-3)
 
