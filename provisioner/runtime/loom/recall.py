@@ -45,6 +45,9 @@ PACK_SECTIONS = ("memories",)  # REC-1: the memories section only
 # memories are read through the contract at a time.
 YIELD_AFTER_S = 0.01
 RECORDS_PER_SLICE = 256
+# The clock the line-making reads to know how long it has held the loop (seconds). Tests put
+# a clock of their own here, to count the memories made between yields instead of timing them.
+hold_clock: Callable[[], float] = time.perf_counter
 # REL-3 (our choice): how long past the recall's budget the loop still waits for a state step
 # the worker has not finished (a flush to a slow disk); the step is then left to finish alone.
 STATE_GUARD_S = 0.05
@@ -150,14 +153,14 @@ async def _safe_lines(
     seen_keys: set[str] = set()
     seen_lines: set[str] = set()
     budget = BLOCK_MAX_BYTES
-    held_since = time.perf_counter()
+    held_since = hold_clock()
     # One slice even for an empty list, so the contract checks the fields named here.
     for start in range(0, max(len(listed), 1), RECORDS_PER_SLICE):
         piece = _nested(list_path, listed[start : start + RECORDS_PER_SLICE])
         for entry in contract.records(piece, op, list_path, names):
-            if time.perf_counter() - held_since > YIELD_AFTER_S:
+            if hold_clock() - held_since > YIELD_AFTER_S:
                 await asyncio.sleep(0)
-                held_since = time.perf_counter()
+                held_since = hold_clock()
             text, key = entry[text_field], entry["memory_key"]
             if not isinstance(text, str):
                 continue
