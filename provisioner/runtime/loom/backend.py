@@ -300,16 +300,16 @@ class LoomMemory:
         kept = self._frozen
         if kept is None:  # made with the state, in open()
             raise RuntimeError(NOT_OPEN)
+        reads_until = self._clock() + self._recall_deadline_s  # Loom's reads, on self._clock
         until = asyncio.get_running_loop().time() + self._recall_deadline_s
         given = await kept.recalled(session_id, until=until)
         if given is not None:
             return given
         if self._connection is None:
             return NOT_RECALLED
-        left_s = until - asyncio.get_running_loop().time()
         try:
-            async with asyncio.timeout(left_s + RECALL_GUARD_S):
-                asked = (self._connection, self._namespace, self._clock, self._clock() + left_s)
+            async with asyncio.timeout_at(until + RECALL_GUARD_S):
+                asked = (self._connection, self._namespace, self._clock, reads_until)
                 source, lines = await recall_from_loom(*asked, self._note_recall_error)
         except TimeoutError:
             passed = f"the recall passed its {self._recall_deadline_s:g} s"
