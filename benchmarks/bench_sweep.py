@@ -9,8 +9,9 @@ is the sweep's alone: the child fills a transcripts database, then sweeps it onc
 
 * gateway calls against the lower bound: per session, the larger of its message count over 100
   and its request bytes over 128 KiB (SWEEP-3), rounded up;
-* wall time, and the sweep's own time per message: wall time minus the time spent inside
-  ``LoomMemory.extract`` (encoding, HTTP, the gateway and the stand-in);
+* wall time, and the sweep's own time per message: wall time minus the time during which at
+  least one ``LoomMemory.extract`` was under way (encoding, HTTP, the gateway and the
+  stand-in) — the sweep's work that no call's wait hides, as several windows run at once;
 * peak RSS before the sweep (after the fill) and after it.
 
 A last child plants one poison message (``fail-text``) in a session of 100 and counts the calls
