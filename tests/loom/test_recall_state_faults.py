@@ -107,14 +107,16 @@ class TestAStateAnotherProcessHolds:
     async def test_the_loop_runs_while_a_recall_waits_for_the_state(
         self, tmp_path: Path, gateway: RunningGateway
     ) -> None:
-        """REL-3: a recall whose state step waits behind the lock lets every other task run;
-        it answers once the lock goes."""
+        """REL-3: a recall whose state step waits behind the lock lets every other task run,
+        and sends Loom nothing until the state has said the session is not frozen; it answers
+        once the lock goes."""
         gateway.app.store.remember("first fact")
         path = new_state_file(tmp_path / "state.sqlite3")
         memory = backend(gateway, state_path=path, recall_deadline_s=LONG_BUDGET_S)
         async with memory:
             with held_by_another_process(path):
                 await memory.startup_recall("s-1")  # its freeze now waits for the lock
+                calls_before = len(gateway.app.calls)
                 waiting = asyncio.create_task(memory.startup_recall("s-2"))
                 turns = 0
                 for _ in range(20):  # the loop keeps turning: this task runs, again and again
@@ -122,6 +124,7 @@ class TestAStateAnotherProcessHolds:
                     turns += 1
                 assert turns == 20
                 assert not waiting.done()  # its lookup waits behind the held lock
+                assert len(gateway.app.calls) == calls_before  # and its read waits for that
             recall = await waiting
         assert recall.items == ("first fact",)
         assert memory.state_fault is None

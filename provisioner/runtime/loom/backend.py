@@ -12,8 +12,7 @@ fail with ``ServerNotListed``. A startup recall never raises for a gateway or Lo
 answers "could not be recalled" (``Recall.recalled`` False), which is never the same as "no
 memories", and freezes nothing. A successful recall is frozen per session in the state store
 (REC-3), so every later prompt of that session — also after a restart — shows the same bytes;
-the state is read and written off the event loop, and a state that is busy, full or damaged
-leaves the recall unfrozen, never failed (REL-3).
+off the event loop: a busy, full or damaged state leaves it unfrozen, never failed (REL-3).
 
 Build it from plain values, from Nerve's own configuration (``from_settings``: the merged
 mapping, or a config object of its shape) or from this package's ``Config`` (``from_config``);
@@ -51,6 +50,8 @@ from provisioner.runtime.loom.diagnostics import agent_tools_of, diagnostics_rep
 from provisioner.runtime.loom.recall import (
     RECALL_DEADLINE_S,
     FrozenRecalls,
+    HeldTransport,
+    lookup_then_read,
     recall_from_loom,
 )
 from provisioner.runtime.loom.report import ErrorRecord
@@ -249,7 +250,7 @@ class LoomMemory:
         connection = LoomConnection(
             catalog,
             server_id=LOOM_SERVER,
-            transport_factory=factory,
+            transport_factory=lambda: HeldTransport(factory() if factory else None),
             clock=self._clock,
             sleep=self._sleep,
         )
@@ -296,21 +297,23 @@ class LoomMemory:
         off the loop: a state that is busy, full or damaged leaves the recall unfrozen (the
         fault in ``state_fault``), never failed. Never raises for either.
         """
-        self._require_state()
-        kept = self._frozen
-        if kept is None:  # made with the state, in open()
+        kept = self._frozen  # made with the state, in open()
+        if kept is None or self._stack is None:
             raise RuntimeError(NOT_OPEN)
         reads_until = self._clock() + self._recall_deadline_s  # Loom's reads, on self._clock
         until = asyncio.get_running_loop().time() + self._recall_deadline_s
-        given = await kept.recalled(session_id, until=until)
-        if given is not None:
+        if (given := kept.given(session_id)) is not None:
             return given
+        lookup = kept.frozen(session_id, until=until)
         if self._connection is None:
-            return NOT_RECALLED
+            return await lookup or NOT_RECALLED
+        asked = (self._connection, self._namespace, self._clock, reads_until)
         try:
             async with asyncio.timeout_at(until + RECALL_GUARD_S):
-                asked = (self._connection, self._namespace, self._clock, reads_until)
-                source, lines = await recall_from_loom(*asked, self._note_recall_error)
+                loom = recall_from_loom(*asked, self._note_recall_error)
+                if isinstance(read := await lookup_then_read(lookup, loom), Recall):
+                    return read  # frozen before: Loom was not asked
+                source, lines = read
         except TimeoutError:
             passed = f"the recall passed its {self._recall_deadline_s:g} s"
             self._note_recall_error(NoAnswer(passed, deadline_s=self._recall_deadline_s))

@@ -21,9 +21,13 @@ import contextlib
 import sqlite3
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextvars import ContextVar
+from functools import cache
 from typing import Any, TypeVar
+
+import httpx
 
 from provisioner.runtime.gateway.connection import LoomConnection
 from provisioner.runtime.gateway.errors import BrokenAnswer, NoAnswer, PolicyRefused
@@ -220,7 +224,7 @@ class FrozenRecalls:
     of the recall's budget. A step the state cannot take hands its ``FileFault`` to
     ``on_fault`` (on the loop); nothing here raises for the state.
 
-    ``recalled`` answers what this process already gave the session, else what the state
+    ``given`` answers what this process already gave the session, ``frozen`` what the state
     file froze for it (the worker reads it; the loop stops waiting ``STATE_GUARD_S`` past the
     budget, whatever the thread is doing). ``keep`` makes a new recall the session's at once
     — the first one kept in this process wins — and freezes it in the background, so the
@@ -244,14 +248,16 @@ class FrozenRecalls:
         self._given: OrderedDict[str, Recall] = OrderedDict()
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="recall-state")
 
-    async def recalled(self, session_id: str, *, until: float) -> Recall | None:
-        """The session's recall: given before in this process, or frozen in the state file;
-        None when neither, or when the state cannot say within the budget (``until``, on the
-        loop's clock)."""
+    def given(self, session_id: str) -> Recall | None:
+        """The recall this process gave the session already, if it remembers one."""
         given = self._given.get(session_id)
         if given is not None:
             self._given.move_to_end(session_id)
-            return given
+        return given
+
+    async def frozen(self, session_id: str, *, until: float) -> Recall | None:
+        """The session's recall frozen in the state file; None when none is, or when the state
+        cannot say within the budget (``until``, on the loop's clock)."""
         frozen = await self._step(until, lambda store: store.frozen_recall(session_id))
         if frozen is None:
             return None
@@ -348,3 +354,63 @@ def _state_fault(error: BaseException, path: str) -> FileFault | None:
     if isinstance(error, StateBusyError):  # another process kept it locked while it was opened
         return FileFault(path, "busy")
     return file_fault(error, path)
+
+
+# REL-3: the frozen lookup of the recall under way in this context, which Loom's reads wait for.
+_LOOKUP: ContextVar[asyncio.Future[Any] | None] = ContextVar("recall_lookup", default=None)
+
+
+async def lookup_then_read(lookup: Awaitable[Recall | None], read: Awaitable[T]) -> Recall | T:
+    """The recall ``lookup`` answers, or, when it answers None, what ``read`` (Loom) does.
+
+    The two start together, so the lookup's hand-off to the state's worker thread overlaps
+    the client's work before it sends (the catalog, the breaker, the request), but no request
+    leaves before the lookup has answered: ``HeldTransport`` holds it until then. A session
+    found frozen is answered from the state, and Loom is never asked (REC-3).
+    """
+    looking = asyncio.ensure_future(lookup)
+    token = _LOOKUP.set(looking)
+    try:
+        reading = asyncio.ensure_future(read)
+    finally:
+        _LOOKUP.reset(token)
+    try:
+        given = await looking
+    except BaseException:
+        looking.cancel()
+        reading.cancel()
+        raise
+    if given is None:
+        return await reading
+    reading.cancel()
+    await asyncio.wait((reading,))
+    if not reading.cancelled():
+        reading.exception()  # seen: a read ended before the cancellation is of no interest
+    return given
+
+
+class HeldTransport(httpx.AsyncBaseTransport):
+    """A transport that sends a recall's request only once its frozen lookup has answered.
+
+    Outside a recall (extraction, the health probe, a migration write) it sends at once.
+    ``inner`` is the transport that sends; None: httpx's own pool, as the gateway client
+    builds it (no proxy settings from the environment, the CA bundle loaded once).
+    """
+
+    def __init__(self, inner: httpx.AsyncBaseTransport | None = None) -> None:
+        self._inner = inner or httpx.AsyncHTTPTransport(verify=_tls_context(), trust_env=False)
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        lookup = _LOOKUP.get()
+        if lookup is not None and not lookup.done():
+            await asyncio.wait((lookup,))  # a cancellation here leaves the lookup running
+        return await self._inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+@cache
+def _tls_context() -> Any:
+    """httpx's default TLS context, built once: loading the CA bundle costs tens of ms."""
+    return httpx.create_ssl_context()
