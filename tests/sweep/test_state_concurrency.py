@@ -214,7 +214,8 @@ class TestABusyFile:
         no traceback, and the file is left as it was."""
         loom_config(tmp_path / "cfg", None)
         before = held_state.read_bytes()
-        assert main([*command, *cli_paths(tmp_path, tmp_path / "cfg")]) == 2
+        busy = sqlite_file.EXIT_TRY_LATER if command[1] == "recall" else 2  # REL-4: recall's
+        assert main([*command, *cli_paths(tmp_path, tmp_path / "cfg")]) == busy
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "Traceback" not in err
         assert f"{held_state}: busy" in err
