@@ -32,19 +32,29 @@ pytestmark = pytest.mark.anyio
 
 LONG_BUDGET_S = 60.0  # never reached: the test releases the lock first
 SHORT_BUDGET_S = 1.0  # reached: the lock is held past it
+# Holds the write lock until a line arrives on stdin: an empty one (closed) rolls back, and
+# "SESSION ITEM" freezes ITEM for SESSION in the same transaction before letting go.
 LOCK_HOLDER = """
-import sqlite3, sys
+import json, sqlite3, sys
 database = sqlite3.connect(sys.argv[1], isolation_level=None)
 database.execute("BEGIN EXCLUSIVE")
 print("held", flush=True)
-sys.stdin.readline()
-database.execute("ROLLBACK")
+line = sys.stdin.readline().split()
+if line:
+    session, item = line
+    database.execute(
+        "INSERT INTO frozen_recall (session_id, source, items, frozen_at) VALUES (?, ?, ?, ?)",
+        (session, "pack", json.dumps([item]), 1.0),
+    )
+    database.execute("COMMIT")
+else:
+    database.execute("ROLLBACK")
 """
 
 
 @contextmanager
-def held_by_another_process(path: Path) -> Iterator[None]:
-    """``path`` write-locked by a second process until the block ends."""
+def held_by_another_process(path: Path) -> Iterator[subprocess.Popen[str]]:
+    """``path`` write-locked by a second process until the block ends; the process is given."""
     holder = subprocess.Popen(
         [sys.executable, "-c", LOCK_HOLDER, str(path)],
         stdin=subprocess.PIPE,
@@ -54,7 +64,7 @@ def held_by_another_process(path: Path) -> Iterator[None]:
     assert holder.stdin is not None and holder.stdout is not None
     try:
         assert holder.stdout.readline().strip() == "held"
-        yield
+        yield holder
     finally:
         holder.stdin.close()
         assert holder.wait(timeout=30) == 0
@@ -129,6 +139,28 @@ class TestAStateAnotherProcessHolds:
         assert recall.items == ("first fact",)
         assert memory.state_fault is None
         assert frozen_items(path, "s-2") == ("first fact",)
+
+    async def test_a_recall_another_process_froze_first_is_what_later_rebuilds_show(
+        self, tmp_path: Path, gateway: RunningGateway
+    ) -> None:
+        """REC-3: the first one frozen wins, also against a recall this process told first
+        (the other process froze it between this one's lookup and its freeze)."""
+        gateway.app.store.remember("first fact")
+        path = new_state_file(tmp_path / "state.sqlite3")
+        memory = backend(gateway, state_path=path, recall_deadline_s=LONG_BUDGET_S)
+        async with memory:
+            with held_by_another_process(path) as holder:
+                told = await memory.startup_recall("s-1")  # its freeze waits for the lock
+                assert holder.stdin is not None
+                holder.stdin.write("s-1 theirs\n")  # freezes s-1, then lets go
+                holder.stdin.flush()
+                assert holder.wait(timeout=30) == 0
+            await memory.startup_recall("s-2")  # the worker took s-1's freeze first
+            again = await memory.startup_recall("s-1")
+        assert told.items == ("first fact",)
+        assert again.items == ("theirs",)
+        assert frozen_items(path, "s-1") == ("theirs",)
+        assert memory.state_fault is None
 
     async def test_a_lock_held_past_the_budget_leaves_the_recall_unfrozen(
         self, tmp_path: Path, gateway: RunningGateway

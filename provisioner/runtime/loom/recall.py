@@ -22,7 +22,7 @@ import sqlite3
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar
 from functools import cache
 from typing import Any, TypeVar
@@ -38,7 +38,7 @@ from provisioner.runtime.loom.recalled import BLOCK_MAX_BYTES, line_bytes, sanit
 from provisioner.runtime.loom.report import LastError
 from provisioner.runtime.loom.types import Recall
 from provisioner.runtime.sqlite_file import IN_MEMORY, FileFault, file_fault
-from provisioner.runtime.state import FrozenRecall, StateBusyError, StateStore
+from provisioner.runtime.state import StateBusyError, StateStore
 
 RECALL_DEADLINE_S = 5.0  # REC-1: the whole read, pack and fallback together
 RECALL_SEARCH_TOP_K = 10  # REC-1: results the fallback search asks for (in the fixture)
@@ -273,11 +273,22 @@ class FrozenRecalls:
         wait_s = max(until - loop.time(), 0.0)
         items, source = recall.items, recall.source or ""
 
-        def freeze(store: StateStore) -> FrozenRecall:
-            return store.freeze_recall(session_id, source=source, items=items, now=now)
+        def freeze(store: StateStore) -> None:
+            frozen = store.freeze_recall(session_id, source=source, items=items, now=now)
+            if (frozen.items, frozen.source) != (items, source):  # another process's came first
+                adopted = Recall(frozen.items, True, frozen.source)
+                loop.call_soon_threadsafe(self._adopt, session_id, adopted)
 
-        done = self._worker.submit(self._bounded, wait_s, freeze)
-        done.add_done_callback(lambda _: loop.call_soon_threadsafe(self._frozen, session_id, done))
+        def freeze_or_say_why() -> None:  # the loop hears of it only when there is news
+            try:
+                self._bounded(wait_s, freeze)
+            except (sqlite3.Error, OSError, StateBusyError) as error:
+                fault = _state_fault(error, self._state.path)
+                if fault is None:
+                    raise
+                loop.call_soon_threadsafe(self._on_fault, fault)
+
+        self._worker.submit(freeze_or_say_why)
         return self._remember(session_id, recall)
 
     def keep_error(self, last: LastError, *, wait_s: float) -> None:
@@ -301,19 +312,10 @@ class FrozenRecalls:
             self._given.popitem(last=False)
         return recall
 
-    def _frozen(self, session_id: str, done: Future[FrozenRecall]) -> None:
-        """On the loop, once a background freeze ended: note a fault, or adopt the recall
-        another process froze first."""
-        try:
-            frozen = done.result()
-        except Exception as error:
-            fault = _state_fault(error, self._state.path)
-            if fault is None:
-                raise
-            self._on_fault(fault)
-            return
+    def _adopt(self, session_id: str, frozen: Recall) -> None:
+        """On the loop: the recall another process froze first is the session's from now on."""
         if session_id in self._given:
-            self._given[session_id] = Recall(frozen.items, True, frozen.source)
+            self._given[session_id] = frozen
 
     async def _step(self, until: float, call: Callable[[StateStore], T]) -> T | None:
         loop = asyncio.get_running_loop()
