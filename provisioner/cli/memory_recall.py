@@ -9,6 +9,10 @@ A recall made here is frozen in the same state file the engine uses, so it is ex
 that session's prompt shows (the first recall of a session wins, REC-3). Neither command
 fails when Loom cannot answer: ``recall`` prints the "could not be recalled" block and
 ``status`` shows the error among the diagnostics; both exit 0, and ``--json`` says which.
+A state file ``recall`` cannot open, read or write is one line naming it and the cause, with
+the status of its kind (``sqlite_file.FileFault``: 75 busy or full, 73 read-only or permission,
+74 I/O, 2 damaged); when only keeping the recall failed, the block is printed first, since it
+is what the session is told (REL-3, REL-4).
 
 ``status`` runs apart from the sweep, so it adds what the state file keeps of it (LOOM-4): the
 batch budget the last sweep left, and with the last error its age, how many batches went
@@ -21,18 +25,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import sqlite3
 import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from provisioner.cli.common import EXIT_OK, UsageError, add_workspace_options
+from provisioner.cli.common import EXIT_OK, PROGRAM, UsageError, add_workspace_options
 from provisioner.cli.memory_files import open_state
 from provisioner.config.paths import MEMORY_DIR, STATE_FILE, default_paths
 from provisioner.counts import counted
 
 if TYPE_CHECKING:
     from provisioner.runtime.loom.backend import LoomMemory
+    from provisioner.runtime.state import StateStore
 
 SESSION_ID_MAX_CHARS = 200  # loom-ops: the session ids Loom takes
 AGE_UNITS = ((86_400, "d"), (3_600, "h"), (60, "min"), (1, "s"))  # our choice: how an age reads
@@ -112,13 +118,15 @@ def _run_recall(args: argparse.Namespace) -> int:
     from provisioner.templating.texts import session_context
 
     _progress(config)
+    path = state_path(config_dir, args.state)
 
     async def recall() -> Any:
-        with open_state(state_path(config_dir, args.state)) as state:
+        with _recall_state(path) as state:
             async with LoomMemory.from_config(config, state=state) as memory:
-                return await memory.startup_recall(session)
+                told = await memory.startup_recall(session)
+            return told, memory.state_fault  # once closed: the freeze has ended either way
 
-    result = asyncio.run(recall())
+    result, fault = asyncio.run(recall())
     block = session_context(result.items, recalled=result.recalled)
     if args.json:
         report = {
@@ -131,6 +139,9 @@ def _run_recall(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=2, ensure_ascii=False))
     else:
         sys.stdout.write(block if block.endswith("\n") else block + "\n")
+    if fault is not None:  # REL-3: told, but perhaps not kept for the session
+        print(f"{PROGRAM}: error: {fault}; the recall shown may not be kept", file=sys.stderr)
+        return int(fault.exit_status)
     return EXIT_OK
 
 
@@ -143,6 +154,23 @@ def overall_status(report: dict[str, Any]) -> str:
     if not report.get("available"):
         return "ERR"
     return "WARN" if report.get("last_error") else "OK"
+
+
+def _recall_state(path: Path) -> StateStore:
+    """The state file ``recall`` freezes into; a ``FileFault`` of its kind when it cannot be
+    opened (REL-4), ``UsageError`` for a file of a newer version (nothing wrong with it)."""
+    from provisioner.runtime.sqlite_file import FileFault, file_fault
+    from provisioner.runtime.state import StateBusyError, StateStore, StateVersionError
+
+    try:
+        return StateStore(path)
+    except StateVersionError as error:
+        raise UsageError(str(error)) from None
+    except StateBusyError:
+        raise FileFault(path, "busy") from None
+    except (sqlite3.Error, OSError) as error:
+        detail = " ".join(str(error).split())
+        raise file_fault(error, path) or FileFault(path, "damaged", detail) from None
 
 
 def _run_status(args: argparse.Namespace) -> int:
