@@ -24,6 +24,7 @@ RUN_TIMEOUT_S = 300  # a hung benchmark fails here instead of holding the suite
 # when it has measured something.
 SMOKE_RUNS: dict[str, tuple[tuple[list[str], str], ...]] = {
     "bench_audit.py": ((["--batches", "2000", "--sessions", "20", "--runs", "1"], " ms"),),
+    "bench_fleet.py": ((["--size", "10", "--sample", "2"], "fleet check"),),
     "bench_gateway_call.py": (
         (["--calls", "10"], "overhead"),
         (["--calls", "3", "--concurrent", "4", "--sse"], "overhead"),
