@@ -14,7 +14,7 @@ is a failure, printed with its cause.
     python benchmarks/stress_gateway_stream.py [--runs 10] [--calls 1200] [--tail-ms 50]
         [--block-ms 2] [--idle-close-ms 0] [--server socket|uvicorn]
 
-``--idle-close-ms N`` makes the server close a connection that has been idle for N ms after a
+``--idle-close-ms N`` makes the server close a connection that has been idle for 0 to 2N ms after a
 response (0: never; -1: right after each stream ends), so that the client's next request meets
 a connection the server is closing: the keep-alive race. ``--server uvicorn`` serves the same
 answers from an ASGI app under uvicorn (a test dependency) instead of the socket server.
@@ -93,7 +93,7 @@ class StreamingGateway:
             while True:
                 if answered and self._idle_close_s > 0:
                     try:
-                        async with asyncio.timeout(self._idle_close_s):
+                        async with asyncio.timeout(self._idle_close_s * random.uniform(0, 2)):
                             head = await reader.readuntil(b"\r\n\r\n")
                     except TimeoutError:
                         break
