@@ -25,6 +25,8 @@ import pytest
 
 from provisioner.runtime import BrokenAnswer, McpGatewayServer
 
+from .tracking import TrackedTransport as _Tracked
+
 pytestmark = pytest.mark.anyio
 
 MCP_PATH = "/s/loom/mcp"
@@ -132,6 +134,19 @@ def _stream_answer(request: dict) -> bytes:
     return head + b"%x\r\n%s\r\n" % (len(event), event) + b"0\r\n\r\n"
 
 
+class TrackedTransport(_Tracked):
+    """httpx's network transport, showing which pooled connections requests were handed."""
+
+    @property
+    def pool_connections(self) -> list:
+        return list(self._pool.connections)
+
+    @property
+    def handed_out(self) -> list:
+        """The connections the pool has given to requests still under way."""
+        return [request.connection for request in self._pool._requests if request.connection]
+
+
 @pytest.fixture
 def gateway():
     scripted = ScriptedGateway()
@@ -154,12 +169,15 @@ class TestAKeptConnectionClosedBeforeTheRequestWentOut:
     async def test_the_call_is_sent_once_on_a_fresh_connection_and_answers(
         self, gateway: ScriptedGateway
     ) -> None:
-        async with McpGatewayServer(gateway.url) as server:
+        transport = TrackedTransport()
+        async with McpGatewayServer(gateway.url, transport=transport) as server:
             first = await server.call_tool("loom_search", {"n": 1}, deadline_s=DEADLINE_S)
+            kept = transport.pool_connections[0]
             second_call = asyncio.create_task(
                 server.call_tool("loom_search", {"n": 2}, deadline_s=DEADLINE_S)
             )
             await asyncio.sleep(0)  # the call takes the kept connection from the pool
+            assert transport.handed_out == [kept], "the premise: the pool's check is behind"
             gateway.close_connection(0)  # ... and the gateway closes it before the write
             second = await second_call
         assert (first.data, second.data) == ({"n": 1}, {"n": 2})
