@@ -53,6 +53,7 @@ from provisioner.runtime.gateway.outcomes import (
     listed_tools,
     tool_result,
 )
+from provisioner.runtime.gateway.transport import KeptConnectionClosed
 from provisioner.runtime.gateway.wire import (
     CONNECT_TIMEOUT_S,
     ConnectProgress,
@@ -304,6 +305,10 @@ class McpGatewayServer:
             return _not_connected(min(CONNECT_TIMEOUT_S, remaining))
         if isinstance(error, httpx.ConnectError):
             return GatewayUnreachable(f"the gateway was not reached: {describe(error)}")
+        if isinstance(error, KeptConnectionClosed):
+            # Found again on the fresh connection the request was sent on once more: the
+            # gateway closes connections before any request reaches it.
+            return GatewayUnreachable(f"the gateway was not reached: {error}")
         if isinstance(error, httpx.TimeoutException):
             return _no_answer(deadline, remaining)
         if isinstance(error, httpx.HTTPError):
