@@ -95,10 +95,11 @@ class TestNonInteractive:
         assert "config.local.yaml" in result.stdout
 
     def test_console_script_is_the_same_cli(self, tmp_path):
-        """§0: the `nerve` console script runs the same command line as python -m."""
-        script = Path(sys.executable).with_name("nerve")
+        """§0, NERVE-1: the `nerve-provisioner` console script runs the same command line as
+        python -m."""
+        script = Path(sys.executable).with_name("nerve-provisioner")
         if not script.exists():
-            script = Path(shutil.which("nerve") or "nerve")
+            script = Path(shutil.which("nerve-provisioner") or "nerve-provisioner")
         home = tmp_path / "home"
         home.mkdir()
         result = subprocess.run(
@@ -257,8 +258,8 @@ class TestRerun:
         memory.write_text(memory.read_text() + "my own note\n")
         result = init(run_nerve, "--workspace", "ws", "--memory-backend", "loom", "--json")
         command = json.loads(result.stdout)["kept"][0]["diff_command"].split()
-        assert command[:2] == ["nerve", "diff"]
-        diff = run_nerve(*command[1:])
+        assert command[:4] == ["python", "-m", "provisioner", "diff"]
+        diff = run_nerve(*command[3:])
         assert diff.returncode == 1
         assert "-my own note" in diff.stdout
         added = [line for line in diff.stdout.splitlines() if line.startswith("+")]
@@ -309,7 +310,7 @@ class TestRerun:
         second = init(run_nerve, "--workspace", "ws", "--memory-backend", "loom")
         assert "re-worded  AGENTS.md" in second.stdout
         assert "kept       SOUL.md" in second.stdout
-        assert "nerve diff --workspace" in second.stdout
+        assert "python -m provisioner diff --workspace" in second.stdout
 
 
 class TestCopierIsolation:
@@ -328,7 +329,7 @@ class TestConfigWarnings:
         (tmp_path / "cfg").mkdir()
         (tmp_path / "cfg" / "config.yaml").write_text("memory:\n  backnd: loom\n")
         result = init(run_nerve, "--workspace", "ws", "--config-dir", "cfg", "--json")
-        assert "nerve: warning:" in result.stderr and "backnd" in result.stderr
+        assert "python -m provisioner: warning:" in result.stderr and "backnd" in result.stderr
         assert any("backnd" in warning for warning in json.loads(result.stdout)["warnings"])
 
 

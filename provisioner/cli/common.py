@@ -14,6 +14,7 @@ import socket
 from pathlib import Path
 from typing import Any, NoReturn
 
+from provisioner.cli.entry import program
 from provisioner.errors import UserError
 
 EXIT_OK = 0
@@ -22,7 +23,6 @@ EXIT_USAGE = 2
 EXIT_TEMPLATE = 3  # GOLD-2: a template that cannot be rendered, told apart from a difference
 EXIT_INCOMPLETE = 1  # SWEEP-13: the gateway answered, but batches did not go through
 EXIT_TEMPFAIL = 75  # SWEEP-13: memory could not be reached at all (sysexits.h EX_TEMPFAIL)
-PROGRAM = "nerve"
 DEFAULT_WORKSPACE = "~/nerve-workspace"
 DEFAULT_CONFIG_DIR = "~/.nerve"
 LOOPBACK = "127.0.0.1"  # the local servers never listen beyond this machine
@@ -36,7 +36,7 @@ class UsageError(UserError):
 class ArgParser(argparse.ArgumentParser):
     """argparse, but a usage error is one line and goes through ``UsageError``.
 
-    The line names the subcommand (``init: argument --profile: …``); the ``nerve: error:``
+    The line names the subcommand (``init: argument --profile: …``); the ``<command>: error:``
     prefix is the CLI's, printed once. Every subcommand's ``--help`` opens with a sentence:
     its own ``description``, or else its one-line ``help`` made into one.
     """
@@ -46,7 +46,7 @@ class ArgParser(argparse.ArgumentParser):
         self.register("action", "parsers", _Subcommands)
 
     def error(self, message: str) -> NoReturn:
-        command = self.prog.removeprefix(PROGRAM).strip()
+        command = self.prog.removeprefix(program()).strip()
         raise UsageError(f"{command}: {message}" if command else message)
 
 

@@ -62,7 +62,10 @@ def nerve_cli() -> click.Group:
 
 
 def invoke(group: click.Group, *args: str, input: str = "") -> Result:
-    return CliRunner().invoke(group, list(args), input=input, catch_exceptions=False)
+    """``nerve args`` as Nerve's installed script runs it (its program name is ``nerve``)."""
+    return CliRunner().invoke(
+        group, list(args), input=input, catch_exceptions=False, prog_name="nerve"
+    )
 
 
 def manifest_answers(workspace: Path) -> dict:

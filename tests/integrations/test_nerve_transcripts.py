@@ -601,7 +601,7 @@ class TestDoctor:
     def test_a_nerve_db_gone_since_the_sweep_is_a_warning(self, tmp_path: Path) -> None:
         check = doctor_sweep.nerve_db_check(tmp_path / "gone" / "nerve.db")
         assert check.status == WARN and check.advice is not None
-        assert "nerve memory sweep --nerve-db" in check.advice
+        assert "run nerve-provisioner memory sweep --nerve-db" in check.advice
 
 
 @pytest.fixture

@@ -3,6 +3,8 @@ NERVE-10), run as a real process on a fresh machine."""
 
 from __future__ import annotations
 
+from importlib import metadata
+
 import pytest
 
 from tests.nerve_host.conftest import NO_NERVE, Machine, RunHost
@@ -33,3 +35,25 @@ class TestMounted:
         done = run_host("render", "--backend", "loom", "--out", str(out))
         assert done.returncode == 0, done.stderr
         assert (out / "AGENTS.md").is_file()
+
+    def test_bad_input_to_a_mounted_group_is_one_line_naming_nerve(
+        self, run_host: RunHost, machine: Machine
+    ) -> None:
+        done = run_host("render", "--profile", "nobody", "--out", str(machine.home / "out"))
+        assert done.returncode == 2
+        assert done.stderr.startswith("nerve: error: render: argument --profile: invalid choice")
+        assert len(done.stderr.splitlines()) == 1
+
+
+class TestOneOwnerPerScript:
+    """NERVE-1: the package installs no ``nerve``; only Nerve's distribution declares it."""
+
+    def test_only_nerves_distribution_declares_the_nerve_script(self) -> None:
+        declared = metadata.entry_points(group="console_scripts", name="nerve")
+        assert {entry.dist.name for entry in declared if entry.dist} == {"nerve"}
+        assert {entry.value for entry in declared} == {"nerve.cli:main"}
+
+    def test_the_package_declares_nerve_provisioner_only(self) -> None:
+        package = metadata.distribution("nerve-provisioner")
+        scripts = package.entry_points.select(group="console_scripts")
+        assert [entry.name for entry in scripts] == ["nerve-provisioner"]

@@ -37,13 +37,13 @@ from typing import Any
 
 import click
 
-from provisioner.cli.entry import PACKAGE_GROUPS
+from provisioner.cli.entry import MOUNTED_COMMAND, PACKAGE_GROUPS, PACKAGE_SCRIPT
 from provisioner.templating.backends import BACKEND_NAMES
 
 INIT_COMMAND = "init"  # NERVE-1: Nerve's setup command, which gains the backend option
 BACKEND_OPTION = "--memory-backend"  # NERVE-1: the option init gains
 _BACKEND_PARAM = "memory_backend"
-_PACKAGE_SCRIPT = "nerve-provisioner"
+_PACKAGE_SCRIPT = PACKAGE_SCRIPT
 _MOUNTED = "_nerve_provisioner_mounted"  # marks what extend_cli added, so a re-run sees it
 
 
@@ -102,7 +102,8 @@ def _package_group(name: str) -> click.Command:
     def run(arguments: Sequence[str]) -> None:
         from provisioner.cli.main import main as package_main
 
-        click.get_current_context().exit(package_main([name, *arguments]))
+        ctx = click.get_current_context()
+        ctx.exit(package_main([name, *arguments], prog=_host_command(ctx)))
 
     command = _PassThrough(
         name,
@@ -178,4 +179,10 @@ def _word_workspace(ctx: click.Context, backend: str) -> int:
         arguments += ["--workspace", str(workspace)]
     if obj.get("config_dir"):
         arguments += ["--config-dir", str(obj["config_dir"])]
-    return package_main(arguments)
+    return package_main(arguments, prog=_host_command(ctx))
+
+
+def _host_command(ctx: click.Context) -> str:
+    """The name the host's command was invoked with (``nerve``), for the package's usage
+    lines, errors and hints (NERVE-1)."""
+    return ctx.find_root().info_name or MOUNTED_COMMAND
