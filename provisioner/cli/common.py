@@ -86,14 +86,18 @@ def add_workspace_options(command: argparse.ArgumentParser) -> None:
         "--config-dir",
         type=path_argument,
         default=None,
-        help=f"configuration folder (default: $NERVE_CONFIG_DIR or {DEFAULT_CONFIG_DIR})",
+        help="configuration folder (default: as Nerve finds it: $NERVE_CONFIG_DIR, the current "
+        f"folder, Nerve's pointer file; else {DEFAULT_CONFIG_DIR})",
     )
 
 
 def workspace_and_config_dir(args: argparse.Namespace) -> tuple[Path, Path]:
-    """The workspace and configuration folders: flag, else environment, else default."""
+    """The workspace (flag, else environment, else default) and the configuration folder, found
+    as Nerve finds it (``provisioner.config.paths.find_folders``, NERVE-7)."""
+    from provisioner.config.paths import find_folders
+
     workspace = args.workspace or Path(os.environ.get("NERVE_WORKSPACE") or DEFAULT_WORKSPACE)
-    config_dir = args.config_dir or Path(os.environ.get("NERVE_CONFIG_DIR") or DEFAULT_CONFIG_DIR)
+    config_dir = find_folders(args.config_dir).config_dir
     return workspace.expanduser(), config_dir.expanduser()
 
 

@@ -20,7 +20,10 @@ and then:
   it, as it keeps any file it did not write.
 * the package's command groups (``PACKAGE_GROUPS``: golden, render, diff, memory, dev, web)
   become subcommands that hand their arguments, unparsed and unchanged, to the package's
-  argparse command line and exit with its status.
+  argparse command line and exit with its status. The configuration folder Nerve resolved
+  (its ``-c``, ``NERVE_CONFIG_DIR``, the current folder, its pointer file) is the package's
+  for that run (NERVE-7); usage lines, errors and hints name the command ``nerve``, the name
+  Nerve's command was invoked with (NERVE-1).
 
 A name the group already has is never replaced: that piece is skipped, one line on stderr says
 so and where the package's command is still reached (``nerve-provisioner``), and the rest is
@@ -30,20 +33,24 @@ this module of the package imports it.
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Callable, Sequence
+import os
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import click
 
 from provisioner.cli.entry import MOUNTED_COMMAND, PACKAGE_GROUPS, PACKAGE_SCRIPT
+from provisioner.config.paths import CONFIG_DIR_ENV
 from provisioner.templating.backends import BACKEND_NAMES
 
 INIT_COMMAND = "init"  # NERVE-1: Nerve's setup command, which gains the backend option
 BACKEND_OPTION = "--memory-backend"  # NERVE-1: the option init gains
 _BACKEND_PARAM = "memory_backend"
 _PACKAGE_SCRIPT = PACKAGE_SCRIPT
+_NERVE_FALLBACK = "default"  # NERVE-7: Nerve's source name for its last-resort folder
 _MOUNTED = "_nerve_provisioner_mounted"  # marks what extend_cli added, so a re-run sees it
 
 
@@ -103,7 +110,9 @@ def _package_group(name: str) -> click.Command:
         from provisioner.cli.main import main as package_main
 
         ctx = click.get_current_context()
-        ctx.exit(package_main([name, *arguments], prog=_host_command(ctx)))
+        with _nerves_config_dir(ctx):
+            status = package_main([name, *arguments], prog=_host_command(ctx))
+        ctx.exit(status)
 
     command = _PassThrough(
         name,
@@ -180,6 +189,29 @@ def _word_workspace(ctx: click.Context, backend: str) -> int:
     if obj.get("config_dir"):
         arguments += ["--config-dir", str(obj["config_dir"])]
     return package_main(arguments, prog=_host_command(ctx))
+
+
+@contextlib.contextmanager
+def _nerves_config_dir(ctx: click.Context) -> Iterator[None]:
+    """While a mounted group runs, the configuration folder Nerve resolved (its ``-c``, its
+    variable, the current folder, its pointer file) is the package's too (NERVE-7): it is
+    handed over as ``NERVE_CONFIG_DIR``, which the package reads next after its own flag.
+    Nerve's last resort (the current folder, holding no configuration) is not handed over:
+    the package keeps its own default then."""
+    obj = ctx.find_object(dict) or {}
+    folder = obj.get("config_dir")
+    if not folder or obj.get("config_source") == _NERVE_FALLBACK:
+        yield
+        return
+    saved = os.environ.get(CONFIG_DIR_ENV)
+    os.environ[CONFIG_DIR_ENV] = str(folder)
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(CONFIG_DIR_ENV, None)
+        else:
+            os.environ[CONFIG_DIR_ENV] = saved
 
 
 def _host_command(ctx: click.Context) -> str:
