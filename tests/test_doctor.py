@@ -424,9 +424,7 @@ class TestMemu:
     ) -> None:
         """DOC-1, INIT-3: the embeddings key's presence, never its value."""
         secret = "sk-canary-0123456789"
-        instance.configure(
-            f"memory:\n  memu:\n    openai_api_key: {secret}\n", name="config.local.yaml"
-        )
+        instance.configure(f"openai_api_key: {secret}\n", name="config.local.yaml")
         text = instance.doctor("--offline").stdout
         report = instance.doctor_json("--offline")
         assert secret not in text and secret not in json.dumps(report)

@@ -180,7 +180,8 @@ class TestMemoryStep:
         )
         assert "embeddings" in result.stderr
         stored = yaml.safe_load((tmp_path / "cfg" / "config.local.yaml").read_text())
-        assert stored["memory"]["memu"]["openai_api_key"] == "sk-test-123"
+        assert stored["openai_api_key"] == "sk-test-123"  # NERVE-8: where Nerve reads it
+        assert "memory" not in stored
         assert "sk-test-123" not in result.stdout
 
     def test_terminal_loom_never_asks_for_a_key(self, run_nerve, tmp_path):

@@ -17,7 +17,7 @@ from provisioner.errors import UserError
 from provisioner.files import write_atomically
 
 LOCAL_CONFIG_NAME = "config.local.yaml"  # CONF-1
-EMBEDDINGS_KEY_PATH = ("memory", "memu", "openai_api_key")  # INIT-3
+EMBEDDINGS_KEY_PATH: tuple[str, ...] = ("openai_api_key",)  # INIT-3, NERVE-8: where Nerve reads it
 SECRET_FILE_MODE = 0o600  # it holds a key: readable by its owner only
 
 
@@ -26,7 +26,10 @@ class LocalConfigError(UserError, ValueError):
 
 
 def store_embeddings_key(config_dir: Path, key: str) -> Path:
-    """Set memU's embeddings key in ``<config_dir>/config.local.yaml``; returns the path."""
+    """Set memU's embeddings key in ``<config_dir>/config.local.yaml``; returns the path.
+
+    The key goes where Nerve reads it: its top-level ``openai_api_key`` (NERVE-8), which
+    Nerve hands to memU for embeddings."""
     path = Path(config_dir) / LOCAL_CONFIG_NAME
     try:
         text = read_small_text(path)
