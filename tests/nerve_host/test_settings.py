@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+
 import pytest
 import yaml
 
