@@ -16,8 +16,9 @@ and then:
   workspace Nerve's loaded configuration names (``ctx.obj["config"].workspace``; when Nerve
   could not load one, the package's own default: ``$NERVE_WORKSPACE``, else
   ``~/nerve-workspace``, which is also Nerve's). Without the option Nerve's init is unchanged.
-  A file Nerve's step wrote is not the package's, so the package's init keeps it and lists
-  it, as it keeps any file it did not write.
+  A file Nerve's step wrote in that run, or one byte for byte as Nerve's installed package
+  ships it, is Nerve's shipped text and is re-worded for the backend (NERVE-10,
+  ``provisioner.integrations.nerve.shipped``); a file the agent edited is kept and listed.
 * the package's command groups (``PACKAGE_GROUPS``: golden, render, diff, memory, dev, web)
   become subcommands that hand their arguments, unparsed and unchanged, to the package's
   argparse command line and exit with its status. The configuration folder Nerve resolved
@@ -38,6 +39,7 @@ import functools
 import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import click
@@ -166,10 +168,11 @@ def _after_nerve_init(nerve_init: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(nerve_init)
     def init(*args: Any, memory_backend: str | None = None, **kwargs: Any) -> Any:
+        ctx = click.get_current_context()
+        before = _snapshot(_workspace(ctx)) if memory_backend is not None else {}
         result = nerve_init(*args, **kwargs)
         if memory_backend is not None:
-            ctx = click.get_current_context()
-            status = _word_workspace(ctx, memory_backend)
+            status = _word_workspace(ctx, memory_backend, before)
             if status:
                 ctx.exit(status)
         return result
@@ -177,9 +180,15 @@ def _after_nerve_init(nerve_init: Callable[..., Any]) -> Callable[..., Any]:
     return init
 
 
-def _word_workspace(ctx: click.Context, backend: str) -> int:
-    """Run the package's init for ``backend`` on the folders Nerve uses; its exit status."""
+def _word_workspace(ctx: click.Context, backend: str, before: dict[str, str]) -> int:
+    """Run the package's init for ``backend`` on the folders Nerve uses; its exit status.
+
+    The files Nerve's init wrote in this run (changed since ``before``), or that are byte for
+    byte Nerve's shipped text, are re-worded like the package's own (NERVE-10).
+    """
     from provisioner.cli.main import main as package_main
+    from provisioner.integrations.nerve.shipped import host_shipped
+    from provisioner.workspace.state import host_shipped_text
 
     arguments = ["init", BACKEND_OPTION, backend, "--non-interactive"]
     obj = ctx.find_object(dict) or {}
@@ -188,7 +197,25 @@ def _word_workspace(ctx: click.Context, backend: str) -> int:
         arguments += ["--workspace", str(workspace)]
     if obj.get("config_dir"):
         arguments += ["--config-dir", str(obj["config_dir"])]
-    return package_main(arguments, prog=_host_command(ctx))
+    with host_shipped_text(host_shipped(_workspace(ctx), before)):
+        return package_main(arguments, prog=_host_command(ctx))
+
+
+def _workspace(ctx: click.Context) -> Path:
+    """The workspace Nerve's loaded configuration names, else the package's default (which
+    is Nerve's too)."""
+    from provisioner.cli.common import DEFAULT_WORKSPACE
+
+    obj = ctx.find_object(dict) or {}
+    named = getattr(obj.get("config"), "workspace", None)
+    default = os.environ.get("NERVE_WORKSPACE") or DEFAULT_WORKSPACE
+    return Path(str(named) if named else default).expanduser()
+
+
+def _snapshot(workspace: Path) -> dict[str, str]:
+    from provisioner.integrations.nerve.shipped import snapshot
+
+    return snapshot(workspace)
 
 
 @contextlib.contextmanager
