@@ -27,4 +27,4 @@ trap 'rm -rf "$venv"' EXIT
 "$venv/venv/bin/pip" install -q --disable-pip-version-check -e "$repo[web,dev,test]" \
   >"$venv/pip.log" 2>&1 || { tail -n 5 "$venv/pip.log" >&2; exit 1; }
 cd "$repo"
-NERVE_SOURCE=$source_dir "$venv/venv/bin/python" -m pytest tests/nerve_host "$@"
+NERVE_SOURCE=$source_dir "$venv/venv/bin/python" -m pytest -p no:asyncio tests/nerve_host "$@"
