@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from provisioner.cli.entry import program
+from provisioner.config.paths import DEFAULT_CONFIG_DIR, find_folders
 from provisioner.errors import UserError
 
 EXIT_OK = 0
@@ -24,7 +25,6 @@ EXIT_TEMPLATE = 3  # GOLD-2: a template that cannot be rendered, told apart from
 EXIT_INCOMPLETE = 1  # SWEEP-13: the gateway answered, but batches did not go through
 EXIT_TEMPFAIL = 75  # SWEEP-13: memory could not be reached at all (sysexits.h EX_TEMPFAIL)
 DEFAULT_WORKSPACE = "~/nerve-workspace"
-DEFAULT_CONFIG_DIR = "~/.nerve"
 LOOPBACK = "127.0.0.1"  # the local servers never listen beyond this machine
 LISTEN_BACKLOG = 128
 
@@ -94,8 +94,6 @@ def add_workspace_options(command: argparse.ArgumentParser) -> None:
 def workspace_and_config_dir(args: argparse.Namespace) -> tuple[Path, Path]:
     """The workspace (flag, else environment, else default) and the configuration folder, found
     as Nerve finds it (``provisioner.config.paths.find_folders``, NERVE-7)."""
-    from provisioner.config.paths import find_folders
-
     workspace = args.workspace or Path(os.environ.get("NERVE_WORKSPACE") or DEFAULT_WORKSPACE)
     config_dir = find_folders(args.config_dir).config_dir
     return workspace.expanduser(), config_dir.expanduser()
