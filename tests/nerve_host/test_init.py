@@ -8,6 +8,7 @@ no memU tool named in the files the agent reads, while a file the agent edited i
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import pytest
@@ -97,3 +98,17 @@ class TestAnEditedWorkspace:
         assert "kept       MEMORY.md" in summary
         assert memory.read_text(encoding="utf-8") == edited
         assert "AGENTS.md" not in memu_names(machine.workspace)
+
+
+class TestTheHintsNameNervesCommand:
+    def test_the_diff_command_init_prints_runs_as_printed_through_nerve(
+        self, machine: Machine, run_host: RunHost
+    ) -> None:
+        """NERVE-1: the kept file's hint names ``nerve diff``, which exists where it ran."""
+        summary = init_loom(run_host, machine)
+        hint = next(line for line in summary.splitlines() if "(edited; see: " in line)
+        command = shlex.split(hint.split("(edited; see: ", 1)[1].rstrip(")"))
+        assert command[:2] == ["nerve", "diff"]
+        shown = run_host("-c", str(machine.config_dir), *command[1:])
+        assert shown.returncode == 1, shown.stderr  # 1: it showed a difference
+        assert shown.stdout.startswith("--- ")
