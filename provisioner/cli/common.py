@@ -1,4 +1,4 @@
-"""What every ``nerve`` command shares: exit statuses, the one-line usage error, the parser
+"""What every command of the package shares: exit statuses, the one-line usage error, the parser
 class, where the workspace and configuration folder are, and the loopback socket that the
 local servers (``nerve dev gateway``, ``nerve web``) listen on.
 
