@@ -134,7 +134,8 @@ class TestAfterASwitchToLoom:
             f"MEMORY.md:{line}: names mcp__nerve__memorize, which Loom sessions do not have"
         )
         assert first["advice"] == (
-            f"`nerve diff --workspace {instance.workspace} MEMORY.md` shows the shipped wording"
+            f"`python -m provisioner diff --workspace {instance.workspace} MEMORY.md` shows the "
+            "shipped wording"
         )
         assert first["source"] == f"{instance.workspace / 'MEMORY.md'}:{line}"
         assert head(report)["status"] == "WARN"
@@ -155,8 +156,8 @@ class TestAfterASwitchToLoom:
         """The command in the advice works as printed, with a workspace-relative file."""
         instance, _line = switched
         command = advised_command(places(instance.doctor_json("--offline"))[0]["advice"])
-        assert command[:2] == ["nerve", "diff"]
-        shown = run_nerve(*command[1:])
+        assert command[:4] == ["python", "-m", "provisioner", "diff"]
+        shown = run_nerve(*command[3:])
         assert shown.returncode == 1, shown.stderr  # 1: it showed a difference
         assert "-" + PLANTED_MEMU in shown.stdout
         assert "+++ nerve-init/MEMORY.md" in shown.stdout
@@ -183,8 +184,8 @@ class TestBeforeInitRuns:
         first = places(report)[0]
         assert first["message"].startswith(f"MEMORY.md:{line}: names mcp__nerve__memorize")
         command = advised_command(first["advice"])
-        assert command[2:6] == ["--workspace", str(memu.workspace), "--memory-backend", "loom"]
-        shown = run_nerve(*command[1:])
+        assert command[4:8] == ["--workspace", str(memu.workspace), "--memory-backend", "loom"]
+        shown = run_nerve(*command[3:])
         assert shown.returncode == 1 and "mcp__loom__loom_memory_set" in shown.stdout
 
 
@@ -286,7 +287,8 @@ class TestCronPrompts:
             "config/cron/jobs.yaml:8: names mcp__nerve__memorize, which Loom sessions do not have"
         ]
         assert only[0]["advice"] == (
-            f"`nerve diff --workspace {loom.workspace} config/cron/jobs.yaml` shows the "
+            f"`python -m provisioner diff --workspace {loom.workspace} config/cron/jobs.yaml` "
+            "shows the "
             "shipped wording"
         )
 

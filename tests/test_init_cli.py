@@ -96,10 +96,11 @@ class TestNonInteractive:
         assert "config.local.yaml" in result.stdout
 
     def test_console_script_is_the_same_cli(self, tmp_path):
-        """§0: the `nerve` console script runs the same command line as python -m."""
-        script = Path(sys.executable).with_name("nerve")
+        """§0, NERVE-1: the `nerve-provisioner` console script runs the same command line as
+        python -m."""
+        script = Path(sys.executable).with_name("nerve-provisioner")
         if not script.exists():
-            script = Path(shutil.which("nerve") or "nerve")
+            script = Path(shutil.which("nerve-provisioner") or "nerve-provisioner")
         home = tmp_path / "home"
         home.mkdir()
         result = subprocess.run(
@@ -188,7 +189,8 @@ class TestMemoryStep:
         )
         assert "embeddings" in result.stderr
         stored = yaml.safe_load((tmp_path / "cfg" / "config.local.yaml").read_text())
-        assert stored["memory"]["memu"]["openai_api_key"] == "sk-test-123"
+        assert stored["openai_api_key"] == "sk-test-123"  # NERVE-8: where Nerve reads it
+        assert "memory" not in stored
         assert "sk-test-123" not in result.stdout
 
     def test_terminal_loom_never_asks_for_a_key(self, run_nerve, tmp_path):
@@ -281,8 +283,8 @@ class TestRerun:
         memory.write_text((tmp_path / "other" / "MEMORY.md").read_text() + "my own note\n")
         result = init(run_nerve, "--workspace", "ws", "--memory-backend", "loom", "--json")
         command = json.loads(result.stdout)["kept"][0]["diff_command"].split()
-        assert command[:2] == ["nerve", "diff"]
-        diff = run_nerve(*command[1:])
+        assert command[:4] == ["python", "-m", "provisioner", "diff"]
+        diff = run_nerve(*command[3:])
         assert diff.returncode == 1
         assert "-my own note" in diff.stdout
         added = [line for line in diff.stdout.splitlines() if line.startswith("+")]
@@ -333,7 +335,7 @@ class TestRerun:
         second = init(run_nerve, "--workspace", "ws", "--memory-backend", "loom")
         assert "re-worded  AGENTS.md" in second.stdout
         assert "kept       SOUL.md" in second.stdout
-        assert "nerve diff --workspace" in second.stdout
+        assert "python -m provisioner diff --workspace" in second.stdout
 
 
 class TestCopierIsolation:
@@ -352,7 +354,7 @@ class TestConfigWarnings:
         (tmp_path / "cfg").mkdir()
         (tmp_path / "cfg" / "config.yaml").write_text("memory:\n  backnd: loom\n")
         result = init(run_nerve, "--workspace", "ws", "--config-dir", "cfg", "--json")
-        assert "nerve: warning:" in result.stderr and "backnd" in result.stderr
+        assert "python -m provisioner: warning:" in result.stderr and "backnd" in result.stderr
         assert any("backnd" in warning for warning in json.loads(result.stdout)["warnings"])
 
 

@@ -1,4 +1,4 @@
-"""What every ``nerve`` command shares: exit statuses, the one-line usage error, the parser
+"""What every command of the package shares: exit statuses, the one-line usage error, the parser
 class, where the workspace and configuration folder are, and the loopback socket that the
 local servers (``nerve dev gateway``, ``nerve web``) listen on.
 
@@ -14,6 +14,8 @@ import socket
 from pathlib import Path
 from typing import Any, NoReturn
 
+from provisioner.cli.entry import program
+from provisioner.config.paths import DEFAULT_CONFIG_DIR, find_folders
 from provisioner.errors import UserError
 
 EXIT_OK = 0
@@ -22,9 +24,7 @@ EXIT_USAGE = 2
 EXIT_TEMPLATE = 3  # GOLD-2: a template that cannot be rendered, told apart from a difference
 EXIT_INCOMPLETE = 1  # SWEEP-13: the gateway answered, but batches did not go through
 EXIT_TEMPFAIL = 75  # SWEEP-13: memory could not be reached at all (sysexits.h EX_TEMPFAIL)
-PROGRAM = "nerve"
 DEFAULT_WORKSPACE = "~/nerve-workspace"
-DEFAULT_CONFIG_DIR = "~/.nerve"
 LOOPBACK = "127.0.0.1"  # the local servers never listen beyond this machine
 LISTEN_BACKLOG = 128
 
@@ -36,7 +36,7 @@ class UsageError(UserError):
 class ArgParser(argparse.ArgumentParser):
     """argparse, but a usage error is one line and goes through ``UsageError``.
 
-    The line names the subcommand (``init: argument --profile: …``); the ``nerve: error:``
+    The line names the subcommand (``init: argument --profile: …``); the ``<command>: error:``
     prefix is the CLI's, printed once. Every subcommand's ``--help`` opens with a sentence:
     its own ``description``, or else its one-line ``help`` made into one.
     """
@@ -46,7 +46,7 @@ class ArgParser(argparse.ArgumentParser):
         self.register("action", "parsers", _Subcommands)
 
     def error(self, message: str) -> NoReturn:
-        command = self.prog.removeprefix(PROGRAM).strip()
+        command = self.prog.removeprefix(program()).strip()
         raise UsageError(f"{command}: {message}" if command else message)
 
 
@@ -86,14 +86,16 @@ def add_workspace_options(command: argparse.ArgumentParser) -> None:
         "--config-dir",
         type=path_argument,
         default=None,
-        help=f"configuration folder (default: $NERVE_CONFIG_DIR or {DEFAULT_CONFIG_DIR})",
+        help="configuration folder (default: as Nerve finds it: $NERVE_CONFIG_DIR, the current "
+        f"folder, Nerve's pointer file; else {DEFAULT_CONFIG_DIR})",
     )
 
 
 def workspace_and_config_dir(args: argparse.Namespace) -> tuple[Path, Path]:
-    """The workspace and configuration folders: flag, else environment, else default."""
+    """The workspace (flag, else environment, else default) and the configuration folder, found
+    as Nerve finds it (``provisioner.config.paths.find_folders``, NERVE-7)."""
     workspace = args.workspace or Path(os.environ.get("NERVE_WORKSPACE") or DEFAULT_WORKSPACE)
-    config_dir = args.config_dir or Path(os.environ.get("NERVE_CONFIG_DIR") or DEFAULT_CONFIG_DIR)
+    config_dir = find_folders(args.config_dir).config_dir
     return workspace.expanduser(), config_dir.expanduser()
 
 

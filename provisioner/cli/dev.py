@@ -20,6 +20,7 @@ from provisioner.cli.common import (
     listen_on_loopback,
     port_argument,
 )
+from provisioner.cli.entry import command
 
 DEFAULT_PORT = 8787  # contracts/gateway.md's example base URL
 DEV_EXTRA_HINT = "pip install 'nerve-provisioner[dev]'"
@@ -104,7 +105,8 @@ def _run_gateway(args: argparse.Namespace) -> int:
             if (error.name or "").split(".")[0] not in DEV_EXTRA_MODULES:
                 raise
             raise UsageError(
-                f"nerve dev gateway needs the dev extra ({error.name} is missing): {DEV_EXTRA_HINT}"
+                f"{command('dev gateway')} needs the dev extra ({error.name} is missing): "
+                f"{DEV_EXTRA_HINT}"
             ) from None
         try:
             parse_fault_spec(args.faults)

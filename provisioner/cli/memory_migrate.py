@@ -1,7 +1,8 @@
 """`nerve memory migrate`: memU's memories copied into Loom, once each, resumably (MIG-1).
 
 Reads memU's database read-only — ``--memu-db PATH``, else the file Nerve's
-``memory.sqlite_dsn`` names, else ``<config-dir>/memu.sqlite`` (Nerve's default) — and writes
+``memory.sqlite_dsn`` names, else ``memu.sqlite`` in Nerve's state folder (``$NERVE_HOME``) once
+a Nerve configuration is found there, else ``<config-dir>/memu.sqlite`` (NERVE-7) — and writes
 every item into Loom with ``loom_memory_set`` under the key ``memu-<item id>``. The ledger
 lives in the runtime's state file (``--state``, default ``<config-dir>/memory/state.sqlite3``),
 so running it again writes nothing twice and goes on where the last run stopped.
@@ -36,7 +37,7 @@ from provisioner.cli.common import (
     add_workspace_options,
     workspace_and_config_dir,
 )
-from provisioner.config.paths import MEMORY_DIR, STATE_FILE, default_paths
+from provisioner.config.paths import MEMORY_DIR, STATE_FILE, default_paths, found_memu_db
 
 if TYPE_CHECKING:
     from provisioner.cli.stopping import StopSignals
@@ -60,7 +61,8 @@ def register(commands: argparse._SubParsersAction) -> None:
         type=_file_argument,
         default=None,
         metavar="PATH",
-        help=f"memU's database (default: {SQLITE_DSN_KEY}, else <config-dir>/{MEMU_DB_FILE})",
+        help=f"memU's database (default: {SQLITE_DSN_KEY}, else $NERVE_HOME/{MEMU_DB_FILE} once "
+        f"a Nerve configuration is found, else <config-dir>/{MEMU_DB_FILE})",
     )
     migrate.add_argument(
         "--state",
@@ -110,7 +112,7 @@ def memu_db_path(config: Any, config_dir: Path) -> Path:
     memory = config.data.get("memory")
     dsn = memory.get("sqlite_dsn") if isinstance(memory, dict) else None
     if dsn is None:
-        return config_dir / MEMU_DB_FILE
+        return found_memu_db(config_dir) or config_dir / MEMU_DB_FILE  # NERVE-7
     path = dsn.strip().removeprefix(SQLITE_DSN_PREFIX) if isinstance(dsn, str) else ""
     if not path or "://" in path:
         where = config.source_of(SQLITE_DSN_KEY) or "configuration"

@@ -31,7 +31,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from provisioner.cli.common import EXIT_OK, PROGRAM, UsageError, add_workspace_options
+from provisioner.cli.common import EXIT_OK, UsageError, add_workspace_options
+from provisioner.cli.entry import program
 from provisioner.cli.memory_files import open_state
 from provisioner.config.paths import MEMORY_DIR, STATE_FILE, default_paths
 from provisioner.counts import counted
@@ -140,7 +141,7 @@ def _run_recall(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(block if block.endswith("\n") else block + "\n")
     if fault is not None:  # REL-3: told, but perhaps not kept for the session
-        print(f"{PROGRAM}: error: {fault}; the recall shown may not be kept", file=sys.stderr)
+        print(f"{program()}: error: {fault}; the recall shown may not be kept", file=sys.stderr)
         return int(fault.exit_status)
     return EXIT_OK
 

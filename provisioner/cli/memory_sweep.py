@@ -54,7 +54,7 @@ from provisioner.cli.common import (
 )
 from provisioner.cli.memory_files import add_path_options
 from provisioner.cli.sweep_progress import ProgressPrinter, sweep_with_progress
-from provisioner.config.paths import default_paths
+from provisioner.config.paths import default_paths, found_nerve_db
 from provisioner.counts import counted
 
 if TYPE_CHECKING:
@@ -85,7 +85,8 @@ def register(commands: argparse._SubParsersAction) -> None:
         "--nerve-db",
         type=Path,
         metavar="PATH",
-        help="sweep from Nerve's own nerve.db instead of the transcripts database (NERVE-2)",
+        help="sweep from Nerve's own nerve.db instead of the transcripts database (NERVE-2; "
+        "default: $NERVE_HOME/nerve.db once a Nerve configuration is found, NERVE-7)",
     )
     sweep.add_argument("--json", action="store_true", help="print each report as JSON")
     sweep.add_argument(
@@ -131,6 +132,8 @@ def _run_sweep(args: argparse.Namespace) -> int:
     config = load_config(config_dir, workspace)
     transcripts_path, state_path = default_paths(config_dir)
     paths = (args.transcripts or transcripts_path, args.state or state_path)
+    if args.nerve_db is None and args.transcripts is None:
+        args.nerve_db = found_nerve_db(config_dir)  # NERVE-7: Nerve's own, once it is found
     if args.nerve_db is not None:
         if args.transcripts is not None:
             raise UsageError("--nerve-db and --transcripts name two sources to sweep; give one")

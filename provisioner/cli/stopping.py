@@ -18,6 +18,8 @@ import sys
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from provisioner.cli.entry import program
+
 SIGNAL_EXIT_BASE = 128  # REL-9: a shell's status for a process a signal ended: 128 + its number
 EXIT_INTERRUPTED = SIGNAL_EXIT_BASE + signal.SIGINT  # 130
 EXIT_TERMINATED = SIGNAL_EXIT_BASE + signal.SIGTERM  # 143
@@ -78,5 +80,5 @@ def run_stoppable(work: Work) -> int:
     except asyncio.CancelledError:
         if stop.received is None:
             raise
-    print(f"nerve: {STOP_SIGNALS[stop.received]}", file=sys.stderr, flush=True)
+    print(f"{program()}: {STOP_SIGNALS[stop.received]}", file=sys.stderr, flush=True)
     return stop.exit_status

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from provisioner.golden.source import TemplateSource
     from provisioner.workspace.init import InitResult
 
+from provisioner.cli.entry import command
 from provisioner.counts import counted
 from provisioner.templating.backends import get_backend
 
@@ -29,7 +30,7 @@ LOCKED_VARIABLES = ("NERVE_MEMORY_BACKEND", "NERVE_MCP_BASE_URL", "LOOM_DASHBOAR
 
 def kept_diff_command(result: InitResult, path: str) -> str:
     """The command that shows how a kept file differs from what init would write (INIT-5)."""
-    return f"nerve diff --workspace {shlex.quote(str(result.workspace))} {shlex.quote(path)}"
+    return f"{command('diff')} --workspace {shlex.quote(str(result.workspace))} {shlex.quote(path)}"
 
 
 def _backend_note(result: InitResult, config_dir: Path) -> str:

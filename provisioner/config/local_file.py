@@ -19,7 +19,7 @@ from provisioner.files import write_atomically
 from provisioner.runtime.sqlite_file import faults_named
 
 LOCAL_CONFIG_NAME = "config.local.yaml"  # CONF-1
-EMBEDDINGS_KEY_PATH = ("memory", "memu", "openai_api_key")  # INIT-3
+EMBEDDINGS_KEY_PATH: tuple[str, ...] = ("openai_api_key",)  # INIT-3, NERVE-8: where Nerve reads it
 if TYPE_CHECKING:
     from provisioner.config.model import Config
 
@@ -31,7 +31,10 @@ class LocalConfigError(UserError, ValueError):
 
 
 def store_embeddings_key(config_dir: Path, key: str) -> Path:
-    """Set memU's embeddings key in ``<config_dir>/config.local.yaml``; returns the path."""
+    """Set memU's embeddings key in ``<config_dir>/config.local.yaml``; returns the path.
+
+    The key goes where Nerve reads it: its top-level ``openai_api_key`` (NERVE-8), which
+    Nerve hands to memU for embeddings."""
     path = Path(config_dir) / LOCAL_CONFIG_NAME
     try:
         with faults_named(path):

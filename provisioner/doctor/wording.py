@@ -29,6 +29,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from provisioner.cli.entry import command, program_words
 from provisioner.doctor.check import OK, WARN, Check, joined, one_line
 from provisioner.doctor.cron_prompts import CRON_FILES, CRON_FOLDER, NOT_A_JOBS_FILE, prompt_view
 from provisioner.runtime.sqlite_file import CAUSE_OF_KIND, FileFault
@@ -296,7 +297,7 @@ class Advice:
     def for_file(self, relative: str) -> str:
         """The exact ``nerve diff`` command for a shipped file, else how to fix it by hand."""
         if relative in self.shipped:
-            words = ["nerve", "diff", "--workspace", str(self.workspace)]
+            words = [*program_words(), "diff", "--workspace", str(self.workspace)]
             if self.recorded_wording != self.backend.name:
                 words += ["--memory-backend", self.backend.name]
             return f"`{shlex.join([*words, relative])}` shows the shipped wording"
@@ -421,7 +422,9 @@ def _more_files(rest: list[tuple[str, FileFindings]], advice: Advice) -> Check:
         f"{places} naming tools {_sessions(advice)} do not have, "
         f"in {_count(len(names), 'more file')}: {listed}"
     )
-    return _place(MORE_FILES, message, "fix the places above and run nerve doctor again", None)
+    return _place(
+        MORE_FILES, message, f"fix the places above and run {command('doctor')} again", None
+    )
 
 
 def _places_count(files: list[FileFindings], shown: int = 0, more: bool = False) -> str:

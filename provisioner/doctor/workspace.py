@@ -26,6 +26,7 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from provisioner.cli.entry import program_words
 from provisioner.config.loader import Config
 from provisioner.config.local_file import switch_line
 from provisioner.doctor.check import ERR, OK, WARN, Check, joined
@@ -295,7 +296,7 @@ def _names(paths: list[str]) -> str:
 
 
 def _init_command(workspace: Path, config_dir: Path, backend: str | None = None) -> str:
-    words = ["nerve", "init"]
+    words = [*program_words(), "init"]
     if backend is not None:
         words += ["--memory-backend", backend]
     words += ["--workspace", str(workspace), "--config-dir", str(config_dir)]

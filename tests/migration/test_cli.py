@@ -512,7 +512,10 @@ class TestDoctor:
         written = len(gateway.app.store.memory_keys())
         assert check.status == WARN and check.id == "memory.migration"
         assert f"{written} of 6 items done" in check.message and "not_now" in check.message
-        assert check.advice is not None and "nerve memory migrate" in check.advice
+        assert (
+            check.advice is not None
+            and "run nerve-provisioner memory migrate again" in check.advice
+        )
         gateway.app.faults.switch("")
         assert nerve.migrate_json()[0] == 0
         (check,) = migration_checks(nerve.config_dir)

@@ -1,5 +1,5 @@
 """REL-9: ``nerve memory sweep`` stopped by a service manager's SIGTERM ends as Ctrl-C ends it:
-a line saying so, ``nerve: terminated`` and exit 143 (130 for SIGINT), nothing lost.
+a line saying so, ``python -m provisioner: terminated`` and exit 143 (130 for SIGINT), nothing lost.
 
 Real processes and real signals against the dev gateway; each signal is sent once the process
 has shown (by its output, or by the call the gateway holds) that it is where the test wants it.
@@ -129,5 +129,7 @@ class TestAStopSignalMidSweep:
         assert (first["stopped"], first["exit_status"]) == ("done", 0)
         stopped = json.loads(out)
         assert (stopped["stopped"], stopped["exit_status"]) == ("interrupted", 143)
-        assert process.returncode == 143 and err.strip().endswith("nerve: terminated")
+        assert process.returncode == 143 and err.strip().endswith(
+            "python -m provisioner: terminated"
+        )
         assert instance.watermark() == 1
