@@ -28,8 +28,8 @@ DRIFTED_GOLDEN = Path("loom") / "personal" / "AGENTS.md"
 def one_line(capsys: pytest.CaptureFixture[str]) -> str:
     """The one error line on stderr (after any questions init asked there)."""
     err = capsys.readouterr().err
-    assert err.count("nerve: error: ") == 1 and "Traceback" not in err, err
-    line = err[err.index("nerve: error: ") :]
+    assert err.count("nerve-provisioner: error: ") == 1 and "Traceback" not in err, err
+    line = err[err.index("nerve-provisioner: error: ") :]
     assert line.count("\n") == 1 and line.endswith("\n"), err
     return line
 

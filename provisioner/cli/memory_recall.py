@@ -39,7 +39,6 @@ from provisioner.counts import counted
 
 if TYPE_CHECKING:
     from provisioner.runtime.loom.backend import LoomMemory
-    from provisioner.runtime.state import StateStore
 
 SESSION_ID_MAX_CHARS = 200  # loom-ops: the session ids Loom takes
 AGE_UNITS = ((86_400, "d"), (3_600, "h"), (60, "min"), (1, "s"))  # our choice: how an age reads
@@ -122,7 +121,7 @@ def _run_recall(args: argparse.Namespace) -> int:
     path = state_path(config_dir, args.state)
 
     async def recall() -> Any:
-        with _recall_state(path) as state:
+        with open_state(path) as state:
             async with LoomMemory.from_config(config, state=state) as memory:
                 told = await memory.startup_recall(session)
             return told, memory.state_fault  # once closed: the freeze has ended either way
@@ -155,23 +154,6 @@ def overall_status(report: dict[str, Any]) -> str:
     if not report.get("available"):
         return "ERR"
     return "WARN" if report.get("last_error") else "OK"
-
-
-def _recall_state(path: Path) -> StateStore:
-    """The state file ``recall`` freezes into; a ``FileFault`` of its kind when it cannot be
-    opened (REL-4), ``UsageError`` for a file of a newer version (nothing wrong with it)."""
-    from provisioner.runtime.sqlite_file import FileFault, file_fault
-    from provisioner.runtime.state import StateBusyError, StateStore, StateVersionError
-
-    try:
-        return StateStore(path)
-    except StateVersionError as error:
-        raise UsageError(str(error)) from None
-    except StateBusyError:
-        raise FileFault(path, "busy") from None
-    except (sqlite3.Error, OSError) as error:
-        detail = " ".join(str(error).split())
-        raise file_fault(error, path) or FileFault(path, "damaged", detail) from None
 
 
 def _run_status(args: argparse.Namespace) -> int:
@@ -213,7 +195,6 @@ def _with_sweep_facts(memory: LoomMemory, report: dict[str, Any], config: Any) -
     the last error, ``code`` (a coded fault's), ``age_s`` and ``batches_through_since``. A
     state file that cannot be read that way leaves the report as the backend gave it.
     """
-    import sqlite3
 
     from provisioner.runtime.loom.diagnostics import since_last_error
     from provisioner.runtime.sweep.sweeper import extraction_mode
@@ -241,7 +222,6 @@ def _queued_batches(memory: LoomMemory) -> dict[str, int] | None:
     """Batches of queued mode still open (SWEEP-15): ``in_loom_queue``, which hold their
     sessions' windows and keep them out of a backfill, and ``fell_back``, sent again in
     waiting mode. None for a state file that cannot be read that way."""
-    import sqlite3
 
     from provisioner.runtime.sweep.followup import WAITING
 

@@ -21,6 +21,8 @@ JSON_SCHEMA_VERSION = 1  # DOC-1: {"schema": 1, "status", "checks": [...], "summ
 EXIT_CLEAN = 0  # DOC-1: no ERR
 EXIT_ERRORS = 1  # DOC-1: at least one ERR
 TEXT_MAX_CHARS = 400  # our choice: a message longer than this is cut, ending in "…"
+# our choice: advice is a command to copy, naming up to three folders; cut, it would not run
+ADVICE_MAX_CHARS = 1_200
 TAG_WIDTH = len("[WARN]")
 ADVICE_PREFIX = " " * (TAG_WIDTH + 1) + "→ "
 
@@ -63,7 +65,8 @@ class Check:
         for name in ("message", "advice", "source"):
             value = getattr(self, name)
             if value is not None:
-                object.__setattr__(self, name, one_line(value))
+                limit = ADVICE_MAX_CHARS if name == "advice" else TEXT_MAX_CHARS
+                object.__setattr__(self, name, one_line(value, limit))
 
     def as_json(self) -> dict[str, Any]:
         return {

@@ -59,7 +59,8 @@ class TestMissingFoldersAreRefused:
         ran = run_main([*command, *(word for pair in given.items() for word in pair)])
         assert ran.status == 2 and ran.stdout == ""
         assert ran.stderr.splitlines() == [
-            f"nerve: error: {flag} {tmp_path / 'typo'}: no such folder; expected an existing folder"
+            f"nerve-provisioner: error: {flag} {tmp_path / 'typo'}: no such folder; "
+            "expected an existing folder"
         ]
 
 

@@ -428,7 +428,8 @@ class TestFileFaults:
             holder.close()
         assert done.returncode == 75 and done.stdout == ""
         assert done.stderr.strip() == (
-            f"nerve: error: {memu.path}: busy: another process holds it; try again later"
+            f"python -m provisioner: error: {memu.path}: busy: another process holds it; "
+            "try again later"
         )
 
 
@@ -460,7 +461,7 @@ class TestStoppedBySignal:
             out, err = process.communicate(timeout=60)
         finally:
             process.kill()
-        assert "Traceback" not in err and err.strip().endswith(f"nerve: {said}")
+        assert "Traceback" not in err and err.strip().endswith(f"python -m provisioner: {said}")
         report = json.loads(out)
         assert (process.returncode, report["exit_status"], report["stopped"]) == (
             status,

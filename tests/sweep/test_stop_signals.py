@@ -111,7 +111,7 @@ class TestAStopSignalMidSweep:
         assert "Traceback" not in err
         lines = err.strip().splitlines()
         assert lines[-2].startswith(f"sweep interrupted: stopped by {how.name}; ")
-        assert lines[-1] == f"nerve: {said}"
+        assert lines[-1] == f"python -m provisioner: {said}"
         assert instance.watermark() == 0  # nothing taken, nothing lost: the next sweep sends it
 
     def test_a_sweep_every_interval_stopped_between_sweeps_ends_with_a_json_object(
