@@ -231,7 +231,7 @@ class TestConfiguration:
     def test_a_loader_warning_is_a_warn_with_advice(self, instance: Instance) -> None:
         """CONF-7: an unknown key under memory warns, and doctor says so."""
         instance.configure("memory:\n  backend: memu\n  colour: blue\n")
-        warning = by_id(instance.doctor_json("--offline"))["config.warning.1"]
+        warning = by_id(instance.doctor_json("--offline"))["config.warning.memory.colour"]
         assert warning["status"] == "WARN"
         assert "memory.colour: unknown key" in warning["message"]
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import socket
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -23,6 +24,7 @@ EXIT_TEMPLATE = 3  # GOLD-2: a template that cannot be rendered, told apart from
 EXIT_INCOMPLETE = 1  # SWEEP-13: the gateway answered, but batches did not go through
 EXIT_TEMPFAIL = 75  # SWEEP-13: memory could not be reached at all (sysexits.h EX_TEMPFAIL)
 PROGRAM = "nerve"
+BOTH_FOLDERS = ("workspace", "config_dir")  # FLEET-4: a command that only reads both
 DEFAULT_WORKSPACE = "~/nerve-workspace"
 DEFAULT_CONFIG_DIR = "~/.nerve"
 LOOPBACK = "127.0.0.1"  # the local servers never listen beyond this machine
@@ -90,11 +92,37 @@ def add_workspace_options(command: argparse.ArgumentParser) -> None:
     )
 
 
-def workspace_and_config_dir(args: argparse.Namespace) -> tuple[Path, Path]:
-    """The workspace and configuration folders: flag, else environment, else default."""
+def workspace_and_config_dir(
+    args: argparse.Namespace, *, must_exist: Collection[str] = ()
+) -> tuple[Path, Path]:
+    """The workspace and configuration folders: flag, else environment, else default.
+
+    ``must_exist`` names the folders (``"workspace"``, ``"config_dir"``) a command only
+    reads: one of them named by its flag or its variable that does not exist is refused
+    with one line (FLEET-4), since a typo would otherwise read as an instance with nothing
+    configured. The defaults may be missing (a machine not set up yet); so may the folders
+    of a command that creates them (init, and the memory commands that make their files
+    under the configuration folder).
+    """
     workspace = args.workspace or Path(os.environ.get("NERVE_WORKSPACE") or DEFAULT_WORKSPACE)
     config_dir = args.config_dir or Path(os.environ.get("NERVE_CONFIG_DIR") or DEFAULT_CONFIG_DIR)
+    if "workspace" in must_exist:
+        _refuse_missing("--workspace", "NERVE_WORKSPACE", args.workspace, workspace)
+    if "config_dir" in must_exist:
+        _refuse_missing("--config-dir", "NERVE_CONFIG_DIR", args.config_dir, config_dir)
     return workspace.expanduser(), config_dir.expanduser()
+
+
+def _refuse_missing(flag: str, variable: str, given: Path | None, folder: Path) -> None:
+    """``UsageError`` when ``folder``, named by ``flag`` or ``variable``, is not a folder."""
+    if given is None and not os.environ.get(variable):
+        return  # the default: a machine not set up yet is for the command to report
+    path = folder.expanduser()
+    if path.is_dir():
+        return
+    named = f"{flag} {folder}" if given is not None else f"{variable}={folder}"
+    what = "is not a folder" if path.exists() else "does not exist"
+    raise UsageError(f"{named}: {what}; expected an existing folder")
 
 
 def port_argument(text: str) -> int:

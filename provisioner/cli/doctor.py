@@ -31,7 +31,8 @@ def register(commands: argparse._SubParsersAction) -> None:
 def _run_doctor(args: argparse.Namespace) -> int:
     from provisioner.doctor.run import run_doctor, run_doctor_offline
 
-    workspace, config_dir = workspace_and_config_dir(args)
+    # FLEET-4: a missing --config-dir is refused; a missing workspace is a check of its own
+    workspace, config_dir = workspace_and_config_dir(args, must_exist=("config_dir",))
     if isinstance(sys.stdout, io.TextIOWrapper):  # a terminal that cannot show "→" gets "\u2192"
         sys.stdout.reconfigure(errors="backslashreplace")
     run = run_doctor_offline if args.offline else run_doctor

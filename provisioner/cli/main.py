@@ -20,6 +20,7 @@ from collections.abc import Sequence
 
 from provisioner import __version__
 from provisioner.cli.common import (
+    BOTH_FOLDERS,
     EXIT_DIFFERENCE,
     EXIT_OK,
     EXIT_TEMPLATE,
@@ -279,7 +280,7 @@ def _run_render(args: argparse.Namespace) -> int:
 def _run_diff(args: argparse.Namespace) -> int:
     from provisioner.workspace.previews import workspace_diff
 
-    workspace, _config_dir = workspace_and_config_dir(args)
+    workspace, _config_dir = workspace_and_config_dir(args, must_exist=BOTH_FOLDERS)  # FLEET-4
     output, differs = workspace_diff(workspace, args.memory_backend, args.paths)
     sys.stdout.write(output)
     return EXIT_DIFFERENCE if differs else EXIT_OK

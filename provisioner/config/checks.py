@@ -8,6 +8,7 @@ from; one that does not stop Nerve (an unknown key, say) becomes a warning.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,45 @@ LOCKDOWN_KEY = "lockdown"  # CONF-3: read from settings.yaml only
 GATEWAY_URL_KEY = "mcp_gateway_url"  # CONF-6
 DASHBOARD_URL_KEY = "memory.loom.dashboard_url"  # CONF-5
 TOP_LEVEL_KEYS = (LOCKDOWN_KEY, GATEWAY_URL_KEY, "memory")  # the top-level keys checked here
+# FLEET-4, NERVE-5: the top-level keys Nerve itself reads (the fields of its NerveConfig, and
+# the tokens its key check allows), carried through unchecked; any other top-level key warns.
+NERVE_TOP_LEVEL_KEYS = (
+    "workspace",
+    "timezone",
+    "deployment",
+    "quiet_start",
+    "quiet_end",
+    "provider",
+    "gateway",
+    "agent",
+    "telegram",
+    "sync",
+    "cron",
+    "workspace_sync",
+    "backup",
+    "sessions",
+    "retention",
+    "auth",
+    "channels",
+    "notifications",
+    "docker",
+    "proxy",
+    "ollama",
+    "codex",
+    "workflows",
+    "houseofagents",
+    "langfuse",
+    "xmemory",
+    "mcp_endpoint",
+    "mcp_servers",
+    "external_agents",
+    "anthropic_api_key",
+    "openai_api_key",
+    "brave_search_api_key",
+    "claude_oauth_token",
+    "github_token",
+)
+CLOSE_MATCH_CUTOFF = 0.6  # difflib's default: "memroy" → "memory", "gatway" → "gateway"
 
 
 def memory_keys() -> tuple[str, ...]:
@@ -93,9 +133,18 @@ class KeyChecker:
             if item_key not in known:
                 self.warn(
                     joined_key(key, item_key),
-                    f"unknown key, ignored; known keys under {key}: {', '.join(known)}",
+                    f"unknown key, ignored{_meant(item_key, known)}; known keys under {key}: "
+                    f"{', '.join(known)}",
                 )
         return value
+
+    def top_level(self, data: Mapping[Any, Any]) -> None:
+        """Warn of each top-level key neither this package nor Nerve reads, with the key it
+        probably meant (FLEET-4): ``memroy`` leaves memory at its defaults without a word."""
+        known = (*TOP_LEVEL_KEYS, *NERVE_TOP_LEVEL_KEYS)
+        for key in data:
+            if key not in known:
+                self.warn(str(key), f"unknown top-level key, ignored{_meant(key, known)}")
 
     def backend(self, value: Any) -> str:
         """``memory.backend``: one of the registry's names; absent or empty means memU (CONF-4)."""
@@ -164,6 +213,12 @@ class KeyChecker:
                 key, f"{redacted(text)} has a query or fragment; expected a plain base URL"
             )
         return text.rstrip("/")
+
+
+def _meant(key: object, known: tuple[str, ...]) -> str:
+    """`` (did you mean memory?)`` for the known key closest to ``key``; "" when none is close."""
+    close = difflib.get_close_matches(str(key), known, n=1, cutoff=CLOSE_MATCH_CUTOFF)
+    return f" (did you mean {close[0]}?)" if close else ""
 
 
 def boolean_value(value: Any, default: bool, path: Path | None, key: str) -> bool:

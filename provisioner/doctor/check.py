@@ -18,6 +18,8 @@ WARN = "WARN"
 ERR = "ERR"
 STATUSES = (OK, WARN, ERR)
 JSON_SCHEMA_VERSION = 1  # DOC-1: {"schema": 1, "checks": [...], "summary": {...}}
+# FLEET-4: the run's overall status in the JSON summary, from its worst check.
+OVERALL_OK, OVERALL_WARN, OVERALL_ERROR = "ok", "warn", "error"
 EXIT_CLEAN = 0  # DOC-1: no ERR
 EXIT_ERRORS = 1  # DOC-1: at least one ERR
 TEXT_MAX_CHARS = 400  # our choice: a message longer than this is cut, ending in "…"
@@ -44,8 +46,11 @@ def _escaped(char: str) -> str:
 class Check:
     """One line of the doctor's report, and its advice.
 
-    ``source`` says where the checked value came from (a file, ``${VAR}`` in a file, the
-    workspace manifest, the gateway), or None. Text fields are made one line on construction.
+    ``id`` is the check's stable name (``config.files``, ``workspace.tool_names.MEMORY.md:12:
+    mcp__nerve__memorize``), never its position in the report, so a monitor can follow one
+    check from run to run (FLEET-4). ``source`` says where the checked value came from (a
+    file, ``${VAR}`` in a file, the workspace manifest, the gateway), or None. Text fields
+    are made one line on construction.
     Raises ``ValueError`` for an unknown status, or a WARN or ERR without advice.
     """
 
@@ -60,7 +65,7 @@ class Check:
             raise ValueError(f"status {self.status!r} is not one of {', '.join(STATUSES)}")
         if self.status != OK and not self.advice:
             raise ValueError(f"check {self.id} is {self.status} and says nothing to do")
-        for name in ("message", "advice", "source"):
+        for name in ("id", "message", "advice", "source"):
             value = getattr(self, name)
             if value is not None:
                 object.__setattr__(self, name, one_line(value))
@@ -89,13 +94,21 @@ class Report:
         """1 when any check is ERR, else 0 (DOC-1)."""
         return EXIT_ERRORS if self.count(ERR) else EXIT_CLEAN
 
-    def summary(self) -> dict[str, int]:
+    @property
+    def overall(self) -> str:
+        """``error`` when a check is ERR, else ``warn`` when one is WARN, else ``ok`` (FLEET-4)."""
+        if self.count(ERR):
+            return OVERALL_ERROR
+        return OVERALL_WARN if self.count(WARN) else OVERALL_OK
+
+    def summary(self) -> dict[str, int | str]:
         return {
             "passed": self.count(OK),
             "total": len(self.checks),
             "warnings": self.count(WARN),
             "errors": self.count(ERR),
             "exit_status": self.exit_status,
+            "status": self.overall,
         }
 
     def as_json(self) -> dict[str, Any]:

@@ -36,6 +36,7 @@ LOOM_ORIGIN_KEYS = tuple(f"memory.loom.{key}" for key in LOOM_KEYS)
 DEFAULT_ORIGIN = "default"
 DASHBOARD_KEY = "memory.loom.dashboard_url"
 DEFER_KEY = "memory.loom.defer_extraction"
+WARNING_CHECK = "config.warning"  # FLEET-4: config.warning.KEY, one a loader warning
 # SWEEP-4, SWEEP-15, docs/config.md "Waiting and queued extraction": the risk of queued mode.
 # Doctor reads no catalog offline, so the reason names the condition; the network check
 # (loom.catalog) says whether the catalog lists loom_op.
@@ -78,14 +79,41 @@ def config_checks(
     checks += [value_check(config, key, origins) for key in keys]
     checks += [
         Check(
-            f"config.warning.{index}",
+            name,
             WARN,
             warning,
             advice="change or remove the key named; Nerve ignores it until then",
         )
-        for index, warning in enumerate(_warnings(config), start=1)
+        for name, warning in warning_names(config, _warnings(config))
     ]
     return config, checks
+
+
+def warning_names(config: Config, warnings: list[str]) -> list[tuple[str, str]]:
+    """Each loader warning with its check's name: ``config.warning.KEY`` (FLEET-4).
+
+    A warning reads ``FILE: KEY: problem`` (or ``VARIABLE: problem``), so the key is what
+    follows the file that was read; a key warned of in two files gets the layer's name
+    after it (``config.warning.lockdown.local``). Names, not positions: a monitor follows
+    one warning from run to run whatever else appears.
+    """
+    prefixes = sorted(
+        ((f"{f.path}: ", f.layer) for f in config.files), key=lambda pair: -len(pair[0])
+    )
+    named: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    for warning in warnings:
+        rest, layer = warning, None
+        for prefix, file_layer in prefixes:
+            if warning.startswith(prefix):
+                rest, layer = warning[len(prefix) :], file_layer
+                break
+        name = f"{WARNING_CHECK}.{rest.split(': ', 1)[0]}"
+        if name in seen and layer is not None:
+            name = f"{name}.{layer}"
+        seen.add(name)
+        named.append((name, warning))
+    return named
 
 
 def _warnings(config: Config) -> list[str]:

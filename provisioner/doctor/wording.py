@@ -53,6 +53,9 @@ _LINE_BREAK = re.compile(r"\r\n|\r|\n")  # as an editor counts lines
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _LINK = "a link"
+# FLEET-4: the names of the places' checks past those listed one by one.
+MORE_PLACES = "more"  # workspace.tool_names.FILE:more
+MORE_FILES = "more_files"  # workspace.tool_names.more_files
 
 
 @dataclass(frozen=True)
@@ -313,7 +316,9 @@ def tool_name_checks(
     recorded_wording: object = None,
     skip: Collection[str] = (),
 ) -> list[Check]:
-    """The lint as checks: ``workspace.tool_names``, then one ``workspace.tool_names.N`` a place.
+    """The lint as checks: ``workspace.tool_names``, then one a place, named by the place:
+    ``workspace.tool_names.FILE:LINE:TOOL``, ``workspace.tool_names.FILE:more`` for a file's
+    places past those shown, ``workspace.tool_names.more_files`` for the files past those.
 
     ``shipped`` are the files the manifest records (they have a ``nerve diff``), and
     ``recorded_wording`` the backend they were worded for. A missing or damaged contract
@@ -385,7 +390,7 @@ def _places(lint: WorkspaceLint, advice: Advice) -> list[Check]:
     files = list(lint.findings.items())
     for index, (relative, found) in enumerate(files):
         if shown >= FINDINGS_SHOWN:
-            checks.append(_more_files(files[index:], advice, len(checks) + 1))
+            checks.append(_more_files(files[index:], advice))
             break
         fix = advice.for_file(relative)
         visible = found.first[: FINDINGS_SHOWN - shown]
@@ -394,20 +399,23 @@ def _places(lint: WorkspaceLint, advice: Advice) -> list[Check]:
                 f"{relative}:{finding.line}: names {finding.named.ref}, {_why(finding, advice)}"
             )
             where = f"{advice.workspace / relative}:{finding.line}"
-            checks.append(_place(len(checks) + 1, message, fix, where))
+            place = f"{relative}:{finding.line}:{finding.named.ref}"
+            checks.append(_place(place, message, fix, where))
         shown += len(visible)
         if found.total > len(visible):
             more = _places_count([found], shown=len(visible), more=True)
             message = f"{relative}: {more} naming tools {_sessions(advice)} do not have"
-            checks.append(_place(len(checks) + 1, message, fix, str(advice.workspace / relative)))
+            where = str(advice.workspace / relative)
+            checks.append(_place(f"{relative}:{MORE_PLACES}", message, fix, where))
     return checks
 
 
-def _place(number: int, message: str, fix: str, where: str | None) -> Check:
-    return Check(f"workspace.tool_names.{number}", WARN, message, advice=fix, source=where)
+def _place(name: str, message: str, fix: str, where: str | None) -> Check:
+    """A place's WARN, named by the place, never by its position (FLEET-4)."""
+    return Check(f"workspace.tool_names.{name}", WARN, message, advice=fix, source=where)
 
 
-def _more_files(rest: list[tuple[str, FileFindings]], advice: Advice, number: int) -> Check:
+def _more_files(rest: list[tuple[str, FileFindings]], advice: Advice) -> Check:
     places = _places_count([found for _path, found in rest], more=True)
     names = [path for path, _found in rest]
     listed = joined(names[:UNREAD_SHOWN]) + _and_more(len(names))
@@ -415,7 +423,7 @@ def _more_files(rest: list[tuple[str, FileFindings]], advice: Advice, number: in
         f"{places} naming tools {_sessions(advice)} do not have, "
         f"in {_count(len(names), 'more file')}: {listed}"
     )
-    return _place(number, message, "fix the places above and run nerve doctor again", None)
+    return _place(MORE_FILES, message, "fix the places above and run nerve doctor again", None)
 
 
 def _places_count(files: list[FileFindings], shown: int = 0, more: bool = False) -> str:

@@ -26,11 +26,11 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from provisioner.config.loader import Config
+from provisioner.config.loader import Config, backend_switch_line
 from provisioner.doctor.check import ERR, OK, WARN, Check, joined
 from provisioner.doctor.wording import tool_name_checks
 from provisioner.errors import UserError
-from provisioner.templating.backends import BACKEND_NAMES
+from provisioner.templating.backends import BACKEND_NAMES, DEFAULT_BACKEND
 from provisioner.workspace.render import MANIFEST_PATH, read_manifest
 
 SHIPPED_FILE_MAX_BYTES = 4 * 1024 * 1024  # our choice: no shipped file comes near this
@@ -137,11 +137,18 @@ def wording_check(
             source=source,
         )
     recorded = wording if wording in BACKEND_NAMES else f"an unknown backend ({wording!r})"
+    advice = f"run {_init_command(workspace, config_dir, backend)}"
+    if isinstance(wording, str) and wording in BACKEND_NAMES and backend == DEFAULT_BACKEND:
+        # FLEET-4: files worded for another backend while the configuration names memU (or
+        # nothing) is a switch half done: init ran with --memory-backend, the line did not
+        # follow. Re-wording for memU would undo the switch; the line completes it.
+        switch = backend_switch_line(config, config_dir, wording)
+        advice = f"to switch this instance to {wording}, {switch}"
     return Check(
         "workspace.wording",
         WARN,
         f"files worded for {recorded}, but memory.backend is {backend}",
-        advice=f"run {_init_command(workspace, config_dir, backend)}",
+        advice=advice,
         source=source,
     )
 

@@ -32,6 +32,7 @@ from provisioner.config.loader import (
     SETTINGS_FILE,
     Config,
     ConfigError,
+    backend_switch_warning,
     load_config,
 )
 from provisioner.config.setup_steps import SetupContext
@@ -205,6 +206,7 @@ def _provision(request: InitRequest, root: WorkspaceRoot, prompter: Prompter | N
         backend, backend_source = choose_backend(request.backend, config, recorded)
         answers = replace(answers, memory_backend=backend)
     warnings = [*config.warnings, *answer_warnings, *layers.kept_warning(answers.lockdown, config)]
+    warnings += backend_switch_warning(config, request.config_dir, request.backend)
     locked = config.lockdown
     with tempfile.TemporaryDirectory(prefix="nerve-init-") as scratch:
         rendered = render_workspace(answers, Path(scratch) / "workspace")
