@@ -86,9 +86,10 @@ def _loaded_config(args: argparse.Namespace) -> tuple[Any, Path]:
     return load_config(config_dir, workspace), config_dir
 
 
-def _kept_in_memu(args: argparse.Namespace) -> int:
+def _kept_in_memu(args: argparse.Namespace, *, status: bool = False) -> int:
+    """Say memory is kept in memU; ``status --json`` leads with its schema and status."""
     if args.json:
-        report = {"schema": STATUS_SCHEMA, "status": STATUS_NOT_LOOM}
+        report = {"schema": STATUS_SCHEMA, "status": STATUS_NOT_LOOM} if status else {}
         print(json.dumps({**report, "backend": "memu", "kept_in": "memU"}, indent=2))
     else:
         print("memory is kept in memU (memory.backend: memu); there is no Loom backend to ask")
@@ -145,7 +146,7 @@ def _run_recall(args: argparse.Namespace) -> int:
 def _run_status(args: argparse.Namespace) -> int:
     config, config_dir = _loaded_config(args)
     if config.memory_backend != "loom":
-        return _kept_in_memu(args)
+        return _kept_in_memu(args, status=True)
     import asyncio
 
     from provisioner.runtime.gateway.errors import GatewayError
