@@ -9,6 +9,7 @@ readers that already match on it.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +18,8 @@ import pytest
 from provisioner.cli.main import main
 from provisioner.devgateway import RunningGateway, serve_in_thread
 from provisioner.doctor.failures import failure_words
+from provisioner.runtime.state import AuditEntry, StateStore
+from provisioner.runtime.state_schema import AUDIT_BATCH
 
 HEALTH = "loom_namespace_summary"
 
@@ -77,6 +80,23 @@ class TestTheOverallStatus:
         text = status(tmp_path, gateway.base_url, capsys)
         assert text.startswith("status: ok\n")
         assert "schema" not in text
+
+    def test_a_sweep_still_failing_is_degraded_until_a_batch_goes_through(
+        self, tmp_path: Path, gateway: RunningGateway, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """The probe goes through, but the sweep's last extraction failed and nothing went
+        through since: Loom answers, and memory is not being written."""
+        state_path = tmp_path / "cfg" / "memory" / "state.sqlite3"
+        with StateStore(state_path) as state:
+            state.record_last_error(
+                at=time.time() - 60, op="extract", kind="CodedFault", message="m"
+            )
+        assert status_json(tmp_path, gateway.base_url, capsys)["status"] == "degraded"
+        with StateStore(state_path) as state:
+            state.record_audit([AuditEntry(AUDIT_BATCH, "s", 1, detail="10")], now=time.time())
+        report = status_json(tmp_path, gateway.base_url, capsys)
+        assert report["last_error"]["batches_through_since"] == 1
+        assert report["status"] == "ok"
 
 
 class TestTheLastErrorSaysWhatHappened:
