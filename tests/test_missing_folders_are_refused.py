@@ -32,11 +32,17 @@ def one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
 
 
 class TestAConfigDirThatDoesNotExist:
+    """Refused before anything is read, sent or listened on."""
+
     @pytest.mark.parametrize(
         "command",
-        [["memory", "status"], ["memory", "status", "--json"], ["memory", "recall", "s1"]],
+        [
+            ["memory", "status"],
+            ["memory", "status", "--json"],
+            ["memory", "recall", "s1"],
+        ],
     )
-    def test_is_refused_by_the_memory_commands_that_only_read_it(
+    def test_is_refused_by_the_commands_that_only_read_it(
         self, command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
     ) -> None:
         (tmp_path / "ws").mkdir()
