@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 SESSION_ID_MAX_CHARS = 200  # loom-ops: the session ids Loom takes
 STATUS_SCHEMA = 1  # FLEET-4: the version of ``status --json``'s shape
-# FLEET-4: the overall status of ``status --json`` (docs/memory.md defines each).
+# FLEET-4: the overall status of ``status --json`` (docs/sweep.md defines each).
 STATUS_OK, STATUS_DEGRADED, STATUS_UNAVAILABLE, STATUS_NOT_LOOM = (
     "ok",
     "degraded",
