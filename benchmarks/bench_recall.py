@@ -6,8 +6,9 @@ both see the same machine load:
 
 * raw: ``httpx.AsyncClient.post`` of the ``loom_context_pack`` call on one kept client, with
   the JSON body decoded;
-* recall: ``LoomMemory.startup_recall`` of a new session on one kept backend (catalog check,
-  breaker, deadline, answer sorting, contract reads, sanitizing, freezing in SQLite).
+* recall: ``LoomMemory.startup_recall`` of a new session on one kept backend (the frozen
+  lookup in the state's worker thread, catalog check, breaker, deadline, answer sorting,
+  contract reads, sanitizing; the freeze runs in that thread after the recall answers).
 
 It prints both medians and their ratio (target: at most 1.10). Then it switches the gateway's
 faults to ``hang`` and times whole recalls on fresh backends: each must give up and answer
@@ -47,6 +48,7 @@ class BenchLoom:
     org: str | None = None
     namespace: str | None = None
     defer_extraction: bool = False
+    sweep_concurrency: int | None = None
 
 
 @dataclass(frozen=True)

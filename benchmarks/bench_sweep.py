@@ -9,8 +9,9 @@ is the sweep's alone: the child fills a transcripts database, then sweeps it onc
 
 * gateway calls against the lower bound: per session, the larger of its message count over 100
   and its request bytes over 128 KiB (SWEEP-3), rounded up;
-* wall time, and the sweep's own time per message: wall time minus the time spent inside
-  ``LoomMemory.extract`` (encoding, HTTP, the gateway and the stand-in);
+* wall time, and the sweep's own time per message: wall time minus the time during which at
+  least one ``LoomMemory.extract`` was under way (encoding, HTTP, the gateway and the
+  stand-in) — the sweep's work that no call's wait hides, as several windows run at once;
 * peak RSS before the sweep (after the fill) and after it.
 
 A last child plants one poison message (``fail-text``) in a session of 100 and counts the calls
@@ -149,20 +150,31 @@ def peak_rss_mb() -> float:
 
 
 class TimedMemory:
-    """``LoomMemory`` with the time spent inside ``extract`` added up."""
+    """``LoomMemory`` with the time during which an ``extract`` was under way added up.
+
+    The sweep runs several sessions' windows at once (SWEEP-14), so calls overlap: what is
+    added up is the time at least one call was in flight, never the sum of the calls' times,
+    which can exceed the wall time (and made the sweep's own time come out negative).
+    """
 
     def __init__(self, memory: Any) -> None:
         self.memory = memory
         self.calls = 0
         self.spent_s = 0.0
+        self._in_flight = 0
+        self._busy_since = 0.0
 
     async def extract(self, messages: Any, **options: Any) -> Any:
-        started = time.perf_counter()
+        if self._in_flight == 0:
+            self._busy_since = time.perf_counter()
+        self._in_flight += 1
         try:
             return await self.memory.extract(messages, **options)
         finally:
             self.calls += 1
-            self.spent_s += time.perf_counter() - started
+            self._in_flight -= 1
+            if self._in_flight == 0:
+                self.spent_s += time.perf_counter() - self._busy_since
 
 
 async def run_scale(messages: int, sessions: int, url: str) -> dict[str, Any]:

@@ -100,11 +100,11 @@ class TestConfigPageAgainstTheSchema:
 
 
 def commands(
-    parser: argparse.ArgumentParser, path: tuple[str, ...] = ("nerve",)
+    parser: argparse.ArgumentParser, path: tuple[str, ...] = ("nerve-provisioner",)
 ) -> Iterator[tuple[str, argparse.ArgumentParser]]:
     """Every command of the real parser that runs something, with its words."""
     groups = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-    if not groups or path == ("nerve",):
+    if not groups or path == ("nerve-provisioner",):
         yield " ".join(path), parser
     for group in groups:
         for name, sub in group.choices.items():
@@ -130,8 +130,9 @@ def spelled(action: argparse.Action) -> str:
 def command_rows() -> dict[str, str]:
     """The README's Commands table: command words → the whole row."""
     rows = {}
-    for row in re.findall(r"^\| `(nerve [^`]*)` \|.*$", readme_section("## Commands"), re.M):
-        words = " ".join(word for word in row.split() if re.fullmatch(r"[a-z]+", word))
+    table = readme_section("## Commands")
+    for row in re.findall(r"^\| `(nerve-provisioner [^`]*)` \|.*$", table, re.M):
+        words = " ".join(word for word in row.split() if re.fullmatch(r"[a-z]+(-[a-z]+)?", word))
         rows[words] = row
     return rows
 
@@ -144,9 +145,13 @@ class TestCommandLineDocumented:
     """Every command and every option of the real parser is documented (DOC-2)."""
 
     def test_the_parser_has_the_memory_dev_golden_and_doctor_commands(self) -> None:
-        for name in ("nerve memory sweep", "nerve dev gateway", "nerve golden check"):
+        for name in (
+            "nerve-provisioner memory sweep",
+            "nerve-provisioner dev gateway",
+            "nerve-provisioner golden check",
+        ):
             assert name in COMMAND_IDS
-        assert "nerve doctor" in COMMAND_IDS
+        assert "nerve-provisioner doctor" in COMMAND_IDS
 
     @pytest.mark.parametrize(("name", "parser"), ALL_COMMANDS, ids=COMMAND_IDS)
     def test_every_option_has_help_text(self, name: str, parser: argparse.ArgumentParser) -> None:
@@ -388,8 +393,8 @@ def section_of(path: Path, heading: str) -> str:
 
 
 def documented_check(check_id: str) -> bool:
-    """Whether troubleshooting.md names ``check_id``: as it is, numbered ``config.warning.N``,
-    or under a family such as ``config.memory.loom.*``."""
+    """Whether troubleshooting.md names ``check_id``: as it is, numbered (``….N``), or under a
+    family such as ``config.memory.loom.*`` or ``config.warning.*``."""
     text = page_text(DOCS / "troubleshooting.md")
     parts = check_id.split(".")
     names = {check_id, re.sub(r"\.\d+$", ".N", check_id)}
@@ -435,11 +440,11 @@ class TestDocumentationPages:
     def test_the_rollout_switches_once_the_catalog_lists_loom_then_runs_init(self) -> None:
         rollout = section_of(CONFIG_PAGE, "## Rollout")
         assert rollout.index("lists `loom`") < rollout.index("memory.backend: loom")
-        assert "nerve init --memory-backend loom" in rollout
+        assert "nerve-provisioner init --memory-backend loom" in rollout
         assert "config.local.yaml" in rollout
 
     def test_the_templates_page_has_the_authoring_guide_and_the_golden_workflow(self) -> None:
-        assert "nerve golden update --backend memu" in section_of(
+        assert "nerve-provisioner golden update --backend memu" in section_of(
             DOCS / "templates.md", "## The golden workflow"
         )
         assert "{% include" in page_text(DOCS / "templates.md")
@@ -505,13 +510,13 @@ class TestDocumentationPages:
 TOUR = "## Quick tour"
 TOUR_MAX_LINES = 10  # the issue's bound
 TOUR_STEPS = (
-    "nerve init",
-    "nerve render",
-    "nerve golden check",
-    "nerve dev gateway",
-    "nerve memory recall",
-    "nerve memory sweep",
-    "nerve doctor",
+    "nerve-provisioner init",
+    "nerve-provisioner render",
+    "nerve-provisioner golden check",
+    "nerve-provisioner dev gateway",
+    "nerve-provisioner memory recall",
+    "nerve-provisioner memory sweep",
+    "nerve-provisioner doctor",
 )
 TOUR_PORT = 8787  # the dev gateway's default, which the tour's config line names
 CHECKOUT_PARTS = ("pyproject.toml", "golden", "templates", "skills")  # what `golden check` reads
@@ -574,7 +579,12 @@ class TestJsonOutputsDocumented:
         text = " ".join(page_text(DOCS / "troubleshooting.md").split())
         checks = ", ".join(f'"{key}"' for key in report["checks"][0])
         summary = ", ".join(f'"{key}"' for key in report["summary"])
-        assert f'{{"schema": {report["schema"]}, "checks": [{{{checks}}}]' in text
+        statuses = "|".join(("OK", "WARN", "ERR"))
+        assert list(report) == ["schema", "status", "checks", "summary"]
+        assert (
+            f'{{"schema": {report["schema"]}, "status": "{statuses}", "checks": [{{{checks}}}]'
+            in text
+        )
         assert f'"summary": {{{summary}}}}}' in text
 
 

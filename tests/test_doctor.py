@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +22,19 @@ from tests.conftest import RunNerve, assert_one_line_error, clean_environment
 
 @pytest.fixture(scope="module")
 def provisioned(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One memU workspace provisioned by the real ``nerve init``, copied by each test."""
+    """One memU workspace provisioned by the real ``nerve-provisioner init``, copied by each
+    test."""
     root = tmp_path_factory.mktemp("provisioned")
     cfg = ["--config-dir", str(root / "cfg")]
     done = subprocess.run(
-        ["nerve", "init", "--non-interactive", "--workspace", str(root / "ws"), *cfg],
+        [
+            str(Path(sys.executable).with_name("nerve-provisioner")),
+            "init",
+            "--non-interactive",
+            "--workspace",
+            str(root / "ws"),
+            *cfg,
+        ],
         capture_output=True,
         text=True,
         env=clean_environment(root),
@@ -112,8 +121,10 @@ class TestOutput:
     def test_the_json_schema_is_the_documented_one(self, instance: Instance) -> None:
         """DOC-1: {"schema": 1, "checks": [{id, status, message, advice, source}], "summary"}."""
         report = instance.doctor_json("--offline")
-        assert set(report) == {"schema", "checks", "summary"}
+        assert set(report) == {"schema", "status", "checks", "summary"}
         assert report["schema"] == 1
+        worst = {c["status"] for c in report["checks"]}
+        assert report["status"] == next(s for s in ("ERR", "WARN", "OK") if s in worst)
         for check in report["checks"]:
             assert set(check) == {"id", "status", "message", "advice", "source"}
             assert check["status"] in ("OK", "WARN", "ERR")
@@ -254,7 +265,7 @@ class TestWorkspace:
         assert files["status"] == "WARN"
         assert "1 edited (SOUL.md)" in files["message"]
         assert "1 missing (USER.md)" in files["message"]
-        assert files["advice"].startswith("run nerve init --workspace")
+        assert files["advice"].startswith("run python -m provisioner init --workspace")
 
     def test_a_wording_that_disagrees_with_the_backend_gives_the_init_command(
         self, instance: Instance
@@ -264,9 +275,12 @@ class TestWorkspace:
         wording = by_id(instance.doctor_json("--offline"))["workspace.wording"]
         assert wording["status"] == "WARN"
         assert wording["message"] == "files worded for memu, but memory.backend is loom"
+        local = instance.config_dir / "config.local.yaml"
         assert wording["advice"] == (
-            f"run nerve init --memory-backend loom --workspace {instance.workspace} "
-            f"--config-dir {instance.config_dir}"
+            "run python -m provisioner init --memory-backend loom "
+            f"--workspace {instance.workspace} --config-dir {instance.config_dir}; or, to "
+            "switch the instance to memu as its files are worded, add to "
+            f"{local}: memory: {{backend: memu}}"
         )
 
     def test_a_missing_workspace_is_an_err_with_the_init_command(self, instance: Instance) -> None:
@@ -415,9 +429,7 @@ class TestMemu:
     ) -> None:
         """DOC-1, INIT-3: the embeddings key's presence, never its value."""
         secret = "sk-canary-0123456789"
-        instance.configure(
-            f"memory:\n  memu:\n    openai_api_key: {secret}\n", name="config.local.yaml"
-        )
+        instance.configure(f"openai_api_key: {secret}\n", name="config.local.yaml")
         text = instance.doctor("--offline").stdout
         report = instance.doctor_json("--offline")
         assert secret not in text and secret not in json.dumps(report)

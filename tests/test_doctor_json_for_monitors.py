@@ -63,16 +63,17 @@ def ids(report: dict) -> list[str]:
 class TestTheOverallStatus:
     @pytest.mark.parametrize(
         ("statuses", "overall"),
-        [((OK, OK), "ok"), ((OK, WARN), "warn"), ((WARN, ERR, OK), "error")],
+        [((OK, OK), OK), ((OK, WARN), WARN), ((WARN, ERR, OK), ERR)],
     )
     def test_is_that_of_the_worst_check(self, statuses: tuple[str, ...], overall: str) -> None:
         checks = tuple(
             Check(f"area.check_{n}", status, "m", advice=None if status == OK else "do")
             for n, status in enumerate(statuses)
         )
-        summary = Report(checks).as_json()["summary"]
-        assert summary["status"] == overall
-        assert summary["exit_status"] == (1 if overall == "error" else 0)
+        report = Report(checks).as_json()
+        assert list(report)[:2] == ["schema", "status"]
+        assert report["status"] == overall
+        assert report["summary"]["exit_status"] == (1 if overall == ERR else 0)
 
     def test_a_clean_loom_instance_is_ok_and_keeps_every_documented_field(
         self, instance: Instance, capsys: pytest.CaptureFixture[str]
@@ -80,21 +81,15 @@ class TestTheOverallStatus:
         instance.configure("memory:\n  backend: loom\nmcp_gateway_url: http://127.0.0.1:9\n")
         report = instance.doctor(capsys)
         assert report["schema"] == 1
-        assert set(report["summary"]) == {
-            "passed",
-            "total",
-            "warnings",
-            "errors",
-            "exit_status",
-            "status",
-        }
-        assert (report["summary"]["status"], report["summary"]["exit_status"]) == ("ok", 0)
+        assert set(report) == {"schema", "status", "checks", "summary"}
+        assert set(report["summary"]) == {"passed", "total", "warnings", "errors", "exit_status"}
+        assert (report["status"], report["summary"]["exit_status"]) == (OK, 0)
 
     def test_a_configuration_that_does_not_load_is_error(
         self, instance: Instance, capsys: pytest.CaptureFixture[str]
     ) -> None:
         instance.configure("memory:\n  backend: Loom\n")
-        assert instance.doctor(capsys)["summary"]["status"] == "error"
+        assert instance.doctor(capsys)["status"] == ERR
 
 
 class TestChecksAreNamed:
@@ -108,13 +103,13 @@ class TestChecksAreNamed:
         assert first == ["config.warning.memory.colour"]
         assert second == ["config.warning.aaa_typo", "config.warning.memory.colour"]
 
-    def test_a_key_warned_of_in_two_files_gets_the_layer_after_the_second(
+    def test_a_key_warned_of_in_two_files_gets_the_second_file_after_it(
         self, instance: Instance, capsys: pytest.CaptureFixture[str]
     ) -> None:
         instance.configure("lockdown: true\n")
         (instance.config_dir / "config.local.yaml").write_text("lockdown: true\n")
         named = [i for i in ids(instance.doctor(capsys)) if i.startswith("config.warning")]
-        assert named == ["config.warning.lockdown", "config.warning.lockdown.local"]
+        assert named == ["config.warning.lockdown", "config.warning.lockdown@config.local.yaml"]
 
     def test_a_wording_place_is_named_by_file_line_and_tool(
         self, instance: Instance, capsys: pytest.CaptureFixture[str]

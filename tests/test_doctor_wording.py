@@ -99,7 +99,7 @@ def advised_command(advice: str) -> list[str]:
 
 
 class TestAfterASwitchToLoom:
-    """Issue scenario: memU, an edited MEMORY.md, the switch, and the file kept as it was."""
+    """Issue scenario: memU, an edited MEMORY.md, the switch, and the edit kept in the file."""
 
     @pytest.fixture
     def switched(self, memu: Instance, run_nerve: RunNerve) -> tuple[Instance, int]:
@@ -116,7 +116,10 @@ class TestAfterASwitchToLoom:
             str(memu.config_dir),
         )
         assert done.returncode == 0, done.stderr
-        assert "kept       MEMORY.md (edited" in done.stdout, "init must keep the edit"
+        # FLEET-3: the edit is kept and Loom's wording merged in around it
+        assert "merged     MEMORY.md" in done.stdout, "init must keep the edit"
+        merged = (memu.workspace / "MEMORY.md").read_text(encoding="utf-8").splitlines()
+        assert merged.index(PLANTED_MEMU.rstrip("\n")) + 1 == line
         return memu, line
 
     def test_a_kept_memory_md_naming_a_memu_tool_warns_with_file_and_line(
@@ -131,7 +134,8 @@ class TestAfterASwitchToLoom:
             f"MEMORY.md:{line}: names mcp__nerve__memorize, which Loom sessions do not have"
         )
         assert first["advice"] == (
-            f"`nerve diff --workspace {instance.workspace} MEMORY.md` shows the shipped wording"
+            f"`python -m provisioner diff --workspace {instance.workspace} MEMORY.md` shows the "
+            "shipped wording"
         )
         assert first["source"] == f"{instance.workspace / 'MEMORY.md'}:{line}"
         assert head(report)["status"] == "WARN"
@@ -152,8 +156,8 @@ class TestAfterASwitchToLoom:
         """The command in the advice works as printed, with a workspace-relative file."""
         instance, _line = switched
         command = advised_command(places(instance.doctor_json("--offline"))[0]["advice"])
-        assert command[:2] == ["nerve", "diff"]
-        shown = run_nerve(*command[1:])
+        assert command[:4] == ["python", "-m", "provisioner", "diff"]
+        shown = run_nerve(*command[3:])
         assert shown.returncode == 1, shown.stderr  # 1: it showed a difference
         assert "-" + PLANTED_MEMU in shown.stdout
         assert "+++ nerve-init/MEMORY.md" in shown.stdout
@@ -181,8 +185,8 @@ class TestBeforeInitRuns:
         first = places(report)[0]
         assert first["message"].startswith(f"MEMORY.md:{line}: names mcp__nerve__memorize")
         command = advised_command(first["advice"])
-        assert command[2:6] == ["--workspace", str(memu.workspace), "--memory-backend", "loom"]
-        shown = run_nerve(*command[1:])
+        assert command[4:8] == ["--workspace", str(memu.workspace), "--memory-backend", "loom"]
+        shown = run_nerve(*command[3:])
         assert shown.returncode == 1 and "mcp__loom__loom_memory_set" in shown.stdout
 
 
@@ -284,7 +288,8 @@ class TestCronPrompts:
             "config/cron/jobs.yaml:8: names mcp__nerve__memorize, which Loom sessions do not have"
         ]
         assert only[0]["advice"] == (
-            f"`nerve diff --workspace {loom.workspace} config/cron/jobs.yaml` shows the "
+            f"`python -m provisioner diff --workspace {loom.workspace} config/cron/jobs.yaml` "
+            "shows the "
             "shipped wording"
         )
 

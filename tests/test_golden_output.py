@@ -64,10 +64,11 @@ def printed_command(output: str, prefix: str = ACCEPT) -> str:
 
 
 def run_printed(home: Path, command: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    """Run a printed ``nerve …`` command word for word, as a shell would split it."""
+    """Run a printed ``python -m provisioner …`` command word for word, as a shell would split
+    it (the checks run as ``python -m provisioner``, so that is the command they print)."""
     words = shlex.split(command)
-    assert words[0] == "nerve", command
-    return nerve(home, *words[1:], env=env)
+    assert words[:3] == ["python", "-m", "provisioner"], command
+    return nerve(home, *words[3:], env=env)
 
 
 def line_of(path: Path, fragment: str) -> int:
@@ -123,8 +124,9 @@ class TestTheAcceptCommand:
     def test_it_names_every_backend_that_differs_and_the_golden_folder_given(self, drift):
         """OPS-1: the command is exact, memU named since its goldens change only by name."""
         assert drift["text"].returncode == 1, drift["text"].stderr
-        expected = "nerve golden update --backend memu --backend loom --golden-dir " + shlex.quote(
-            str(drift["goldens"])
+        expected = (
+            "python -m provisioner golden update --backend memu --backend loom --golden-dir "
+            + shlex.quote(str(drift["goldens"]))
         )
         assert printed_command(drift["text"].stdout) == expected
         assert "<backend>" not in drift["text"].stdout
@@ -144,7 +146,7 @@ class TestTheAcceptCommand:
         """GOLD-3: CI refuses update, so the check sends nobody there; it says so instead."""
         out = drift["ci_text"].stdout
         assert drift["ci_text"].returncode == 1
-        assert ACCEPT not in out and "nerve golden update" not in out
+        assert ACCEPT not in out and "golden update --backend" not in out
         assert out.endswith(
             "\nnot accepted: golden update is refused while CI is set: accept changes locally\n"
         )
@@ -229,7 +231,7 @@ class TestUpdateWithoutABackend:
         quoted = shlex.quote(str(drift["second"]))
         assert result.stdout.splitlines()[-1] == (
             f"left: {memu} golden differences for memu (memU goldens change only when named); "
-            f"accept with: nerve golden update --backend memu --golden-dir {quoted}"
+            f"accept with: python -m provisioner golden update --backend memu --golden-dir {quoted}"
         )
         assert "updated loom/worker/NOTES.md\n" in result.stdout
         assert "updated memu/" not in result.stdout
@@ -337,10 +339,10 @@ class TestWordingProblemsNameTheirTemplateLine:
         partial = misworded["assets"] / "templates/partials/loom/memory-hot.md"
         # Four: MEMORY.md and TOOLS.md of both Loom profiles; the first by path.
         assert result.stderr == (
-            "nerve: error: golden update refused: 4 wording problems, "
+            "python -m provisioner: error: golden update refused: 4 wording problems, "
             "the first: loom/personal/MEMORY.md: names 'memory_recall' (a memU "
             "tool in Loom wording) at templates/partials/loom/memory-hot.md:"
-            f"{line_of(partial, 'memory_recall')}; see nerve golden check\n"
+            f"{line_of(partial, 'memory_recall')}; see python -m provisioner golden check\n"
         )
 
 
@@ -348,7 +350,9 @@ class TestAcceptingBesideWordingProblems:
     def test_the_accept_command_leaves_out_the_backend_update_would_refuse(self, misworded):
         """OPS-1: no hint where update would refuse: Loom is named as not accepted, and why."""
         out = misworded["text"].stdout
-        assert printed_command(out) == "nerve golden update --backend memu --golden-dir " + (
+        assert printed_command(
+            out
+        ) == "python -m provisioner golden update --backend memu --golden-dir " + (
             shlex.quote(str(misworded["goldens"]))
         )
         assert (
@@ -419,19 +423,21 @@ class TestAcceptance:
         """OPS-1: the printed command runs as printed, spaces and all."""
         report = self._report(Difference("changed", "loom/worker/TOOLS.md"))
         advice = acceptance(report, golden_dir_option=Path("my goldens"), env={})
-        assert advice.command == "nerve golden update --backend loom --golden-dir 'my goldens'"
+        assert advice.command == (
+            "nerve-provisioner golden update --backend loom --golden-dir 'my goldens'"
+        )
 
     def test_an_unrecorded_memu_prompt_is_accepted_by_a_memu_update(self):
         """TXT-7: the registry is written by a memU update, so that is the command."""
         report = self._report(Difference("unrecorded", "templates/x.json: memory-maintenance"))
         advice = acceptance(report, golden_dir_option=None, env={})
-        assert advice.command == "nerve golden update --backend memu"
+        assert advice.command == "nerve-provisioner golden update --backend memu"
 
     def test_a_ci_value_that_is_not_true_still_gets_the_command(self):
         """GOLD-3: CI=false does not refuse update, so it does not hide the command."""
         report = self._report(Difference("missing", "memu/personal/X.md"))
         assert acceptance(report, golden_dir_option=None, env={"CI": "false"}).command == (
-            "nerve golden update --backend memu"
+            "nerve-provisioner golden update --backend memu"
         )
 
     def test_wording_problems_alone_give_no_command(self):

@@ -117,7 +117,7 @@ def run(command: list[str], cwd: Path, home: Path) -> subprocess.CompletedProces
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory) -> dict:
-    """A venv with a non-editable install of a copy of this checkout, and runs of its nerve.
+    """A venv with a non-editable install of a copy of this checkout, and runs of its command.
 
     In the copy: the goldens are first brought in line with its templates (so the tree's
     state does not matter), checked, then a memU partial is edited and the check runs again,
@@ -138,7 +138,7 @@ def installed(tmp_path_factory) -> dict:
     pip = [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet"]
     built = run([*pip, "--no-deps", "--no-build-isolation", str(checkout)], root, home)
     assert built.returncode == 0, built.stdout + built.stderr
-    nerve_command = str(venv / "bin" / "nerve")
+    nerve_command = str(venv / "bin" / "nerve-provisioner")
     runs: dict = {"checkout": checkout, "venv": venv}
     runs["where"] = run(
         [str(python), "-c", "import provisioner; print(provisioner.__file__)"], root, home
@@ -181,7 +181,7 @@ class TestANonEditableInstall:
         assert "CHANGED  memu/personal/AGENTS.md (bytes differ)\n" in result.stdout
         assert "\n+You have two kindz of memory.\n" in result.stdout
         assert f" from {installed['checkout']} (checkout)\n" in result.stdout
-        assert "accept with: nerve golden update --backend memu\n" in result.stdout
+        assert "accept with: nerve-provisioner golden update --backend memu\n" in result.stdout
 
     def test_a_subfolder_of_the_checkout_renders_the_same_checkout(self, installed):
         """OPS-1: the checkout is found from the current folder, wherever in it."""

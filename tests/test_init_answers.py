@@ -43,7 +43,7 @@ class TestLockdown:
         result = run_nerve("init", "--workspace", "ws", env={"NERVE_LOCKDOWN": "maybe"})
         assert result.returncode == 0, result.stderr
         warnings = [line for line in result.stderr.splitlines() if "NERVE_LOCKDOWN" in line]
-        assert len(warnings) == 1 and warnings[0].startswith("nerve: warning:")
+        assert len(warnings) == 1 and warnings[0].startswith("python -m provisioner: warning:")
 
     def test_under_lockdown_no_key_is_asked_or_written_outside_the_workspace(
         self, run_nerve, tmp_path
@@ -166,19 +166,19 @@ class TestCommandLine:
         """Defect 11."""
         result = run_nerve()
         assert result.returncode == 2
-        assert result.stderr.startswith("usage: nerve")
+        assert result.stderr.startswith("usage: python -m provisioner ")
         assert "init" in result.stderr
 
     def test_version(self, run_nerve):
         result = run_nerve("--version")
         assert result.returncode == 0
-        assert result.stdout.strip() == f"nerve {__version__}"
+        assert result.stdout.strip() == f"python -m provisioner {__version__}"
 
     def test_an_error_has_the_nerve_prefix_once(self, run_nerve):
-        """Defect 11: `nerve: error: nerve: …` is gone."""
+        """Defect 11: `<command>: error: <command>: …` is gone."""
         result = run_nerve("init", "--profile", "boss")
         assert_one_line_error(result, "init: argument --profile")
-        assert result.stderr.count("nerve") == 1
+        assert result.stderr.count("provisioner") == 1
 
     @pytest.mark.parametrize(
         "command", [["init"], ["render"], ["diff"], ["golden", "check"], ["golden", "update"]]
@@ -201,7 +201,7 @@ class TestCommandLine:
         """Defect 11: worker_task on a personal workspace is not silently dropped."""
         result = run_nerve("init", "--workspace", "ws", "--data", "worker_task=triage")
         assert result.returncode == 0
-        assert "nerve: warning: --data worker_task: not used" in result.stderr
+        assert "python -m provisioner: warning: --data worker_task: not used" in result.stderr
 
     def test_render_follows_data_profile(self, run_nerve, tmp_path):
         """Defect 11: `render --data profile=worker` renders the worker."""

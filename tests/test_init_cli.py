@@ -15,6 +15,7 @@ import yaml
 
 from provisioner.templating.backends import MEMU_TOOLS
 from provisioner.templating.wording import loom_tools_named, memu_tools_named
+from provisioner.workspace.merge import BASES_PATH
 from provisioner.workspace.render import MANIFEST_PATH
 from tests.conftest import GOLDEN_DIR, assert_one_line_error, clean_environment
 
@@ -95,10 +96,11 @@ class TestNonInteractive:
         assert "config.local.yaml" in result.stdout
 
     def test_console_script_is_the_same_cli(self, tmp_path):
-        """§0: the `nerve` console script runs the same command line as python -m."""
-        script = Path(sys.executable).with_name("nerve")
+        """§0, NERVE-1: the `nerve-provisioner` console script runs the same command line as
+        python -m."""
+        script = Path(sys.executable).with_name("nerve-provisioner")
         if not script.exists():
-            script = Path(shutil.which("nerve") or "nerve")
+            script = Path(shutil.which("nerve-provisioner") or "nerve-provisioner")
         home = tmp_path / "home"
         home.mkdir()
         result = subprocess.run(
@@ -116,9 +118,17 @@ class TestMatchesGoldens:
     @pytest.mark.parametrize("backend", ["memu", "loom"])
     @pytest.mark.parametrize("profile", ["personal", "worker"])
     def test_init_output_equals_the_golden_render(self, run_nerve, tmp_path, backend, profile):
-        """GOLD-1, INIT-4: init writes exactly the golden files, bytes and exec bits."""
+        """GOLD-1, INIT-4: init writes exactly the golden files, bytes and exec bits, and
+        beside them (FLEET-3) the text of each, kept as the base of a later merge."""
         init(run_nerve, "--memory-backend", backend, "--profile", profile, "--workspace", "ws")
-        assert tree(tmp_path / "ws") == tree(GOLDEN_DIR / backend / profile)
+        written = tree(tmp_path / "ws")
+        bases, _executable = written.pop(BASES_PATH)
+        golden = tree(GOLDEN_DIR / backend / profile)
+        assert written == golden
+        shipped = {
+            content.decode() for path, (content, _) in golden.items() if path != MANIFEST_PATH
+        }
+        assert set(json.loads(bases)["texts"].values()) == shipped
 
 
 class TestBackendChoice:
@@ -179,7 +189,8 @@ class TestMemoryStep:
         )
         assert "embeddings" in result.stderr
         stored = yaml.safe_load((tmp_path / "cfg" / "config.local.yaml").read_text())
-        assert stored["memory"]["memu"]["openai_api_key"] == "sk-test-123"
+        assert stored["openai_api_key"] == "sk-test-123"  # NERVE-8: where Nerve reads it
+        assert "memory" not in stored
         assert "sk-test-123" not in result.stdout
 
     def test_terminal_loom_never_asks_for_a_key(self, run_nerve, tmp_path):
@@ -236,29 +247,44 @@ class TestPrompts:
 
 
 class TestRerun:
-    def test_rerun_rewords_shipped_files_and_keeps_edited_ones(self, run_nerve, tmp_path):
-        """INIT-5: untouched files are re-worded; an edited file is kept and listed."""
+    def test_rerun_rewords_shipped_files_and_merges_edited_ones(self, run_nerve, tmp_path):
+        """INIT-5, FLEET-3: untouched files are re-worded; an edited file keeps its edit and
+        gets the template's change by a three-way merge, and is listed as merged."""
         init(run_nerve, "--workspace", "ws")
         memory = tmp_path / "ws" / "MEMORY.md"
-        edited = memory.read_text() + "- The user's dog is called Pixel.\n"
-        memory.write_text(edited)
+        memory.write_text(memory.read_text() + "- The user's dog is called Pixel.\n")
         result = init(run_nerve, "--workspace", "ws", "--memory-backend", "loom", "--json")
         summary = json.loads(result.stdout)
         assert "AGENTS.md" in summary["reworded"]
         assert "config/cron/system.yaml" in summary["reworded"]
-        assert [kept["path"] for kept in summary["kept"]] == ["MEMORY.md"]
-        assert memory.read_text() == edited
+        assert summary["merged"] == ["MEMORY.md"] and summary["kept"] == []
+        loom_memory = run_nerve("render", "--backend", "loom", "--out", "loom-render")
+        assert loom_memory.returncode == 0, loom_memory.stderr
+        rendered = (tmp_path / "loom-render" / "MEMORY.md").read_text()
+        assert memory.read_text() == rendered + "- The user's dog is called Pixel.\n"
         assert "mcp__loom__loom_search" in (tmp_path / "ws" / "AGENTS.md").read_text()
 
-    def test_the_listed_command_shows_the_difference(self, run_nerve, tmp_path):
-        """INIT-5: the command named for a kept file shows how it differs from the render."""
+    def test_an_edited_file_whose_template_did_not_change_is_kept(self, run_nerve, tmp_path):
+        """INIT-5: with the same wording, an edited file is kept as it is and listed."""
         init(run_nerve, "--workspace", "ws")
         memory = tmp_path / "ws" / "MEMORY.md"
-        memory.write_text(memory.read_text() + "my own note\n")
+        edited = memory.read_text() + "- The user's dog is called Pixel.\n"
+        memory.write_text(edited)
+        summary = json.loads(init(run_nerve, "--workspace", "ws", "--json").stdout)
+        assert [kept["path"] for kept in summary["kept"]] == ["MEMORY.md"]
+        assert memory.read_text() == edited
+
+    def test_the_listed_command_shows_the_difference(self, run_nerve, tmp_path):
+        """INIT-5: the command named for a kept file shows how it differs from the render
+        (kept: written by someone else before init, so there is nothing to merge from)."""
+        init(run_nerve, "--workspace", "other")
+        (tmp_path / "ws").mkdir()
+        memory = tmp_path / "ws" / "MEMORY.md"
+        memory.write_text((tmp_path / "other" / "MEMORY.md").read_text() + "my own note\n")
         result = init(run_nerve, "--workspace", "ws", "--memory-backend", "loom", "--json")
         command = json.loads(result.stdout)["kept"][0]["diff_command"].split()
-        assert command[:2] == ["nerve", "diff"]
-        diff = run_nerve(*command[1:])
+        assert command[:4] == ["python", "-m", "provisioner", "diff"]
+        diff = run_nerve(*command[3:])
         assert diff.returncode == 1
         assert "-my own note" in diff.stdout
         added = [line for line in diff.stdout.splitlines() if line.startswith("+")]
@@ -309,7 +335,7 @@ class TestRerun:
         second = init(run_nerve, "--workspace", "ws", "--memory-backend", "loom")
         assert "re-worded  AGENTS.md" in second.stdout
         assert "kept       SOUL.md" in second.stdout
-        assert "nerve diff --workspace" in second.stdout
+        assert "python -m provisioner diff --workspace" in second.stdout
 
 
 class TestCopierIsolation:
@@ -328,7 +354,7 @@ class TestConfigWarnings:
         (tmp_path / "cfg").mkdir()
         (tmp_path / "cfg" / "config.yaml").write_text("memory:\n  backnd: loom\n")
         result = init(run_nerve, "--workspace", "ws", "--config-dir", "cfg", "--json")
-        assert "nerve: warning:" in result.stderr and "backnd" in result.stderr
+        assert "python -m provisioner: warning:" in result.stderr and "backnd" in result.stderr
         assert any("backnd" in warning for warning in json.loads(result.stdout)["warnings"])
 
 

@@ -50,7 +50,7 @@ class TestAConfigDirThatDoesNotExist:
         argv = [*command, "--workspace", str(tmp_path / "ws"), "--config-dir", str(missing)]
         assert main(argv) == 2
         line = one_line_error(capsys)
-        assert f"--config-dir {missing}: does not exist; expected an existing folder" in line
+        assert f"--config-dir {missing}: no such folder; expected an existing folder" in line
         assert "memU" not in line
 
     def test_is_refused_by_doctor_even_with_json(
@@ -59,7 +59,7 @@ class TestAConfigDirThatDoesNotExist:
         missing = tmp_path / "typo"
         argv = ["doctor", "--offline", "--json", "--config-dir", str(missing)]
         assert main([*argv, "--workspace", str(tmp_path)]) == 2
-        assert f"--config-dir {missing}: does not exist" in one_line_error(capsys)
+        assert f"--config-dir {missing}: no such folder" in one_line_error(capsys)
 
     def test_named_by_its_variable_is_refused_naming_the_variable(
         self, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
@@ -67,7 +67,7 @@ class TestAConfigDirThatDoesNotExist:
         missing = tmp_path / "typo"
         monkeypatch.setenv("NERVE_CONFIG_DIR", str(missing))
         assert main(["memory", "status", "--workspace", str(tmp_path)]) == 2
-        assert f"NERVE_CONFIG_DIR={missing}: does not exist" in one_line_error(capsys)
+        assert f"NERVE_CONFIG_DIR={missing}: no such folder" in one_line_error(capsys)
 
     def test_a_file_in_its_place_is_refused_as_not_a_folder(
         self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -75,7 +75,7 @@ class TestAConfigDirThatDoesNotExist:
         file = tmp_path / "config.yaml"
         file.write_text("memory: {}\n", encoding="utf-8")
         assert main(["memory", "status", "--config-dir", str(file)]) == 2
-        assert f"--config-dir {file}: is not a folder" in one_line_error(capsys)
+        assert f"--config-dir {file}: not a folder" in one_line_error(capsys)
 
 
 class TestWhatStillRuns:
@@ -111,4 +111,4 @@ class TestAWorkspaceThatDoesNotExist:
     def test_is_refused_by_diff(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
         missing = tmp_path / "typo"
         assert main(["diff", "--workspace", str(missing)]) == 2
-        assert f"--workspace {missing}: does not exist" in one_line_error(capsys)
+        assert f"--workspace {missing}: no such folder" in one_line_error(capsys)

@@ -1,6 +1,6 @@
 """``init --memory-backend loom`` on an instance whose configuration names memU says which line
-switches it, and so does doctor, instead of advising an init that words the files for memU
-again (FLEET-4, INIT-2).
+switches it, and so does doctor, beside the init that words the files for memU again
+(FLEET-4, INIT-2).
 
 Init words the files; the platform names the backend. Unlocked, the line goes into
 ``config.local.yaml``, which outranks the other layers; locked, that file is not read and the
@@ -47,8 +47,9 @@ class TestInit:
         local = tmp_path / "cfg" / "config.local.yaml"
         assert summary["wording"] == "loom"
         assert summary["warnings"] == [
-            f"the configuration names memu (memory.backend in {local}), so the instance does "
-            f"not run on loom yet; to switch it, add `backend: loom` under `memory:` in {local}"
+            f"{local} names memory.backend: memu, so the instance keeps using memu while its "
+            f"files are worded for loom; to switch it, change it in {local} to memory: "
+            "{backend: loom}"
         ]
         assert not any("--memory-backend memu" in line for line in summary["warnings"])
 
@@ -56,21 +57,15 @@ class TestInit:
         self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
     ) -> None:
         """The line, written as said, makes the configuration name Loom."""
-        init(capsys, "--memory-backend", "loom", *folders(tmp_path, local=None))
+        argv = folders(tmp_path, local=None)
+        (tmp_path / "cfg" / "config.yaml").write_text("memory:\n  backend: memu\n")
+        (warning,) = init(capsys, "--memory-backend", "loom", *argv)["warnings"]
         local = tmp_path / "cfg" / "config.local.yaml"
-        local.write_text("memory:\n  backend: loom\n", encoding="utf-8")
+        said = warning.split(f"to switch it, add to {local}: ", 1)[1]
+        local.write_text(said + "\n", encoding="utf-8")
         assert load_config(tmp_path / "cfg", tmp_path / "ws", env={}).memory_backend == "loom"
-        again = init(capsys, "--memory-backend", "loom", *folders(tmp_path, local=None))
+        again = init(capsys, "--memory-backend", "loom", *argv)
         assert again["warnings"] == []
-
-    def test_a_configuration_that_names_no_backend_says_memu_is_the_default(
-        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-    ) -> None:
-        summary = init(capsys, "--memory-backend", "loom", *folders(tmp_path, local=None))
-        (warning,) = summary["warnings"]
-        assert warning.startswith(
-            "the configuration names memu (the default: no file names a backend)"
-        )
 
     def test_without_the_flag_init_follows_the_configuration_and_says_nothing(
         self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -79,17 +74,17 @@ class TestInit:
         assert (summary["wording"], summary["warnings"]) == ("memu", [])
 
     def test_a_locked_instance_is_told_the_service_variable(
-        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
     ) -> None:
+        monkeypatch.setenv("NERVE_MEMORY_BACKEND", "memu")
         (tmp_path / "ws" / "config").mkdir(parents=True)
         (tmp_path / "ws" / "config" / "settings.yaml").write_text(LOCKED_SETTINGS)
         summary = init(
             capsys, "--memory-backend", "loom", "--data", "lockdown=true", *folders(tmp_path)
         )
-        (warning,) = [w for w in summary["warnings"] if "the configuration names" in w]
+        (warning,) = [w for w in summary["warnings"] if "to switch it" in w]
         assert warning.endswith(
-            "to switch it, set NERVE_MEMORY_BACKEND=loom in the service's environment "
-            "(this instance is locked, so config.local.yaml is not read)"
+            "to switch it, set NERVE_MEMORY_BACKEND=loom in the service's environment"
         )
 
 
@@ -103,6 +98,7 @@ class TestDoctor:
         wording = checks["workspace.wording"]
         local = tmp_path / "cfg" / "config.local.yaml"
         assert wording["status"] == "WARN"
-        assert wording["advice"] == (
-            f"to switch this instance to loom, add `backend: loom` under `memory:` in {local}"
+        assert wording["advice"].endswith(
+            "; or, to switch the instance to loom as its files are worded, change it in "
+            f"{local} to memory: {{backend: loom}}"
         )

@@ -1,8 +1,8 @@
-"""The `nerve` command line: the parser, and one module per command group.
+"""The package's command line: the parser, and one module per command group.
 
 The top of the building: it may import every room below it (workspace, golden, doctor,
 config, templating, the runtime, the dev gateway, web). Only the Nerve integration imports
 it, to mount the command groups into Nerve's own CLI. `main` is in `provisioner.cli.main`
-(the `nerve-provisioner` script); `nerve` starts at `provisioner.cli.entry`, which hands the
-command to Nerve's own CLI when Nerve is installed (NERVE-1).
+(the `nerve-provisioner` script, the package's only one); `provisioner.cli.entry` knows the
+name it was invoked with (NERVE-1).
 """

@@ -1,4 +1,4 @@
-"""What every ``nerve`` command shares: exit statuses, the one-line usage error, the parser
+"""What every command of the package shares: exit statuses, the one-line usage error, the parser
 class, where the workspace and configuration folder are, and the loopback socket that the
 local servers (``nerve dev gateway``, ``nerve web``) listen on.
 
@@ -11,10 +11,11 @@ from __future__ import annotations
 import argparse
 import os
 import socket
-from collections.abc import Collection
 from pathlib import Path
 from typing import Any, NoReturn
 
+from provisioner.cli.entry import program
+from provisioner.config.paths import CONFIG_DIR_ENV, DEFAULT_CONFIG_DIR, find_folders
 from provisioner.errors import UserError
 
 EXIT_OK = 0
@@ -23,10 +24,8 @@ EXIT_USAGE = 2
 EXIT_TEMPLATE = 3  # GOLD-2: a template that cannot be rendered, told apart from a difference
 EXIT_INCOMPLETE = 1  # SWEEP-13: the gateway answered, but batches did not go through
 EXIT_TEMPFAIL = 75  # SWEEP-13: memory could not be reached at all (sysexits.h EX_TEMPFAIL)
-PROGRAM = "nerve"
-BOTH_FOLDERS = ("workspace", "config_dir")  # FLEET-4: a command that only reads both
 DEFAULT_WORKSPACE = "~/nerve-workspace"
-DEFAULT_CONFIG_DIR = "~/.nerve"
+WORKSPACE_ENV = "NERVE_WORKSPACE"
 LOOPBACK = "127.0.0.1"  # the local servers never listen beyond this machine
 LISTEN_BACKLOG = 128
 
@@ -38,7 +37,7 @@ class UsageError(UserError):
 class ArgParser(argparse.ArgumentParser):
     """argparse, but a usage error is one line and goes through ``UsageError``.
 
-    The line names the subcommand (``init: argument --profile: …``); the ``nerve: error:``
+    The line names the subcommand (``init: argument --profile: …``); the ``<command>: error:``
     prefix is the CLI's, printed once. Every subcommand's ``--help`` opens with a sentence:
     its own ``description``, or else its one-line ``help`` made into one.
     """
@@ -48,7 +47,7 @@ class ArgParser(argparse.ArgumentParser):
         self.register("action", "parsers", _Subcommands)
 
     def error(self, message: str) -> NoReturn:
-        command = self.prog.removeprefix(PROGRAM).strip()
+        command = self.prog.removeprefix(program()).strip()
         raise UsageError(f"{command}: {message}" if command else message)
 
 
@@ -88,41 +87,17 @@ def add_workspace_options(command: argparse.ArgumentParser) -> None:
         "--config-dir",
         type=path_argument,
         default=None,
-        help=f"configuration folder (default: $NERVE_CONFIG_DIR or {DEFAULT_CONFIG_DIR})",
+        help="configuration folder (default: as Nerve finds it: $NERVE_CONFIG_DIR, the current "
+        f"folder, Nerve's pointer file; else {DEFAULT_CONFIG_DIR})",
     )
 
 
-def workspace_and_config_dir(
-    args: argparse.Namespace, *, must_exist: Collection[str] = ()
-) -> tuple[Path, Path]:
-    """The workspace and configuration folders: flag, else environment, else default.
-
-    ``must_exist`` names the folders (``"workspace"``, ``"config_dir"``) a command only
-    reads: one of them named by its flag or its variable that does not exist is refused
-    with one line (FLEET-4), since a typo would otherwise read as an instance with nothing
-    configured. The defaults may be missing (a machine not set up yet); so may the folders
-    of a command that creates them (init, and the memory commands that make their files
-    under the configuration folder).
-    """
-    workspace = args.workspace or Path(os.environ.get("NERVE_WORKSPACE") or DEFAULT_WORKSPACE)
-    config_dir = args.config_dir or Path(os.environ.get("NERVE_CONFIG_DIR") or DEFAULT_CONFIG_DIR)
-    if "workspace" in must_exist:
-        _refuse_missing("--workspace", "NERVE_WORKSPACE", args.workspace, workspace)
-    if "config_dir" in must_exist:
-        _refuse_missing("--config-dir", "NERVE_CONFIG_DIR", args.config_dir, config_dir)
+def workspace_and_config_dir(args: argparse.Namespace) -> tuple[Path, Path]:
+    """The workspace (flag, else environment, else default) and the configuration folder, found
+    as Nerve finds it (``provisioner.config.paths.find_folders``, NERVE-7)."""
+    workspace = args.workspace or Path(os.environ.get(WORKSPACE_ENV) or DEFAULT_WORKSPACE)
+    config_dir = find_folders(args.config_dir).config_dir
     return workspace.expanduser(), config_dir.expanduser()
-
-
-def _refuse_missing(flag: str, variable: str, given: Path | None, folder: Path) -> None:
-    """``UsageError`` when ``folder``, named by ``flag`` or ``variable``, is not a folder."""
-    if given is None and not os.environ.get(variable):
-        return  # the default: a machine not set up yet is for the command to report
-    path = folder.expanduser()
-    if path.is_dir():
-        return
-    named = f"{flag} {folder}" if given is not None else f"{variable}={folder}"
-    what = "is not a folder" if path.exists() else "does not exist"
-    raise UsageError(f"{named}: {what}; expected an existing folder")
 
 
 def port_argument(text: str) -> int:
@@ -155,3 +130,30 @@ def listen_on_loopback(port: int) -> socket.socket:
         listening.close()
         raise UsageError(f"--port {port}: cannot listen on {LOOPBACK} ({error.strerror})") from None
     return listening
+
+
+def refuse_missing_folders(args: argparse.Namespace, *, workspace: bool = True) -> None:
+    """A ``--workspace`` or ``--config-dir`` that is not a folder is refused (FLEET-4), named
+    on the command line or by ``$NERVE_WORKSPACE`` or ``$NERVE_CONFIG_DIR``: a typo would
+    otherwise read as an empty configuration, and a monitor would see memU and every check
+    passing. The defaults are not checked: a fresh machine has neither folder yet. Only the
+    commands that read without creating call this; init makes its folders. ``workspace=False``
+    leaves the workspace to the command: doctor reports a missing one as a finding, with the
+    init that makes it, and the memory commands read only its settings file, which may be
+    absent.
+    """
+    named = [("--config-dir", CONFIG_DIR_ENV, args.config_dir)]
+    if workspace:
+        named.insert(0, ("--workspace", WORKSPACE_ENV, args.workspace))
+    for flag, variable, given in named:
+        if given is not None:
+            shown, path = f"{flag} {given}", Path(given)
+        elif os.environ.get(variable, "").strip():
+            value = os.environ[variable].strip()
+            shown, path = f"{variable}={value}", Path(value)
+        else:
+            continue
+        path = path.expanduser()
+        if not path.is_dir():
+            what = "not a folder" if path.exists() else "no such folder"
+            raise UsageError(f"{shown}: {what}; expected an existing folder")

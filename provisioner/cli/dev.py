@@ -20,6 +20,7 @@ from provisioner.cli.common import (
     listen_on_loopback,
     port_argument,
 )
+from provisioner.cli.entry import command
 
 DEFAULT_PORT = 8787  # contracts/gateway.md's example base URL
 DEV_EXTRA_HINT = "pip install 'nerve-provisioner[dev]'"
@@ -51,6 +52,12 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     gateway.add_argument(
         "--data", type=str, default=None, metavar="DIR", help="keep memories in DIR"
+    )
+    gateway.add_argument(
+        "--older-memory-set",
+        action="store_true",
+        help="serve loom_memory_set as an older Loom does: without kind, tags and dates "
+        "(in tools/list, and a write sending one is refused)",
     )
     gateway.add_argument(
         "--answers",
@@ -98,7 +105,8 @@ def _run_gateway(args: argparse.Namespace) -> int:
             if (error.name or "").split(".")[0] not in DEV_EXTRA_MODULES:
                 raise
             raise UsageError(
-                f"nerve dev gateway needs the dev extra ({error.name} is missing): {DEV_EXTRA_HINT}"
+                f"{command('dev gateway')} needs the dev extra ({error.name} is missing): "
+                f"{DEV_EXTRA_HINT}"
             ) from None
         try:
             parse_fault_spec(args.faults)
@@ -106,9 +114,14 @@ def _run_gateway(args: argparse.Namespace) -> int:
             raise UsageError(f"--faults: {error}") from None
         data_dir = _data_dir(args.data)
         port = listening.getsockname()[1]
-        print(f"mcp_gateway_url: http://{LOOPBACK}:{port}", flush=True)
         serve_forever(
-            listening, seed=args.seed, faults=args.faults, data_dir=data_dir, answers=args.answers
+            listening,
+            seed=args.seed,
+            faults=args.faults,
+            data_dir=data_dir,
+            answers=args.answers,
+            older_memory_set=args.older_memory_set,
+            ready=lambda: print(f"mcp_gateway_url: http://{LOOPBACK}:{port}", flush=True),
         )
     return EXIT_OK
 

@@ -12,7 +12,11 @@ import json
 import os
 import sys
 
-from provisioner.cli.common import add_workspace_options, workspace_and_config_dir
+from provisioner.cli.common import (
+    add_workspace_options,
+    refuse_missing_folders,
+    workspace_and_config_dir,
+)
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -31,8 +35,8 @@ def register(commands: argparse._SubParsersAction) -> None:
 def _run_doctor(args: argparse.Namespace) -> int:
     from provisioner.doctor.run import run_doctor, run_doctor_offline
 
-    # FLEET-4: a missing --config-dir is refused; a missing workspace is a check of its own
-    workspace, config_dir = workspace_and_config_dir(args, must_exist=("config_dir",))
+    refuse_missing_folders(args, workspace=False)  # FLEET-4; a missing workspace is a check
+    workspace, config_dir = workspace_and_config_dir(args)
     if isinstance(sys.stdout, io.TextIOWrapper):  # a terminal that cannot show "→" gets "\u2192"
         sys.stdout.reconfigure(errors="backslashreplace")
     run = run_doctor_offline if args.offline else run_doctor

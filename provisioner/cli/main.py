@@ -1,12 +1,14 @@
-"""The ``nerve`` command line (also ``python -m provisioner``).
+"""The package's command line: ``nerve-provisioner`` (also ``python -m provisioner``), and
+Nerve's ``nerve`` for the groups ``extend_cli`` mounts (NERVE-1).
 
 Every command reports bad input as one line on stderr and exits with status 2, never with a
-traceback; ``nerve golden check`` exits 1 when the render drifted from the goldens, and
-``nerve diff`` exits 1 when it showed a difference. A template that cannot be rendered is one
-line naming its file and line, and exit status 3. A file the machine will not let a command
-use is one line naming it, with its fault's status: 75 busy or full, 73 read-only or
-permission denied, 74 an I/O error, 2 damaged (REL-4, docs/exit-status.md). ``nerve`` alone
-prints the usage.
+traceback; ``golden check`` exits 1 when the render drifted from the goldens, and ``diff``
+exits 1 when it showed a difference. A template that cannot be rendered is one line naming its
+file and line, and exit status 3. The command alone prints the usage. Usage lines, errors and
+hints name the command as it was invoked (``provisioner.cli.entry``).
+A file the machine will not let a command use is one line naming it, with its fault's status:
+75 busy or full, 73 read-only or permission denied, 74 an I/O error, 2 damaged (REL-4,
+docs/exit-status.md).
 """
 
 from __future__ import annotations
@@ -20,18 +22,18 @@ from collections.abc import Sequence
 
 from provisioner import __version__
 from provisioner.cli.common import (
-    BOTH_FOLDERS,
     EXIT_DIFFERENCE,
     EXIT_OK,
     EXIT_TEMPLATE,
     EXIT_USAGE,
-    PROGRAM,
     UsageError,
     add_workspace_options,
     path_argument,
+    refuse_missing_folders,
     workspace_and_config_dir,
 )
 from provisioner.cli.common import ArgParser as _Parser
+from provisioner.cli.entry import invoked_as, program, running_as
 from provisioner.counts import counted
 from provisioner.errors import TemplateBroken, UserError
 from provisioner.runtime.sqlite_file import FileFault, file_fault
@@ -44,6 +46,7 @@ COMMAND_MODULES = (
     "provisioner.cli.dev",
     "provisioner.cli.doctor",
     "provisioner.cli.web",
+    "provisioner.cli.fleet",
 )
 
 
@@ -55,7 +58,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
     The modules' imports cost more than init's own, and a built-in command never needs them.
     """
-    parser = _Parser(prog=PROGRAM, description="Provision Nerve workspaces per memory backend.")
+    parser = _Parser(prog=program(), description="Provision Nerve workspaces per memory backend.")
     parser.add_argument(
         "--version", action="version", version=f"%(prog)s {__version__}", help="show the version"
     )
@@ -110,6 +113,19 @@ def _add_init(commands: argparse._SubParsersAction) -> None:
     )
     init.add_argument("--data", action="append", default=[], metavar="KEY=VALUE", help=_DATA_HELP)
     init.add_argument("--json", action="store_true", help="print the summary as JSON")
+    init.add_argument(
+        "--check",
+        action="store_true",
+        help="write nothing; list what init would create, re-word, merge or keep, and exit 1 "
+        "when anything would change",
+    )
+    init.add_argument(
+        "--conflict",
+        choices=("leave", "inline"),
+        default="leave",
+        help="an edited file whose template change does not merge cleanly: leave it as it is "
+        "(default), or write diff3 markers into it (inline)",
+    )
     init.set_defaults(handler=_run_init)
 
 
@@ -171,8 +187,17 @@ EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports Ctrl-C
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as a shell reports a reader that went away
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run one command; returns the exit status."""
+def main(argv: Sequence[str] | None = None, *, prog: str | None = None) -> int:
+    """Run one command; returns the exit status.
+
+    ``prog`` is the command's name in usage lines, errors and hints; by default the name this
+    process was invoked with (``nerve-provisioner``, ``python -m provisioner``).
+    """
+    with running_as(prog or invoked_as(sys.argv[0] if sys.argv else None)):
+        return _run(argv)
+
+
+def _run(argv: Sequence[str] | None) -> int:
     try:
         argv = sys.argv[1:] if argv is None else list(argv)
         parser = build_parser(argv)
@@ -181,22 +206,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.print_help(sys.stderr)
             return EXIT_USAGE
         if getattr(args, "handler", None) is None:  # a group such as `nerve golden` alone
-            raise UsageError(f"{args.command}: expected a subcommand; see nerve {args.command} -h")
+            raise UsageError(
+                f"{args.command}: expected a subcommand; see {program()} {args.command} -h"
+            )
         return int(args.handler(args))
     except UserError as error:
-        print(f"{PROGRAM}: error: {_one_line(error)}", file=sys.stderr)
+        print(f"{program()}: error: {_one_line(error)}", file=sys.stderr)
         return EXIT_USAGE
     except TemplateBroken as error:
-        print(f"{PROGRAM}: template error: {_one_line(error)}", file=sys.stderr)
+        print(f"{program()}: template error: {_one_line(error)}", file=sys.stderr)
         return EXIT_TEMPLATE
     except FileFault as fault:
-        print(f"{PROGRAM}: error: {_one_line(fault)}", file=sys.stderr)
+        print(f"{program()}: error: {_one_line(fault)}", file=sys.stderr)
         return fault.exit_status
     except KeyboardInterrupt:
-        print("nerve: interrupted", file=sys.stderr)
+        print(f"{program()}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:
-        # The reader went away (`nerve doctor --json | head`): stop quietly, as a shell tool
+        # The reader went away (`doctor --json | head`): stop quietly, as a shell tool
         # does, and keep Python from reporting the same error again when it flushes stdout.
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
@@ -207,7 +234,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         named = file_fault(error, error.filename) if error.filename else None
         if named is None:
             raise
-        print(f"{PROGRAM}: error: {_one_line(named)}", file=sys.stderr)
+        print(f"{program()}: error: {_one_line(named)}", file=sys.stderr)
         return named.exit_status
 
 
@@ -233,9 +260,12 @@ def _data(pairs: Sequence[str]) -> dict[str, str]:
 def _run_init(args: argparse.Namespace) -> int:
     from provisioner.cli.summary import init_summary_json, init_summary_text
     from provisioner.workspace.init import InitRequest, Prompter, run_init
+    from provisioner.workspace.options import InitOptions
 
     workspace, config_dir = workspace_and_config_dir(args)
     mode = args.mode or ("terminal" if sys.stdin.isatty() else "non-interactive")
+    if args.check:  # FLEET-2: asks nothing, writes nothing
+        mode = "non-interactive"
     request = InitRequest(
         workspace=workspace,
         config_dir=config_dir,
@@ -248,9 +278,13 @@ def _run_init(args: argparse.Namespace) -> int:
     prompter = None
     if mode != "non-interactive":
         prompter = Prompter(sys.stdin, sys.stderr, _secret_reader())
-    result = run_init(request, prompter)
+    result = run_init(request, prompter, InitOptions(check=args.check, conflict=args.conflict))
     for warning in result.warnings:
-        print(f"nerve: warning: {warning}", file=sys.stderr)
+        print(f"{program()}: warning: {warning}", file=sys.stderr)
+    if args.check:
+        from provisioner.cli.init_check import print_check
+
+        return print_check(result, config_dir, as_json=args.json)
     if args.json:
         print(json.dumps(init_summary_json(result, config_dir), indent=2))
     else:
@@ -272,7 +306,7 @@ def _run_render(args: argparse.Namespace) -> int:
 
     written, warnings = render_preview(args.backend, args.profile, args.out, _data(args.data))
     for warning in warnings:
-        print(f"nerve: warning: {warning}", file=sys.stderr)
+        print(f"{program()}: warning: {warning}", file=sys.stderr)
     print(f"rendered {counted(len(written), 'file')} ({args.backend}) into {args.out}")
     return EXIT_OK
 
@@ -280,7 +314,8 @@ def _run_render(args: argparse.Namespace) -> int:
 def _run_diff(args: argparse.Namespace) -> int:
     from provisioner.workspace.previews import workspace_diff
 
-    workspace, _config_dir = workspace_and_config_dir(args, must_exist=BOTH_FOLDERS)  # FLEET-4
+    refuse_missing_folders(args)  # FLEET-4: diff only reads both folders
+    workspace, _config_dir = workspace_and_config_dir(args)
     output, differs = workspace_diff(workspace, args.memory_backend, args.paths)
     sys.stdout.write(output)
     return EXIT_DIFFERENCE if differs else EXIT_OK

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import IO, Any, TypeVar
 
 from provisioner.cli.common import EXIT_OK, UsageError, workspace_and_config_dir
+from provisioner.cli.entry import command, program
 from provisioner.cli.memory_files import add_path_options
 from provisioner.config.paths import default_paths
 from provisioner.counts import counted
@@ -86,9 +87,9 @@ def _run_import(args: argparse.Namespace) -> int:
     if config.memory_backend != "loom":
         where = config.source_of("memory.backend") or "the default"
         print(
-            f"nerve: warning: memory.backend is {config.memory_backend} ({where}), so nothing "
-            "sweeps these messages into memory; to extract them, set memory.backend: loom and "
-            "run nerve memory sweep",
+            f"{program()}: warning: memory.backend is {config.memory_backend} ({where}), so "
+            "nothing sweeps these messages into memory; to extract them, set memory.backend: "
+            f"loom and run {command('memory sweep')}",
             file=sys.stderr,
         )
     return EXIT_OK

@@ -1,7 +1,8 @@
 """`nerve memory migrate`: memU's memories copied into Loom, once each, resumably (MIG-1).
 
 Reads memU's database read-only — ``--memu-db PATH``, else the file Nerve's
-``memory.sqlite_dsn`` names, else ``<config-dir>/memu.sqlite`` (Nerve's default) — and writes
+``memory.sqlite_dsn`` names, else ``memu.sqlite`` in Nerve's state folder (``$NERVE_HOME``) once
+a Nerve configuration is found there, else ``<config-dir>/memu.sqlite`` (NERVE-7) — and writes
 every item into Loom with ``loom_memory_set`` under the key ``memu-<item id>``. The ledger
 lives in the runtime's state file (``--state``, default ``<config-dir>/memory/state.sqlite3``),
 so running it again writes nothing twice and goes on where the last run stopped.
@@ -11,11 +12,14 @@ nothing (under any backend). A real run needs ``memory.backend: loom``: what it 
 where the agent's Loom memory is. On a terminal it shows a progress line; it prints the report
 at the end (``--json`` for a machine, with ``exit_status``). Exit status: 0 when every item of
 the store is done (written, or final in the ledger: a conflict, a rejection, a skip), 1 when
-some items did not go (stopped by "not now", a broken answer, a Loom failing item after item,
-memU's store or the state file failing half-way, another migration running, or items left for
-the next run), 75 when memory could not be reached (no gateway URL, not reached, no ``loom`` in
-the catalog, refused, breaker open), 2 for bad input (no memU database, not a memU database, a
-bad flag or configuration).
+some items did not go (stopped by "not now" that lasted through every try, a broken answer, a
+Loom failing item after item, another migration running, or items left for the next run), 75
+when memory could not be reached (no gateway URL, not reached, no ``loom`` in the catalog,
+refused, breaker open), 2 for bad input (no memU database, not a memU database, a bad flag or
+configuration). memU's store or the state file failing, at the start or half-way, is one line
+naming the file and the cause, with that fault's status (REL-4): 75 busy or full, 73 read-only
+or permission denied, 74 an I/O error, 2 damaged. SIGINT ends a run with 130, SIGTERM with
+143, each after the report of the run so far (REL-9).
 """
 
 from __future__ import annotations
@@ -33,9 +37,10 @@ from provisioner.cli.common import (
     add_workspace_options,
     workspace_and_config_dir,
 )
-from provisioner.config.paths import MEMORY_DIR, STATE_FILE, default_paths
+from provisioner.config.paths import MEMORY_DIR, STATE_FILE, default_paths, found_memu_db
 
 if TYPE_CHECKING:
+    from provisioner.cli.stopping import StopSignals
     from provisioner.migration.memu_store import MemuStore
     from provisioner.migration.migrate import MigrationProgress
     from provisioner.migration.report import MigrationReport
@@ -56,7 +61,8 @@ def register(commands: argparse._SubParsersAction) -> None:
         type=_file_argument,
         default=None,
         metavar="PATH",
-        help=f"memU's database (default: {SQLITE_DSN_KEY}, else <config-dir>/{MEMU_DB_FILE})",
+        help=f"memU's database (default: {SQLITE_DSN_KEY}, else $NERVE_HOME/{MEMU_DB_FILE} once "
+        f"a Nerve configuration is found, else <config-dir>/{MEMU_DB_FILE})",
     )
     migrate.add_argument(
         "--state",
@@ -79,8 +85,7 @@ def _file_argument(text: str) -> Path:
 
 
 def _run_migrate(args: argparse.Namespace) -> int:
-    import asyncio
-
+    from provisioner.cli.stopping import run_stoppable
     from provisioner.config.loader import load_config
     from provisioner.migration.memu_store import MemuStore
 
@@ -97,7 +102,7 @@ def _run_migrate(args: argparse.Namespace) -> int:
                 f"{where or 'configuration'}: memory.backend is {config.memory_backend!r}; the "
                 "migration writes into Loom: set memory.backend: loom, or look first with --dry-run"
             )
-        return asyncio.run(_migrate(config, store, state_path, as_json=args.json))
+        return run_stoppable(lambda stop: _migrate(config, store, state_path, stop, args.json))
 
 
 def memu_db_path(config: Any, config_dir: Path) -> Path:
@@ -107,7 +112,7 @@ def memu_db_path(config: Any, config_dir: Path) -> Path:
     memory = config.data.get("memory")
     dsn = memory.get("sqlite_dsn") if isinstance(memory, dict) else None
     if dsn is None:
-        return config_dir / MEMU_DB_FILE
+        return found_memu_db(config_dir) or config_dir / MEMU_DB_FILE  # NERVE-7
     path = dsn.strip().removeprefix(SQLITE_DSN_PREFIX) if isinstance(dsn, str) else ""
     if not path or "://" in path:
         where = config.source_of(SQLITE_DSN_KEY) or "configuration"
@@ -124,10 +129,14 @@ def _dry_run(store: MemuStore, state_path: Path, *, as_json: bool) -> int:
     from provisioner.migration.ledger import final_ids_read_only
     from provisioner.migration.memu_store import MemuReadError
     from provisioner.migration.migrate import dry_run
+    from provisioner.runtime.sqlite_file import FileFault, file_fault
 
     try:
         done = final_ids_read_only(state_path)
     except sqlite3.Error as error:
+        fault = file_fault(error, state_path)
+        if fault is not None and fault.kind != "damaged":
+            raise fault from None  # REL-4: busy, permission, I/O: one line, its status
         raise UsageError(
             f"{state_path}: cannot be read as the memory state ({error}); expected a file "
             "nerve memory wrote, or none"
@@ -135,6 +144,8 @@ def _dry_run(store: MemuStore, state_path: Path, *, as_json: bool) -> int:
     try:
         report = dry_run(store, done)
     except MemuReadError as error:
+        if error.fault_kind not in (None, "damaged"):
+            raise FileFault(store.path, error.fault_kind) from None
         raise UsageError(f"{store.path}: {error}; expected memU's database") from None
     if as_json:
         print(json.dumps({**report.as_dict(), "exit_status": EXIT_OK}), flush=True)
@@ -143,7 +154,13 @@ def _dry_run(store: MemuStore, state_path: Path, *, as_json: bool) -> int:
     return EXIT_OK
 
 
-async def _migrate(config: Any, store: MemuStore, state_path: Path, *, as_json: bool) -> int:
+async def _migrate(
+    config: Any, store: MemuStore, state_path: Path, stop: StopSignals, as_json: bool
+) -> int:
+    """The run and its report; on SIGINT or SIGTERM (REL-9) the report of the run so far is
+    printed, with the signal's status, before the cancellation goes on."""
+    import asyncio
+
     from provisioner.cli.memory_files import open_state
     from provisioner.migration.migrate import Migration
     from provisioner.runtime.loom.backend import LoomMemory
@@ -151,21 +168,38 @@ async def _migrate(config: Any, store: MemuStore, state_path: Path, *, as_json: 
     progress = _progress_printer()
     with open_state(state_path) as state:
         async with LoomMemory.from_config(config, state=state) as memory:
-            report = await Migration(memory, store, state).run(progress=progress)
+            migration = Migration(memory, store, state)
+            try:
+                report = await migration.run(progress=progress)
+            except asyncio.CancelledError:
+                if migration.report is not None:
+                    _print_report(migration.report, stop.exit_status, progress, as_json=as_json)
+                raise
+    status = exit_status(report)
+    _print_report(report, status, progress, as_json=as_json)
+    return status
+
+
+def _print_report(report: MigrationReport, status: int, progress: Any, *, as_json: bool) -> None:
     if progress is not None:
         print(file=sys.stderr, flush=True)
-    status = exit_status(report)
     if as_json:
         print(json.dumps({**report.as_dict(), "exit_status": status}), flush=True)
     else:
         print("\n".join(report.lines()), flush=True)
-    return status
 
 
 def exit_status(report: MigrationReport) -> int:
-    """0: every item done; 75: memory could not be reached; 1: anything else left undone."""
+    """0: every item done; 75: memory could not be reached; a file fault's own status when
+    the state file or memU's store failed (REL-4: 75 busy or full, 73, 74, 2); 1: anything
+    else left undone."""
+    from provisioner.migration.report import STOPPED_SOURCE, STOPPED_STATE
+    from provisioner.runtime.sqlite_file import EXIT_STATUS_OF_KIND
+
     if report.stopped in UNREACHABLE_STOPS:
         return EXIT_UNREACHABLE
+    if report.stopped in (STOPPED_SOURCE, STOPPED_STATE):
+        return EXIT_STATUS_OF_KIND.get(report.error_kind or "", EXIT_DIFFERENCE)
     if report.stopped == "done" and report.left == 0:
         return EXIT_OK
     return EXIT_DIFFERENCE

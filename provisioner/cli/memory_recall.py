@@ -10,6 +10,10 @@ A recall made here is frozen in the same state file the engine uses, so it is ex
 that session's prompt shows (the first recall of a session wins, REC-3). Neither command
 fails when Loom cannot answer: ``recall`` prints the "could not be recalled" block and
 ``status`` shows the error among the diagnostics; both exit 0, and ``--json`` says which.
+A state file ``recall`` cannot open, read or write is one line naming it and the cause, with
+the status of its kind (``sqlite_file.FileFault``: 75 busy or full, 73 read-only or permission,
+74 I/O, 2 damaged); when only keeping the recall failed, the block is printed first, since it
+is what the session is told (REL-3, REL-4).
 
 ``status`` runs apart from the sweep, so it adds what the state file keeps of it (LOOM-4): the
 batch budget the last sweep left, and with the last error its age, how many batches went
@@ -22,12 +26,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import sqlite3
 import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from provisioner.cli.common import EXIT_OK, UsageError, add_workspace_options
+from provisioner.cli.entry import program
 from provisioner.cli.memory_files import open_state
 from provisioner.config.paths import MEMORY_DIR, STATE_FILE, default_paths
 from provisioner.counts import counted
@@ -35,6 +41,7 @@ from provisioner.doctor.failures import failure_words
 
 if TYPE_CHECKING:
     from provisioner.runtime.loom.backend import LoomMemory
+    from provisioner.runtime.state import StateStore
 
 SESSION_ID_MAX_CHARS = 200  # loom-ops: the session ids Loom takes
 STATUS_SCHEMA = 1  # FLEET-4: the version of ``status --json``'s shape
@@ -78,11 +85,11 @@ def state_path(config_dir: Path, given: Path | None = None) -> Path:
 
 
 def _loaded_config(args: argparse.Namespace) -> tuple[Any, Path]:
-    from provisioner.cli.common import workspace_and_config_dir
+    from provisioner.cli.common import refuse_missing_folders, workspace_and_config_dir
     from provisioner.config.loader import load_config
 
-    # FLEET-4: a --config-dir that does not exist would read as memU with nothing kept
-    workspace, config_dir = workspace_and_config_dir(args, must_exist=("config_dir",))
+    refuse_missing_folders(args, workspace=False)  # FLEET-4
+    workspace, config_dir = workspace_and_config_dir(args)
     return load_config(config_dir, workspace), config_dir
 
 
@@ -121,13 +128,15 @@ def _run_recall(args: argparse.Namespace) -> int:
     from provisioner.templating.texts import session_context
 
     _progress(config)
+    path = state_path(config_dir, args.state)
 
     async def recall() -> Any:
-        with open_state(state_path(config_dir, args.state)) as state:
+        with _recall_state(path) as state:
             async with LoomMemory.from_config(config, state=state) as memory:
-                return await memory.startup_recall(session)
+                told = await memory.startup_recall(session)
+            return told, memory.state_fault  # once closed: the freeze has ended either way
 
-    result = asyncio.run(recall())
+    result, fault = asyncio.run(recall())
     block = session_context(result.items, recalled=result.recalled)
     if args.json:
         report = {
@@ -140,7 +149,27 @@ def _run_recall(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=2, ensure_ascii=False))
     else:
         sys.stdout.write(block if block.endswith("\n") else block + "\n")
+    if fault is not None:  # REL-3: told, but perhaps not kept for the session
+        print(f"{program()}: error: {fault}; the recall shown may not be kept", file=sys.stderr)
+        return int(fault.exit_status)
     return EXIT_OK
+
+
+def _recall_state(path: Path) -> StateStore:
+    """The state file ``recall`` freezes into; a ``FileFault`` of its kind when it cannot be
+    opened (REL-4), ``UsageError`` for a file of a newer version (nothing wrong with it)."""
+    from provisioner.runtime.sqlite_file import FileFault, file_fault
+    from provisioner.runtime.state import StateBusyError, StateStore, StateVersionError
+
+    try:
+        return StateStore(path)
+    except StateVersionError as error:
+        raise UsageError(str(error)) from None
+    except StateBusyError:
+        raise FileFault(path, "busy") from None
+    except (sqlite3.Error, OSError) as error:
+        detail = " ".join(str(error).split())
+        raise file_fault(error, path) or FileFault(path, "damaged", detail) from None
 
 
 def _run_status(args: argparse.Namespace) -> int:

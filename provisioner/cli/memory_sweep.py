@@ -22,8 +22,9 @@ words say why it stopped, and tells a monitor the truth by its exit status (SWEE
   reached or not answering, no catalog or none listing ``loom``, a policy refusal, the breaker
   open): nothing to fix in the sweep, try again later;
 * 2: bad input, one line. With ``--every`` each report carries its own ``exit_status``, and an
-  interrupt ends the process with 130 as for every command; nothing is lost, since every
-  batch is recorded in its own transaction.
+  interrupt ends the process with 130 as for every command, SIGTERM with 143, each after a
+  line saying so (REL-9); nothing is lost, since every batch is recorded in its own
+  transaction.
 
 ``--backfill all|since:DATE`` first moves watermarks back over the history left to memU after a
 switch, and the sweep sends it; ``--plan`` prints what a sweep would send now, sending and
@@ -53,10 +54,13 @@ from provisioner.cli.common import (
 )
 from provisioner.cli.memory_files import add_path_options
 from provisioner.cli.sweep_progress import ProgressPrinter, sweep_with_progress
-from provisioner.config.paths import default_paths
+from provisioner.config.paths import default_paths, found_nerve_db
 from provisioner.counts import counted
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable
+
+    from provisioner.cli.stopping import StopSignals
     from provisioner.runtime.sweep.sweeper import SweepReport
 
 DURATION = re.compile(r"(?P<amount>\d+)(?P<unit>[smh]?)")
@@ -81,7 +85,8 @@ def register(commands: argparse._SubParsersAction) -> None:
         "--nerve-db",
         type=Path,
         metavar="PATH",
-        help="sweep from Nerve's own nerve.db instead of the transcripts database (NERVE-2)",
+        help="sweep from Nerve's own nerve.db instead of the transcripts database (NERVE-2; "
+        "default: $NERVE_HOME/nerve.db once a Nerve configuration is found, NERVE-7)",
     )
     sweep.add_argument("--json", action="store_true", help="print each report as JSON")
     sweep.add_argument(
@@ -127,6 +132,8 @@ def _run_sweep(args: argparse.Namespace) -> int:
     config = load_config(config_dir, workspace)
     transcripts_path, state_path = default_paths(config_dir)
     paths = (args.transcripts or transcripts_path, args.state or state_path)
+    if args.nerve_db is None and args.transcripts is None:
+        args.nerve_db = found_nerve_db(config_dir)  # NERVE-7: Nerve's own, once it is found
     if args.nerve_db is not None:
         if args.transcripts is not None:
             raise UsageError("--nerve-db and --transcripts name two sources to sweep; give one")
@@ -143,7 +150,37 @@ def _run_sweep(args: argparse.Namespace) -> int:
             "the sweep extracts into Loom only (memory.backend: loom)"
         )
     options = {"every_s": args.every, "as_json": args.json, "scope": args.backfill}
-    return asyncio.run(_sweep(config, paths, from_nerve=from_nerve, **options))
+    from provisioner.cli.stopping import run_stoppable
+
+    return run_stoppable(
+        lambda stop: _stopped_with_a_line(
+            _sweep(config, paths, from_nerve=from_nerve, **options), stop, as_json=args.json
+        )
+    )
+
+
+async def _stopped_with_a_line(
+    sweeping: Awaitable[int], stop: StopSignals, *, as_json: bool
+) -> int:
+    """``sweeping``'s status; on SIGINT or SIGTERM (REL-9) one line saying so first: on stderr
+    (stdout keeps the reports of sweeps that ran to their end), or with ``--json`` one object
+    on stdout, carrying the signal's exit status.
+
+    The sweep under way is cancelled: every batch Loom answered is already recorded, each in
+    its own transaction, and the next sweep goes on from there.
+    """
+    try:
+        return await sweeping
+    except asyncio.CancelledError:
+        reason = (
+            f"stopped by {stop.name}; what Loom took is kept, the next sweep goes on from there"
+        )
+        if as_json:
+            line = {"stopped": "interrupted", "reason": reason, "exit_status": stop.exit_status}
+            print(json.dumps(line), flush=True)
+        else:
+            print(f"sweep interrupted: {reason}", file=sys.stderr, flush=True)
+        raise
 
 
 async def _sweep(

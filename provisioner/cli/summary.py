@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from provisioner.golden.source import TemplateSource
     from provisioner.workspace.init import InitResult
 
+from provisioner.cli.entry import command
 from provisioner.counts import counted
 from provisioner.templating.backends import get_backend
 
@@ -29,7 +30,7 @@ LOCKED_VARIABLES = ("NERVE_MEMORY_BACKEND", "NERVE_MCP_BASE_URL", "LOOM_DASHBOAR
 
 def kept_diff_command(result: InitResult, path: str) -> str:
     """The command that shows how a kept file differs from what init would write (INIT-5)."""
-    return f"nerve diff --workspace {shlex.quote(str(result.workspace))} {shlex.quote(path)}"
+    return f"{command('diff')} --workspace {shlex.quote(str(result.workspace))} {shlex.quote(path)}"
 
 
 def _backend_note(result: InitResult, config_dir: Path) -> str:
@@ -61,6 +62,11 @@ def init_summary_text(result: InitResult, config_dir: Path) -> str:
     ]
     lines += [f"  created    {path}" for path in placement.created]
     lines += [f"  re-worded  {path}" for path in placement.reworded]
+    lines += [
+        f"  merged     {path} (edited; the template's change merged in)"
+        for path in placement.merged
+    ]
+    lines += conflict_lines(placement.conflicts)
     for path in placement.kept:
         lines.append(f"  kept       {path} (edited; see: {kept_diff_command(result, path)})")
     if placement.unchanged:
@@ -72,6 +78,15 @@ def init_summary_text(result: InitResult, config_dir: Path) -> str:
     lines.append(_memory_line(result.memory_step))
     lines.append(_backend_note(result, config_dir))
     return "\n".join(lines) + "\n"
+
+
+def conflict_lines(conflicts: Mapping[str, str]) -> list[str]:
+    """FLEET-3: each conflicting file, and its diff3-style preview indented below it."""
+    lines: list[str] = []
+    for path, preview in conflicts.items():
+        lines.append(f"  conflict   {path} (edited where the template changed too; left as it is)")
+        lines += [f"             {line}" for line in preview.splitlines()]
+    return lines
 
 
 def init_summary_json(result: InitResult, config_dir: Path) -> dict[str, Any]:
@@ -86,6 +101,10 @@ def init_summary_json(result: InitResult, config_dir: Path) -> dict[str, Any]:
         "kept": [
             {"path": path, "diff_command": kept_diff_command(result, path)}
             for path in placement.kept
+        ],
+        "merged": placement.merged,
+        "conflicts": [
+            {"path": path, "preview": preview} for path, preview in placement.conflicts.items()
         ],
         "unchanged": placement.unchanged,
         "no_longer_rendered": placement.no_longer_rendered,

@@ -31,6 +31,7 @@ from provisioner.cli.common import (
     port_argument,
     workspace_and_config_dir,
 )
+from provisioner.cli.entry import command, program
 
 if TYPE_CHECKING:
     from provisioner.config.loader import Config
@@ -73,10 +74,10 @@ def _run_web(args: argparse.Namespace) -> int:
             if (error.name or "").split(".")[0] not in WEB_EXTRA_MODULES:
                 raise
             raise UsageError(
-                f"nerve web needs the web extra ({error.name} is missing): {WEB_EXTRA_HINT}"
+                f"{command('web')} needs the web extra ({error.name} is missing): {WEB_EXTRA_HINT}"
             ) from None
         for warning in config.warnings:
-            print(f"nerve: warning: {warning}", file=sys.stderr)
+            print(f"{program()}: warning: {warning}", file=sys.stderr)
         url = f"http://{LOOPBACK}:{listening.getsockname()[1]}{PAGE_PATH}"
 
         def announce() -> None:

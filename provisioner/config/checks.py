@@ -75,7 +75,9 @@ NERVE_TOP_LEVEL_KEYS = (
     "claude_oauth_token",
     "github_token",
 )
-CLOSE_MATCH_CUTOFF = 0.6  # difflib's default: "memroy" → "memory", "gatway" → "gateway"
+# FLEET-4: how close an unknown key must be to a known one to be named as a likely typo
+# (difflib's ratio; "memroy" is 0.83 from "memory").
+LIKELY_TYPO_RATIO = 0.8
 
 
 def memory_keys() -> tuple[str, ...]:
@@ -100,6 +102,12 @@ def known_keys() -> tuple[str, ...]:
         if section is not None:
             keys.extend(f"memory.{name}.{key}" for key in section.keys)
     return tuple(keys)
+
+
+def _likely(key: Any, known: tuple[str, ...]) -> str:
+    """`` did you mean memory?`` when ``key`` is a likely typo of a known key, else ``""``."""
+    close = difflib.get_close_matches(str(key), known, n=1, cutoff=LIKELY_TYPO_RATIO)
+    return f" did you mean {close[0]}?" if close else ""
 
 
 class KeyChecker:
@@ -133,18 +141,22 @@ class KeyChecker:
             if item_key not in known:
                 self.warn(
                     joined_key(key, item_key),
-                    f"unknown key, ignored{_meant(item_key, known)}; known keys under {key}: "
+                    f"unknown key, ignored;{_likely(item_key, known)} known keys under {key}: "
                     f"{', '.join(known)}",
                 )
         return value
 
-    def top_level(self, data: Mapping[Any, Any]) -> None:
-        """Warn of each top-level key neither this package nor Nerve reads, with the key it
-        probably meant (FLEET-4): ``memroy`` leaves memory at its defaults without a word."""
+    def top_level(self, merged: Mapping[Any, Any]) -> None:
+        """Warn of each top-level key neither this package nor Nerve reads (FLEET-4), naming
+        the key it probably meant when one is close: ``memroy`` would otherwise leave memory
+        at its defaults without a word."""
         known = (*TOP_LEVEL_KEYS, *NERVE_TOP_LEVEL_KEYS)
-        for key in data:
+        for key in merged:
             if key not in known:
-                self.warn(str(key), f"unknown top-level key, ignored{_meant(key, known)}")
+                likely = _likely(key, known)
+                self.warn(
+                    str(key), f"unknown key, ignored;{likely}" if likely else "unknown key, ignored"
+                )
 
     def backend(self, value: Any) -> str:
         """``memory.backend``: one of the registry's names; absent or empty means memU (CONF-4)."""
@@ -213,12 +225,6 @@ class KeyChecker:
                 key, f"{redacted(text)} has a query or fragment; expected a plain base URL"
             )
         return text.rstrip("/")
-
-
-def _meant(key: object, known: tuple[str, ...]) -> str:
-    """`` (did you mean memory?)`` for the known key closest to ``key``; "" when none is close."""
-    close = difflib.get_close_matches(str(key), known, n=1, cutoff=CLOSE_MATCH_CUTOFF)
-    return f" (did you mean {close[0]}?)" if close else ""
 
 
 def boolean_value(value: Any, default: bool, path: Path | None, key: str) -> bool:

@@ -18,7 +18,7 @@ I/O error) is a ``FileFault`` naming it instead, with that fault's status (73, 7
 
 Problems that do not stop Nerve (an unknown key, a dashboard link that cannot be used) end up
 in ``Config.warnings`` for ``nerve doctor`` to show; an unknown key, at the top level too,
-names the known key it probably meant (FLEET-4).
+warns, naming the known key it probably meant when one is close (FLEET-4).
 """
 
 from __future__ import annotations
@@ -63,8 +63,6 @@ __all__ = [
     "ConfigError",
     "ConfigFile",
     "LoomSettings",
-    "backend_switch_line",
-    "backend_switch_warning",
     "configured_backend",
     "known_keys",
     "load_config",
@@ -84,7 +82,6 @@ SKIPPED_ABSENT = "absent"
 SKIPPED_LOCKDOWN = "lockdown"  # CONF-3
 
 LOCKDOWN_ENV = "NERVE_LOCKDOWN"  # CONF-3: can turn lockdown on, never off
-BACKEND_ENV = "NERVE_MEMORY_BACKEND"  # CONF-3: where locked settings read memory.backend from
 LOCKDOWN_ENV_ON = frozenset({"1", "true", "yes", "on"})  # CONF-3
 LOCKDOWN_ENV_OFF = frozenset({"", "0", "false", "no", "off"})  # CONF-3: leaves settings' choice
 
@@ -115,36 +112,6 @@ def load_config(
         state.read_layer(layer, path, settings_text if layer == LAYER_SETTINGS else None)
     state.missing.raise_if_any()
     return _checked(state)
-
-
-def backend_switch_line(config: Config, config_dir: str | os.PathLike[str], backend: str) -> str:
-    """What to write so this instance runs on ``backend`` (INIT-2, FLEET-4).
-
-    Init words the files; the platform names the backend. Unlocked, the machine-local file
-    outranks the other layers, so the line goes there; locked, that file is not read and the
-    tracked settings take the backend from ``NERVE_MEMORY_BACKEND`` (CONF-3).
-    """
-    if config.lockdown:
-        return (
-            f"set {BACKEND_ENV}={backend} in the service's environment (this instance is "
-            f"locked, so {LOCAL_FILE} is not read)"
-        )
-    return f"add `backend: {backend}` under `memory:` in {Path(config_dir) / LOCAL_FILE}"
-
-
-def backend_switch_warning(
-    config: Config, config_dir: str | os.PathLike[str], flag: str | None
-) -> list[str]:
-    """A line when ``--memory-backend`` (``flag``) words the files for a backend this
-    configuration does not name, with the line that switches the instance (INIT-2, FLEET-4)."""
-    if flag is None or config.memory_backend == flag:
-        return []
-    named = config.sources.get("memory.backend")
-    origin = f"memory.backend in {named}" if named else "the default: no file names a backend"
-    return [
-        f"the configuration names {config.memory_backend} ({origin}), so the instance does "
-        f"not run on {flag} yet; to switch it, {backend_switch_line(config, config_dir, flag)}"
-    ]
 
 
 def configured_backend(

@@ -9,6 +9,7 @@ written.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 
@@ -18,7 +19,10 @@ from provisioner.files import write_atomically
 from provisioner.runtime.sqlite_file import faults_named
 
 LOCAL_CONFIG_NAME = "config.local.yaml"  # CONF-1
-EMBEDDINGS_KEY_PATH = ("memory", "memu", "openai_api_key")  # INIT-3
+EMBEDDINGS_KEY_PATH: tuple[str, ...] = ("openai_api_key",)  # INIT-3, NERVE-8: where Nerve reads it
+if TYPE_CHECKING:
+    from provisioner.config.model import Config
+
 SECRET_FILE_MODE = 0o600  # it holds a key: readable by its owner only
 
 
@@ -27,7 +31,10 @@ class LocalConfigError(UserError, ValueError):
 
 
 def store_embeddings_key(config_dir: Path, key: str) -> Path:
-    """Set memU's embeddings key in ``<config_dir>/config.local.yaml``; returns the path."""
+    """Set memU's embeddings key in ``<config_dir>/config.local.yaml``; returns the path.
+
+    The key goes where Nerve reads it: its top-level ``openai_api_key`` (NERVE-8), which
+    Nerve hands to memU for embeddings."""
     path = Path(config_dir) / LOCAL_CONFIG_NAME
     try:
         with faults_named(path):
@@ -51,3 +58,31 @@ def store_embeddings_key(config_dir: Path, key: str) -> Path:
     with faults_named(path):  # REL-4: a full config folder is named, not the workspace
         write_atomically(path, text.encode("utf-8"), SECRET_FILE_MODE)
     return path
+
+
+def switch_advice(config: Config, backend: str, config_dir: Path) -> list[str]:
+    """The line that switches an instance to ``backend`` when its configuration names another
+    (FLEET-4): files worded for Loom on an instance whose configuration names memU are read by
+    an instance that still uses memU, and the fix is a line of configuration, not another init.
+
+    Empty when the configuration names ``backend``, or names no backend at all (the summary
+    already says where the platform sets it).
+    """
+    key = "memory.backend"
+    if config.memory_backend == backend or key not in config.sources or key in config.defaulted:
+        return []
+    named = f"{config.sources[key]} names {key}: {config.memory_backend}"
+    return [
+        f"{named}, so the instance keeps using {config.memory_backend} while its files are "
+        f"worded for {backend}; to switch it, {switch_line(config, backend, config_dir)}"
+    ]
+
+
+def switch_line(config: Config, backend: str, config_dir: Path) -> str:
+    """What to write where so that the instance uses ``backend`` (FLEET-4)."""
+    if config.lockdown:  # CONF-3: a locked instance reads its backend from the service
+        return f"set NERVE_MEMORY_BACKEND={backend} in the service's environment"
+    local = Path(config_dir) / LOCAL_CONFIG_NAME
+    if config.sources.get("memory.backend") == local:
+        return f"change it in {local} to memory: {{backend: {backend}}}"
+    return f"add to {local}: memory: {{backend: {backend}}}"

@@ -25,6 +25,7 @@ Using it from tests and benchmarks, in the same process::
 or as its own process (for crash tests: kill it, start it again on the same ``--data``)::
 
     nerve dev gateway --port 0 [--seed N] [--faults SPEC] [--data DIR] [--answers json|sse|mixed]
+                      [--older-memory-set]
 
 which prints ``mcp_gateway_url: http://127.0.0.1:<port>`` on stdout once it listens (read the
 first line to learn the port), logs one line per call on stderr, and serves until SIGINT or

@@ -8,7 +8,10 @@ Routes:
   list as canonical JSON;
 * ``POST /s/loom/mcp`` — one ``tools/call`` per POST. The fault plan decides first; if no fault
   plays, the SDK server answers, as JSON or as an event stream (``answers``: ``json``, ``sse``,
-  or ``mixed`` — chosen per call from the seed);
+  or ``mixed`` — chosen per call from the seed). A ``tools/list`` is answered by the SDK
+  server with each tool's schema, no fault playing on it (counted in ``listings``); with
+  ``older_memory_set`` that schema, and the check of every call, is an older Loom's
+  ``loom_memory_set`` without ``kind``, ``tags`` and the dates (REL-8);
 * ``GET /_dev/faults`` and ``POST /_dev/faults`` with ``{"faults": SPEC, "seed": N}`` — the
   rules in force, and switching them while the gateway runs.
 
@@ -33,13 +36,24 @@ import json
 import random
 import socket
 import struct
-import sys
 from collections import deque
-from collections.abc import Awaitable, Callable, MutableMapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from provisioner.devgateway.contract import LOOM_OP, LoomOpTool, ServedTool, served_tools
+from provisioner.devgateway.asgi import (
+    JSON_CONTENT_TYPE,
+    BodyTooLarge,
+    Receive,
+    Send,
+    ending_first,
+    json_answer,
+    read_body,
+    replay_body,
+    sends_json,
+    start_answer,
+)
+from provisioner.devgateway.contract import LOOM_OP, served_tools, with_an_older_memory_set
 from provisioner.devgateway.faults import (
     DEFAULT_FAULT_CODE,
     DEFAULT_RETRY_AFTER_S,
@@ -59,19 +73,11 @@ TRICKLE_EVERY_S = 0.5
 REQUEST_MAX_BYTES = 32 * 1024 * 1024  # bodies beyond this are refused 413 whatever the faults
 FAULTS_REQUEST_MAX_BYTES = 64 * 1024  # a fault switch is a short spec and a seed
 JSON_MAX_DEPTH = 128  # our choice: Loom's arguments nest a few levels; Python's decoder ~1000
-JSON_CONTENT_TYPE = "application/json"
-LENGTH_MAX_DIGITS = 18  # a Content-Length of more digits is past every limit here
 PARSE_ERROR = -32700  # JSON-RPC: the body is not JSON the server can read
 CALLS_KEPT = 10_000  # how many recent calls ``calls`` remembers
 GATEWAY_CALL_TIMEOUT_MESSAGE = "MCP server timed out"
+TOOLS_LIST = "tools/list"  # MCP: the tools the server declares, with their schemas
 CUT_PREFIX = b'event: message\ndata: {"jsonrpc": "2.0", "id": '  # a stream cut off mid-answer
-
-Receive = Callable[[], Awaitable[dict[str, Any]]]
-Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
-
-
-class BodyTooLarge(ValueError):
-    """A request body over the route's limit, declared so or found so while reading."""
 
 
 @dataclass(frozen=True)
@@ -94,13 +100,16 @@ class DevGateway:
         faults: FaultPlan | None = None,
         answers: str = "mixed",
         log: Callable[[str], None] | None = None,
+        older_memory_set: bool = False,
     ) -> None:
         if answers not in ANSWER_MODES:
             raise ValueError(f"answers {answers!r}: expected one of {', '.join(ANSWER_MODES)}")
         self.store = store or LoomStandIn()
         self.faults = faults or FaultPlan()
         self.calls: deque[SeenCall] = deque(maxlen=CALLS_KEPT)
-        self.tools: dict[str, ServedTool | LoomOpTool] = served_tools()
+        self.listings = 0  # tools/list requests answered (REL-8)
+        tools = served_tools()
+        self.tools = with_an_older_memory_set(tools) if older_memory_set else tools
         self.unlisted: set[str] = set()
         self.answering: list[object] = []  # Loom's answers under way: each call's session_id
         self.most_at_once = self.most_for_one_session = 0  # SWEEP-14: what a sweep overlapped
@@ -152,17 +161,17 @@ class DevGateway:
         if scope["type"] != "http":
             return
         if not is_loopback_request(scope["headers"]):
-            await _json(send, 403, {"reason": "not_loopback"})
+            await json_answer(send, 403, {"reason": "not_loopback"})
             return
         route = (scope["method"], scope["path"])
         if route == ("GET", "/catalog"):
-            await _json(send, 200, self.catalog())
+            await json_answer(send, 200, self.catalog())
         elif scope["path"] == "/_dev/faults":
             await self._faults_route(scope, receive, send)
         elif route == ("POST", MCP_PATH):
             await self._tools_call(scope, receive, send)
         else:
-            await _json(send, 404, {"reason": "not_found"})
+            await json_answer(send, 404, {"reason": "not_found"})
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         async with contextlib.AsyncExitStack() as stack:
@@ -178,44 +187,50 @@ class DevGateway:
 
     async def _faults_route(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
         if scope["method"] == "POST":
-            if not _sends_json(scope):
+            if not sends_json(scope):
                 detail = f"send the switch as Content-Type: {JSON_CONTENT_TYPE}"
-                await _json(send, 415, {"reason": "unsupported_media_type", "detail": detail})
+                await json_answer(send, 415, {"reason": "unsupported_media_type", "detail": detail})
                 return
             try:
                 body = await read_body(receive, FAULTS_REQUEST_MAX_BYTES, scope)
                 spec, seed = _fault_switch(body)
                 self.faults.switch(spec, seed=seed)
             except BodyTooLarge:
-                await _json(send, 413, {"reason": "body_too_large"})
+                await json_answer(send, 413, {"reason": "body_too_large"})
                 return
             except ValueError as error:
-                await _json(send, 400, {"reason": "bad_fault_spec", "detail": str(error)})
+                await json_answer(send, 400, {"reason": "bad_fault_spec", "detail": str(error)})
                 return
             self._log(f"faults now: {self.faults.spec or 'none'}")
         elif scope["method"] != "GET":
-            await _json(send, 405, {"reason": "method_not_allowed"})
+            await json_answer(send, 405, {"reason": "method_not_allowed"})
             return
-        await _json(send, 200, {"faults": self.faults.spec, "seed": self.faults.seed})
+        await json_answer(send, 200, {"faults": self.faults.spec, "seed": self.faults.seed})
 
     async def _tools_call(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
         try:
             body = await read_body(receive, REQUEST_MAX_BYTES, scope)
         except BodyTooLarge:
-            await _json(send, 413, {"reason": "body_too_large"})
+            await json_answer(send, 413, {"reason": "body_too_large"})
             return
         if nested_deeper_than(body, JSON_MAX_DEPTH):
             self._log("tools/call ?: refused, JSON nested too deep")
             message = f"Parse error: JSON nested deeper than {JSON_MAX_DEPTH} levels"
             error = {"code": PARSE_ERROR, "message": message}
-            await _json(send, 400, {"jsonrpc": "2.0", "id": None, "error": error})
+            await json_answer(send, 400, {"jsonrpc": "2.0", "id": None, "error": error})
             return
-        tool, arguments, request_id = _call_of(body)
+        method, tool, arguments, request_id = _call_of(body)
+        if method == TOOLS_LIST:  # what Loom declares: no fault plays on it, it is not a call
+            self.listings += 1
+            self._log("tools/list")
+            app = self._json_app if self._answer_mode() == "json" else self._sse_app
+            await app(scope, replay_body(body, receive), send)
+            return
         if tool in self.unlisted:
             self.calls.append(SeenCall(tool, arguments, "unlisted", "fault"))
             self._log(f"tools/call {tool}: not listed, refused")
             error = {"code": -32001, "message": f"policy: {tool} is not allowed for this agent"}
-            await _json(send, 200, {"jsonrpc": "2.0", "id": request_id, "error": error})
+            await json_answer(send, 200, {"jsonrpc": "2.0", "id": request_id, "error": error})
             return
         decision = self.faults.decide(tool, body)
         rule, delayed = decision.rule, f" after {decision.delay_s:g} s" * bool(decision.delay_s)
@@ -226,19 +241,38 @@ class DevGateway:
             await _play_fault(rule, request_id, receive, send)
             return
         session = arguments.get("session_id") if isinstance(arguments, dict) else None
-        self.answering.append(session)
-        self.most_at_once = max(self.most_at_once, len(self.answering))
-        overlap = self.answering.count(session) if session is not None else 0  # a probe: none
-        self.most_for_one_session = max(self.most_for_one_session, overlap)
+        answered = self._answering(session)
         try:
             if decision.delay_s:  # a slow Loom (latency): nobody to answer once the caller left
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(_wait_for_disconnect(receive), decision.delay_s)
                     return
             app = self._json_app if answered_as == "json" else self._sse_app
-            await app(scope, replay_body(body, receive), send)
+            await app(scope, replay_body(body, receive), ending_first(send, answered))
         finally:
-            self.answering.remove(session)
+            answered()
+
+    def _answering(self, session: object) -> Callable[[], None]:
+        """Count a call of ``session`` as under way (SWEEP-14's overlap counters); the callable
+        returned ends it, once however often it is called.
+
+        The call must end before the last byte of its answer goes out, not when the app
+        returns: a caller that has read its whole answer may send its next call at once, and
+        that call must not find this one still counted (it would look like two at once).
+        """
+        self.answering.append(session)
+        self.most_at_once = max(self.most_at_once, len(self.answering))
+        overlap = self.answering.count(session) if session is not None else 0  # a probe: none
+        self.most_for_one_session = max(self.most_for_one_session, overlap)
+        ended = False
+
+        def end() -> None:
+            nonlocal ended
+            if not ended:
+                ended = True
+                self.answering.remove(session)
+
+        return end
 
     def _answer_mode(self) -> str:
         if self._answers != "mixed":
@@ -246,8 +280,8 @@ class DevGateway:
         return self._answer_draw.choice(("json", "sse"))
 
 
-def _call_of(body: bytes) -> tuple[str, Any, Any]:
-    """The tool name, arguments and request id of a ``tools/call`` body ("" when unreadable).
+def _call_of(body: bytes) -> tuple[str, str, Any, Any]:
+    """The method, tool name, arguments and request id of a JSON-RPC body ("" when unreadable).
 
     The caller has bounded the nesting already; ``RecursionError`` is caught all the same, so
     that no body can make this a 500.
@@ -255,9 +289,10 @@ def _call_of(body: bytes) -> tuple[str, Any, Any]:
     try:
         request = json.loads(body)
         params = request.get("params") or {}
-        return str(params.get("name", "")), params.get("arguments"), request.get("id")
+        method = str(request.get("method", ""))
+        return method, str(params.get("name", "")), params.get("arguments"), request.get("id")
     except (ValueError, AttributeError, RecursionError):
-        return "", None, None
+        return "", "", None, None
 
 
 def _fault_switch(body: bytes) -> tuple[str, int | None]:
@@ -303,20 +338,20 @@ async def _play_fault(rule: FaultRule, request_id: Any, receive: Receive, send: 
         error: dict[str, Any] = {"code": code, "message": message}
         if data is not None:
             error["data"] = data
-        await _json(send, 200, {"jsonrpc": "2.0", "id": request_id, "error": error})
+        await json_answer(send, 200, {"jsonrpc": "2.0", "id": request_id, "error": error})
     elif rule.name == "too-large":
-        await _json(send, 413, {"reason": "request_too_large"})
+        await json_answer(send, 413, {"reason": "request_too_large"})
     elif rule.name == "429":
         retry_after = rule.argument or str(DEFAULT_RETRY_AFTER_S)
-        await _json(send, 429, {"reason": "rate_limited"}, [("retry-after", retry_after)])
+        await json_answer(send, 429, {"reason": "rate_limited"}, [("retry-after", retry_after)])
     elif rule.name in ("502", "503", "504"):
-        await _json(send, int(rule.name), {"reason": "upstream_error"})
+        await json_answer(send, int(rule.name), {"reason": "upstream_error"})
     elif rule.name == "hang":
         await _wait_for_disconnect(receive)
     elif rule.name == "trickle":
         await _trickle(receive, send)
     elif rule.name == "cut":
-        await _start(send, 200, "text/event-stream")
+        await start_answer(send, 200, "text/event-stream")
         await send({"type": "http.response.body", "body": CUT_PREFIX, "more_body": True})
         _cut_connection(send)
     else:  # reset
@@ -331,7 +366,7 @@ async def _wait_for_disconnect(receive: Receive) -> None:
 
 
 async def _trickle(receive: Receive, send: Send) -> None:
-    await _start(send, 200, "text/event-stream")
+    await start_answer(send, 200, "text/event-stream")
     watcher = asyncio.ensure_future(_wait_for_disconnect(receive))
     try:
         while not watcher.done():
@@ -366,85 +401,3 @@ def _reset_connection(send: Send) -> None:
         with contextlib.suppress(OSError):
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     transport.abort()
-
-
-# --- plumbing -------------------------------------------------------------------------------
-
-
-async def read_body(receive: Receive, limit: int, scope: dict[str, Any] | None = None) -> bytes:
-    """The whole request body, at most ``limit`` bytes (``BodyTooLarge`` past it).
-
-    With the request's ``scope``, a ``Content-Length`` over ``limit`` is refused before a byte
-    is read, so a client cannot hold the gateway waiting for a body it was never going to
-    take. A body sent in chunks is counted as it arrives. A client that disconnects midway
-    leaves what arrived until then.
-    """
-    if scope is not None and _declared_length(scope) > limit:
-        raise BodyTooLarge("request body over the limit")
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            break
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            raise BodyTooLarge("request body over the limit")
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            break
-    return b"".join(chunks)
-
-
-def _declared_length(scope: dict[str, Any]) -> int:
-    """The request's ``Content-Length`` (0 when it sends none; uvicorn refuses a malformed one).
-
-    A length of more digits than any body could have is read as too long without converting
-    it: Python refuses to turn thousands of digits into an integer.
-    """
-    for name, value in scope["headers"]:
-        digits = value.strip()
-        if name.lower() == b"content-length" and digits.isdigit():
-            return int(digits) if len(digits) <= LENGTH_MAX_DIGITS else sys.maxsize
-    return 0
-
-
-def _sends_json(scope: dict[str, Any]) -> bool:
-    """Whether the request's ``Content-Type`` is JSON (parameters such as a charset aside)."""
-    for name, value in scope["headers"]:
-        if name.lower() == b"content-type":
-            media_type = value.decode("latin-1").split(";", 1)[0].strip().lower()
-            return media_type == JSON_CONTENT_TYPE
-    return False
-
-
-def replay_body(body: bytes, receive: Receive) -> Receive:
-    """A ``receive`` that gives ``body`` once, then passes on to the real one."""
-    sent = False
-
-    async def replayed() -> dict[str, Any]:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return replayed
-
-
-async def _start(
-    send: Send, status: int, content_type: str, extra: Sequence[tuple[str, str]] = ()
-) -> None:
-    headers = [(b"content-type", content_type.encode())]
-    headers += [(name.encode(), value.encode()) for name, value in extra]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-
-
-async def _json(
-    send: Send, status: int, payload: Any, extra: list[tuple[str, str]] | None = None
-) -> None:
-    body = json.dumps(payload).encode()
-    headers = [("content-length", str(len(body))), *(extra or [])]
-    await _start(send, status, "application/json", headers)
-    await send({"type": "http.response.body", "body": body, "more_body": False})

@@ -114,3 +114,26 @@ def served_tools(fixture: Path | None = None) -> dict[str, ServedTool | LoomOpTo
                 tools[served.name] = served
     tools[LOOM_OP] = LoomOpTool(name=LOOM_OP, ops=by_op, params_schema=LOOM_OP_SCHEMA)
     return tools
+
+
+MEMORY_SET_TOOL = "loom_memory_set"  # MIG-1: the operator jobs' keyed write
+# REL-8: what loom_memory_set took before Loom carried a memory's kind, tags and dates over.
+FIELDS_AN_OLDER_MEMORY_SET_LACKS = ("kind", "tags", "created_at", "updated_at", "happened_at")
+
+
+def with_an_older_memory_set(
+    tools: Mapping[str, ServedTool | LoomOpTool],
+) -> dict[str, ServedTool | LoomOpTool]:
+    """``tools`` with ``loom_memory_set`` as an older Loom serves it: its schema, in
+    ``tools/list`` and in the check of every call, lacks ``kind``, ``tags`` and the dates, so a
+    write that sends one is refused -32602 as that Loom refuses it (REL-8)."""
+    current = tools[MEMORY_SET_TOOL]
+    assert isinstance(current, ServedTool)
+    schema = dict(current.params_schema)
+    schema["properties"] = {
+        name: value
+        for name, value in schema["properties"].items()
+        if name not in FIELDS_AN_OLDER_MEMORY_SET_LACKS
+    }
+    older = ServedTool(current.name, current.op, schema, current.result_schema)
+    return {**tools, MEMORY_SET_TOOL: older}

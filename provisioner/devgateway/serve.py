@@ -53,10 +53,15 @@ def build_gateway(
     data_dir: Path | None = None,
     answers: str = "mixed",
     log: Callable[[str], None] | None = None,
+    older_memory_set: bool = False,
 ) -> DevGateway:
-    """The app with its stand-in store and fault plan; ``FaultSpecError`` for a bad spec."""
+    """The app with its stand-in store and fault plan; ``FaultSpecError`` for a bad spec.
+    ``older_memory_set`` serves ``loom_memory_set`` as an older Loom does (REL-8)."""
     plan = FaultPlan(faults, seed=seed)
-    return DevGateway(store=LoomStandIn(data_dir), faults=plan, answers=answers, log=log)
+    store = LoomStandIn(data_dir)
+    return DevGateway(
+        store=store, faults=plan, answers=answers, log=log, older_memory_set=older_memory_set
+    )
 
 
 def _server(app: DevGateway, port: int) -> uvicorn.Server:
@@ -83,13 +88,20 @@ def serve_in_thread(
     faults: str = "",
     data_dir: Path | None = None,
     answers: str = "mixed",
+    older_memory_set: bool = False,
 ) -> RunningGateway:
     """Start a dev gateway on ``port`` (0: a free one) in a daemon thread; see the package doc.
 
     Raises ``RuntimeError`` when it does not start within ``START_TIMEOUT_S`` (the port is
     taken, say), and ``FaultSpecError`` for a bad ``faults`` spec.
     """
-    app = build_gateway(seed=seed, faults=faults, data_dir=data_dir, answers=answers)
+    app = build_gateway(
+        seed=seed,
+        faults=faults,
+        data_dir=data_dir,
+        answers=answers,
+        older_memory_set=older_memory_set,
+    )
     server = _server(app, port)
     thread = threading.Thread(
         target=lambda: asyncio.run(server.serve()), name="nerve-dev-gateway", daemon=True
@@ -117,17 +129,28 @@ def serve_forever(
     faults: str,
     data_dir: Path | None,
     answers: str,
+    ready: Callable[[], None] = lambda: None,
+    older_memory_set: bool = False,
 ) -> None:
     """Serve on the ``listening`` socket in the foreground until interrupted.
 
     The caller bound the socket before this module's heavy imports, so a client that connects
     while the server is still starting waits in the socket's backlog instead of being refused.
+    ``ready`` is called once the stand-in's memories are open (the command then prints the
+    URL to use); a ``data_dir`` whose file cannot be used raises ``FileFault`` before that.
     """
 
     def log(line: str) -> None:
         print(f"dev gateway: {line}", file=sys.stderr, flush=True)
 
-    app = build_gateway(seed=seed, faults=faults, data_dir=data_dir, answers=answers)
+    app = build_gateway(
+        seed=seed,
+        faults=faults,
+        data_dir=data_dir,
+        answers=answers,
+        older_memory_set=older_memory_set,
+    )
+    ready()
     app.set_log(log)
     server = _server(app, 0)
     where = data_dir or "memory (lost on exit)"

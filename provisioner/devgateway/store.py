@@ -39,6 +39,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from provisioner.runtime.sqlite_file import faults_named
+
 DEV_ORG = "dev"  # the org the stand-in resolves for every caller
 HOME_NAMESPACE = "agent"  # the caller's home namespace
 SHARED_NAMESPACES = ("team",)  # namespaces the caller may read but not write
@@ -91,13 +93,23 @@ class LoomStandIn:
     """Memories in SQLite per namespace, and the four lifecycle ops plus ``memory.set``."""
 
     def __init__(self, data_dir: Path | None = None) -> None:
+        """Open (or create) the memories in ``data_dir``, or in memory without one.
+
+        A file that cannot be used (damaged, busy, read-only, a full disk) raises
+        ``FileFault`` naming it, with nothing left open (REL-4).
+        """
         path = ":memory:"
         if data_dir is not None:
             data_dir.mkdir(parents=True, exist_ok=True)
             path = str(data_dir / DATABASE_FILE)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        self._db.executescript(_SCHEMA)
+        with faults_named(path):
+            self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+            try:
+                self._db.executescript(_SCHEMA)
+            except BaseException:
+                self._db.close()
+                raise
         self.queue_polls_before_done = QUEUE_POLLS_BEFORE_DONE
 
     def close(self) -> None:

@@ -17,12 +17,10 @@ OK = "OK"
 WARN = "WARN"
 ERR = "ERR"
 STATUSES = (OK, WARN, ERR)
-JSON_SCHEMA_VERSION = 1  # DOC-1: {"schema": 1, "checks": [...], "summary": {...}}
-# FLEET-4: the run's overall status in the JSON summary, from its worst check.
-OVERALL_OK, OVERALL_WARN, OVERALL_ERROR = "ok", "warn", "error"
+JSON_SCHEMA_VERSION = 1  # DOC-1: {"schema": 1, "status", "checks": [...], "summary": {...}}
 EXIT_CLEAN = 0  # DOC-1: no ERR
 EXIT_ERRORS = 1  # DOC-1: at least one ERR
-TEXT_MAX_CHARS = 400  # our choice: a message longer than this is cut, ending in "…"
+TEXT_MAX_CHARS = 1000  # our choice: room for an advice naming a command and 3 folders; cut past it
 TAG_WIDTH = len("[WARN]")
 ADVICE_PREFIX = " " * (TAG_WIDTH + 1) + "→ "
 
@@ -95,26 +93,24 @@ class Report:
         return EXIT_ERRORS if self.count(ERR) else EXIT_CLEAN
 
     @property
-    def overall(self) -> str:
-        """``error`` when a check is ERR, else ``warn`` when one is WARN, else ``ok`` (FLEET-4)."""
-        if self.count(ERR):
-            return OVERALL_ERROR
-        return OVERALL_WARN if self.count(WARN) else OVERALL_OK
+    def status(self) -> str:
+        """The worst status of any check: what a monitor reads first (FLEET-4)."""
+        return ERR if self.count(ERR) else WARN if self.count(WARN) else OK
 
-    def summary(self) -> dict[str, int | str]:
+    def summary(self) -> dict[str, int]:
         return {
             "passed": self.count(OK),
             "total": len(self.checks),
             "warnings": self.count(WARN),
             "errors": self.count(ERR),
             "exit_status": self.exit_status,
-            "status": self.overall,
         }
 
     def as_json(self) -> dict[str, Any]:
         """The report in the ``--json`` schema of DOC-1."""
         return {
             "schema": JSON_SCHEMA_VERSION,
+            "status": self.status,
             "checks": [check.as_json() for check in self.checks],
             "summary": self.summary(),
         }

@@ -10,6 +10,7 @@ found and the file alone is named.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,6 @@ LOOM_ORIGIN_KEYS = tuple(f"memory.loom.{key}" for key in LOOM_KEYS)
 DEFAULT_ORIGIN = "default"
 DASHBOARD_KEY = "memory.loom.dashboard_url"
 DEFER_KEY = "memory.loom.defer_extraction"
-WARNING_CHECK = "config.warning"  # FLEET-4: config.warning.KEY, one a loader warning
 # SWEEP-4, SWEEP-15, docs/config.md "Waiting and queued extraction": the risk of queued mode.
 # Doctor reads no catalog offline, so the reason names the condition; the network check
 # (loom.catalog) says whether the catalog lists loom_op.
@@ -77,43 +77,37 @@ def config_checks(
     keys = ORIGIN_KEYS + (LOOM_ORIGIN_KEYS if config.memory_backend == "loom" else ())
     origins = _Origins(config, env)
     checks += [value_check(config, key, origins) for key in keys]
+    warnings = _warnings(config)
     checks += [
         Check(
-            name,
+            f"config.warning.{name}",
             WARN,
             warning,
             advice="change or remove the key named; Nerve ignores it until then",
         )
-        for name, warning in warning_names(config, _warnings(config))
+        for name, warning in zip(warning_names(config, warnings), warnings, strict=True)
     ]
     return config, checks
 
 
-def warning_names(config: Config, warnings: list[str]) -> list[tuple[str, str]]:
-    """Each loader warning with its check's name: ``config.warning.KEY`` (FLEET-4).
-
-    A warning reads ``FILE: KEY: problem`` (or ``VARIABLE: problem``), so the key is what
-    follows the file that was read; a key warned of in two files gets the layer's name
-    after it (``config.warning.lockdown.local``). Names, not positions: a monitor follows
-    one warning from run to run whatever else appears.
-    """
-    prefixes = sorted(
-        ((f"{f.path}: ", f.layer) for f in config.files), key=lambda pair: -len(pair[0])
-    )
-    named: list[tuple[str, str]] = []
-    seen: set[str] = set()
+def warning_names(config: Config, warnings: list[str]) -> list[str]:
+    """Each warning's id name: the key it is about (``memory.colour``, ``NERVE_LOCKDOWN``), with
+    ``@file`` when two layers warn about one key (FLEET-4: ids are names, not positions)."""
+    names: list[str] = []
     for warning in warnings:
-        rest, layer = warning, None
-        for prefix, file_layer in prefixes:
-            if warning.startswith(prefix):
-                rest, layer = warning[len(prefix) :], file_layer
-                break
-        name = f"{WARNING_CHECK}.{rest.split(': ', 1)[0]}"
-        if name in seen and layer is not None:
-            name = f"{name}.{layer}"
-        seen.add(name)
-        named.append((name, warning))
-    return named
+        layer = next((f.path for f in config.files if warning.startswith(f"{f.path}: ")), None)
+        rest = warning[len(f"{layer}: ") :] if layer is not None else warning
+        name = _ID_UNSAFE.sub("_", rest.split(": ", 1)[0])[:ID_NAME_MAX_CHARS]
+        if name in names and layer is not None:
+            name = f"{name}@{layer.name}"
+        while name in names:
+            name += "_"
+        names.append(name)
+    return names
+
+
+ID_NAME_MAX_CHARS = 80  # our choice: a key's dotted name, well past any this package knows
+_ID_UNSAFE = re.compile(r"[^A-Za-z0-9_.@-]")
 
 
 def _warnings(config: Config) -> list[str]:

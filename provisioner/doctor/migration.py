@@ -18,6 +18,7 @@ import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
 
+from provisioner.cli.entry import command
 from provisioner.config.paths import default_paths
 from provisioner.counts import counted
 from provisioner.doctor.check import OK, WARN, Check
@@ -29,7 +30,7 @@ CHECK_ID = "memory.migration"
 FINAL_STATUSES = ("written", "conflict", "rejected", "skipped")
 FAILING = "failing"
 DONE = "done"
-RESUME = "run nerve memory migrate again: it goes on where the last run stopped"
+RESUME = "run {} again: it goes on where the last run stopped"  # with the migrate command
 Run = tuple[str, int, float, float | None, str | None, int]  # the columns of migration_run
 
 
@@ -47,7 +48,7 @@ def migration_checks(config_dir: Path) -> list[Check]:
                     CHECK_ID,
                     WARN,
                     f"the migration's ledger in {path} is busy: another nerve process writes it",
-                    advice="run nerve doctor again in a moment; the file is fine",
+                    advice=f"run {command('doctor')} again in a moment; the file is fine",
                     source=str(path),
                 )
             ]
@@ -56,7 +57,7 @@ def migration_checks(config_dir: Path) -> list[Check]:
                 CHECK_ID,
                 WARN,
                 f"the migration's ledger in {path} cannot be read: {error}",
-                advice="run nerve memory migrate --dry-run to see what it meets",
+                advice=f"run {command('memory migrate --dry-run')} to see what it meets",
                 source=str(path),
             )
         ]
@@ -83,7 +84,9 @@ def _progress_check(path: Path, counts: dict[str, int], run: Run) -> Check:
         message += f"; the last run ended {_when(finished_at)}: {stopped}"
     if left == 0 and stopped == DONE:
         return Check(CHECK_ID, OK, message, source=str(path))
-    return Check(CHECK_ID, WARN, message, advice=RESUME, source=str(path))
+    return Check(
+        CHECK_ID, WARN, message, advice=RESUME.format(command("memory migrate")), source=str(path)
+    )
 
 
 def _read(

@@ -34,12 +34,15 @@ def local_checks(
     Never raises for a bad configuration or workspace: those are ERR checks.
     """
     from provisioner.doctor import config as doctor_config
+    from provisioner.doctor import drift as doctor_drift
     from provisioner.doctor import memory as doctor_memory
     from provisioner.doctor import migration as doctor_migration
     from provisioner.doctor import workspace as doctor_workspace
 
     config, checks = doctor_config.config_checks(config_dir, workspace, env)
     checks += doctor_workspace.workspace_checks(workspace, config_dir, config)
+    if config is not None:
+        checks += doctor_drift.drift_checks(workspace, config_dir, env)
     if config is not None:
         checks += doctor_memory.memory_checks(config, workspace, config_dir)
         checks += doctor_migration.migration_checks(config_dir)

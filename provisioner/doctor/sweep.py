@@ -28,6 +28,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from provisioner.cli.entry import command
 from provisioner.config.paths import default_paths
 from provisioner.counts import counted
 from provisioner.doctor.check import OK, WARN, Check
@@ -85,7 +86,7 @@ def nerve_db_check(path: Path) -> Check:
             "loom.sweep.nerve_db",
             WARN,
             f"the sweep reads {path}, which cannot be read: {error}",
-            advice=f"run nerve memory sweep --nerve-db {path} to see what the sweep meets",
+            advice=f"run {command('memory sweep')} --nerve-db {path} to see what the sweep meets",
             source=str(path),
         )
     if indexed:
@@ -191,7 +192,7 @@ def sweep_state_check(config_dir: Path) -> Check:
             "loom.sweep",
             WARN,
             f"the sweep's state {path} is busy: another nerve process is writing it",
-            advice="run nerve doctor again in a moment; the file is fine",
+            advice=f"run {command('doctor')} again in a moment; the file is fine",
             source=str(path),
         )
     except sqlite3.Error as error:
@@ -206,7 +207,7 @@ def _unreadable(path: Path, error: sqlite3.Error) -> Check:
         "loom.sweep",
         WARN,
         f"the sweep's state {path} cannot be read: {error}",
-        advice="run nerve memory sweep --once to see the error it meets",
+        advice=f"run {command('memory sweep --once')} to see the error it meets",
         source=str(path),
     )
 

@@ -29,6 +29,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from provisioner.cli.entry import command, program_words
 from provisioner.doctor.check import OK, WARN, Check, joined
 from provisioner.doctor.cron_prompts import CRON_FILES, CRON_FOLDER, NOT_A_JOBS_FILE, prompt_view
 from provisioner.runtime.sqlite_file import CAUSE_OF_KIND, FileFault
@@ -53,9 +54,8 @@ _LINE_BREAK = re.compile(r"\r\n|\r|\n")  # as an editor counts lines
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _LINK = "a link"
-# FLEET-4: the names of the places' checks past those listed one by one.
-MORE_PLACES = "more"  # workspace.tool_names.FILE:more
-MORE_FILES = "more_files"  # workspace.tool_names.more_files
+# FLEET-4: ids past the places listed: workspace.tool_names.FILE:more, ….more_files
+MORE_PLACES, MORE_FILES = "more", "more_files"
 
 
 @dataclass(frozen=True)
@@ -299,7 +299,7 @@ class Advice:
     def for_file(self, relative: str) -> str:
         """The exact ``nerve diff`` command for a shipped file, else how to fix it by hand."""
         if relative in self.shipped:
-            words = ["nerve", "diff", "--workspace", str(self.workspace)]
+            words = [*program_words(), "diff", "--workspace", str(self.workspace)]
             if self.recorded_wording != self.backend.name:
                 words += ["--memory-backend", self.backend.name]
             return f"`{shlex.join([*words, relative])}` shows the shipped wording"
@@ -316,9 +316,8 @@ def tool_name_checks(
     recorded_wording: object = None,
     skip: Collection[str] = (),
 ) -> list[Check]:
-    """The lint as checks: ``workspace.tool_names``, then one a place, named by the place:
-    ``workspace.tool_names.FILE:LINE:TOOL``, ``workspace.tool_names.FILE:more`` for a file's
-    places past those shown, ``workspace.tool_names.more_files`` for the files past those.
+    """The lint as checks: ``workspace.tool_names``, then ``workspace.tool_names.FILE:LINE:TOOL``
+    for each place (``FILE:more`` and ``more_files`` past those shown).
 
     ``shipped`` are the files the manifest records (they have a ``nerve diff``), and
     ``recorded_wording`` the backend they were worded for. A missing or damaged contract
@@ -405,13 +404,14 @@ def _places(lint: WorkspaceLint, advice: Advice) -> list[Check]:
         if found.total > len(visible):
             more = _places_count([found], shown=len(visible), more=True)
             message = f"{relative}: {more} naming tools {_sessions(advice)} do not have"
-            where = str(advice.workspace / relative)
-            checks.append(_place(f"{relative}:{MORE_PLACES}", message, fix, where))
+            where, place = str(advice.workspace / relative), f"{relative}:{MORE_PLACES}"
+            checks.append(_place(place, message, fix, where))
     return checks
 
 
 def _place(name: str, message: str, fix: str, where: str | None) -> Check:
-    """A place's WARN, named by the place, never by its position (FLEET-4)."""
+    """One place, its id named by the place, never its position (FLEET-4): a monitor follows
+    it from run to run, and two tools named on one line are two ids."""
     return Check(f"workspace.tool_names.{name}", WARN, message, advice=fix, source=where)
 
 
@@ -423,7 +423,9 @@ def _more_files(rest: list[tuple[str, FileFindings]], advice: Advice) -> Check:
         f"{places} naming tools {_sessions(advice)} do not have, "
         f"in {_count(len(names), 'more file')}: {listed}"
     )
-    return _place(MORE_FILES, message, "fix the places above and run nerve doctor again", None)
+    return _place(
+        MORE_FILES, message, f"fix the places above and run {command('doctor')} again", None
+    )
 
 
 def _places_count(files: list[FileFindings], shown: int = 0, more: bool = False) -> str:

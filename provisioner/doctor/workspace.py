@@ -26,11 +26,13 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from provisioner.config.loader import Config, backend_switch_line
+from provisioner.cli.entry import program_words
+from provisioner.config.loader import Config
+from provisioner.config.local_file import switch_line
 from provisioner.doctor.check import ERR, OK, WARN, Check, joined
 from provisioner.doctor.wording import tool_name_checks
 from provisioner.errors import UserError
-from provisioner.templating.backends import BACKEND_NAMES, DEFAULT_BACKEND
+from provisioner.templating.backends import BACKEND_NAMES
 from provisioner.workspace.render import MANIFEST_PATH, read_manifest
 
 SHIPPED_FILE_MAX_BYTES = 4 * 1024 * 1024  # our choice: no shipped file comes near this
@@ -138,12 +140,9 @@ def wording_check(
         )
     recorded = wording if wording in BACKEND_NAMES else f"an unknown backend ({wording!r})"
     advice = f"run {_init_command(workspace, config_dir, backend)}"
-    if isinstance(wording, str) and wording in BACKEND_NAMES and backend == DEFAULT_BACKEND:
-        # FLEET-4: files worded for another backend while the configuration names memU (or
-        # nothing) is a switch half done: init ran with --memory-backend, the line did not
-        # follow. Re-wording for memU would undo the switch; the line completes it.
-        switch = backend_switch_line(config, config_dir, wording)
-        advice = f"to switch this instance to {wording}, {switch}"
+    if wording in BACKEND_NAMES:  # FLEET-4: the files may be the side intended
+        line = switch_line(config, str(wording), config_dir)
+        advice += f"; or, to switch the instance to {wording} as its files are worded, {line}"
     return Check(
         "workspace.wording",
         WARN,
@@ -297,7 +296,7 @@ def _names(paths: list[str]) -> str:
 
 
 def _init_command(workspace: Path, config_dir: Path, backend: str | None = None) -> str:
-    words = ["nerve", "init"]
+    words = [*program_words(), "init"]
     if backend is not None:
         words += ["--memory-backend", backend]
     words += ["--workspace", str(workspace), "--config-dir", str(config_dir)]

@@ -15,10 +15,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from provisioner.cli.entry import command
 from provisioner.golden.check import CheckReport, ci_is_set
 from provisioner.templating.backends import BACKENDS, get_backend
 
-UPDATE_COMMAND = "nerve golden update"
+UPDATE_WORDS = "golden update"
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,7 @@ class Acceptance:
 
 def update_command(backends: tuple[str, ...], golden_dir_option: Path | None) -> str:
     """``nerve golden update --backend B …[ --golden-dir DIR]``, quoted for a POSIX shell."""
-    words = [UPDATE_COMMAND, *(f"--backend {name}" for name in backends)]
+    words = [command(UPDATE_WORDS), *(f"--backend {name}" for name in backends)]
     if golden_dir_option is not None:
         words.append(f"--golden-dir {shlex.quote(str(golden_dir_option))}")
     return " ".join(words)
@@ -88,7 +89,7 @@ def left_line(left: CheckReport, golden_dir_option: Path | None) -> str:
         if guarded
         else "not updated"
     )
-    then = f"accept with: {accept.command}" if accept.command else "see nerve golden check"
+    then = f"accept with: {accept.command}" if accept.command else f"see {command('golden check')}"
     return f"left: {'; '.join(parts)} ({why}); {then}"
 
 

@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from provisioner.cli.entry import command
 from provisioner.errors import UserError
 from provisioner.files import file_mode, write_atomically
 from provisioner.golden.places import WordingPlace, wording_places
@@ -329,7 +330,8 @@ def apply_update(
         where = f" at {place.sources[0]}" if place.sources else ""
         count = f"{len(problems)} wording problem{'s' if len(problems) != 1 else ''}"
         raise GoldenRefused(
-            f"golden update refused: {count}, the first: {first}{where}; see nerve golden check"
+            f"golden update refused: {count}, the first: {first}{where}; "
+            f"see {command('golden check')}"
         )
     goldens = read_goldens(golden_dir, chosen)
     touched: list[str] = []

@@ -20,7 +20,9 @@ Nerve's write lock; a lock met anyway is waited out for ``READ_WAIT_MS``. Pages 
 ``rowid``, ``PAGE_ITEMS`` at a time, each query read to its end, and no value longer than its
 use is loaded: a text over Loom's limit is measured, never read. Whatever a row holds, reading
 it never raises (``memu_values`` decides what can go); a file that cannot be read at all is a
-``MemuStoreError`` (bad input, one line), and one that fails half-way a ``MemuReadError``.
+``MemuStoreError`` (bad input, one line) or, for a fault of the machine (busy past the wait,
+permission, the disk failing), a ``FileFault`` naming it (REL-4); one that fails half-way is
+a ``MemuReadError``.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from pathlib import Path
 from provisioner.errors import UserError
 from provisioner.migration.memu_values import (
     BAD_ID,
+    REPEATED_ID,
     SHORT_MAX_BYTES,
     TEXT_MAX_BYTES,
     Dropped,
@@ -47,7 +50,7 @@ from provisioner.migration.memu_values import (
 )
 from provisioner.runtime.loom.answers import TAGS_MAX
 from provisioner.runtime.loom.types import MemoryWrite
-from provisioner.runtime.sqlite_file import is_busy
+from provisioner.runtime.sqlite_file import FaultKind, FileFault, classify_file_error
 
 ITEMS_TABLE = "memu_memory_items"  # Nerve's name for memU's sqlite_memory_items
 CATEGORIES_TABLE = "memu_memory_categories"  # ... for sqlite_memory_categories
@@ -67,11 +70,13 @@ class MemuStoreError(UserError):
 
 class MemuReadError(RuntimeError):
     """The store failed while a page was read (damaged past its first pages, locked past the
-    wait). ``kind`` names SQLite's error class; the message never holds a row's text."""
+    wait). ``kind`` names SQLite's error class, ``fault_kind`` the file fault it is (REL-4:
+    ``busy``, ``io``, ``damaged``, …) or None; the message never holds a row's text."""
 
     def __init__(self, error: sqlite3.Error) -> None:
         self.kind = type(error).__name__
-        super().__init__(f"memU's store could not be read on: {self.kind}")
+        self.fault_kind: FaultKind | None = classify_file_error(error)
+        super().__init__(f"memU's store could not be read on: {self.fault_kind or self.kind}")
 
 
 @dataclass(frozen=True)
@@ -97,13 +102,15 @@ class MemuItem:
 class UnusableRow:
     """A row that cannot go to Loom: ``reason`` is one of ``memu_values.REASONS``.
 
-    ``item_id`` is None when the id itself is unusable (``bad_id``); ``row`` is SQLite's
-    rowid, for a report that can name no id.
+    ``item_id`` is None when the id itself cannot be a key (``bad_id``, ``repeated_id``);
+    ``row`` is SQLite's rowid, for a report that can name no id. ``repeated`` is the id a
+    ``repeated_id`` row shares with another row: printable, so a report may name it.
     """
 
     row: int
     item_id: str | None
     reason: str
+    repeated: str | None = None
 
 
 Row = MemuItem | UnusableRow
@@ -123,7 +130,7 @@ class MemuStore:
         self._page_items = page_items
         self._db = _open(self.path, read_wait_ms)
         try:
-            self._columns, self._has_categories = _shape_of(self._db, self.path, read_wait_ms)
+            self._columns, self._has_categories = _shape_of(self._db, self.path)
         except BaseException:
             self._db.close()
             raise
@@ -145,13 +152,29 @@ class MemuStore:
             raise MemuReadError(error) from error
         return int(count)
 
+    def repeated_ids(self) -> frozenset[str]:
+        """The ids more than one row holds (REL-8): none in a store with memU's primary key,
+        any number in one that lost it. ``MemuReadError`` when the store cannot say."""
+        try:
+            rows = self._db.execute(
+                f"SELECT {_bounded('id')} AS key FROM {ITEMS_TABLE}"
+                " WHERE id IS NOT NULL GROUP BY key HAVING COUNT(*) > 1"
+            ).fetchall()
+        except sqlite3.Error as error:
+            raise MemuReadError(error) from error
+        return frozenset(item_id for (raw,) in rows if (item_id := item_id_of(raw)) is not None)
+
     def pages(self) -> Iterator[list[Row]]:
-        """Every row, a page at a time, in rowid order; ``MemuReadError`` when a page fails."""
+        """Every row, a page at a time, in rowid order; ``MemuReadError`` when a page fails.
+
+        A row whose id another row holds too is an ``UnusableRow`` (``repeated_id``).
+        """
+        repeated = self.repeated_ids()
         after: float = float("-inf")  # below every rowid, the lowest included
         while True:
             try:
                 raw = self._db.execute(self._page_sql(), (after, self._page_items)).fetchall()
-                page = [self._row(values) for values in raw]
+                page = [self._row(values, repeated) for values in raw]
             except sqlite3.Error as error:
                 raise MemuReadError(error) from error
             if not raw:
@@ -167,12 +190,14 @@ class MemuStore:
             f" {', '.join(short)} FROM {ITEMS_TABLE} WHERE rowid > ? ORDER BY rowid LIMIT ?"
         )
 
-    def _row(self, values: tuple[object, ...]) -> Row:
+    def _row(self, values: tuple[object, ...], repeated: frozenset[str]) -> Row:
         row, raw_id, sql_type, byte_length, raw_text, raw_type, *raw_dates = values
         assert isinstance(row, int)
         item_id = item_id_of(raw_id)
         if item_id is None:
             return UnusableRow(row, None, BAD_ID)
+        if item_id in repeated:
+            return UnusableRow(row, None, REPEATED_ID, repeated=item_id)
         text = text_of(raw_text, str(sql_type), byte_length)
         if isinstance(text, Refused):
             return UnusableRow(row, item_id, str(text))
@@ -226,14 +251,12 @@ def _open(path: Path, read_wait_ms: int) -> sqlite3.Connection:
             timeout=read_wait_ms / 1000,
         )
     except sqlite3.Error as error:
-        raise MemuStoreError(f"{path}: cannot be opened ({error}); {EXPECTED}") from None
+        raise _unreadable(path, error) from None
     database.text_factory = text_factory
     return database
 
 
-def _shape_of(
-    database: sqlite3.Connection, path: Path, read_wait_ms: int
-) -> tuple[frozenset[str], bool]:
+def _shape_of(database: sqlite3.Connection, path: Path) -> tuple[frozenset[str], bool]:
     """The item table's columns, and whether the category tables are there to join."""
     try:
         tables = {str(row[0]) for row in database.execute("SELECT name FROM sqlite_master")}
@@ -251,15 +274,18 @@ def _shape_of(
         database.execute(f"SELECT rowid FROM {ITEMS_TABLE} LIMIT 0").fetchall()
         joined = {CATEGORIES_TABLE, LINKS_TABLE} <= tables and _has_link_columns(database)
     except sqlite3.Error as error:
-        if is_busy(error):
-            raise MemuStoreError(
-                f"{path}: busy — another process (Nerve's memU) kept it locked for more than "
-                f"{read_wait_ms / 1000:g} s; the file is fine, try again in a moment"
-            ) from None
-        raise MemuStoreError(
-            f"{path}: cannot be read as a SQLite database ({error}); {EXPECTED}"
-        ) from None
+        raise _unreadable(path, error) from None
     return columns, joined
+
+
+def _unreadable(path: Path, error: sqlite3.Error) -> Exception:
+    """Why the store cannot be read, as one line naming it (REL-4): a ``FileFault`` for a
+    fault of the machine (busy past the wait: 75; permission: 73; the disk failing: 74),
+    else ``MemuStoreError`` (a file that is not memU's database: 2)."""
+    kind = classify_file_error(error)
+    if kind is not None and kind != "damaged":
+        return FileFault(path, kind, detail=str(error))
+    return MemuStoreError(f"{path}: cannot be read as a SQLite database ({error}); {EXPECTED}")
 
 
 def _has_link_columns(database: sqlite3.Connection) -> bool:

@@ -7,7 +7,9 @@ may be NULL, a number, a blob, text that is not UTF-8, or far longer than anythi
 answers what can go to Loom, never raising:
 
 * the **id** becomes the key ``memu-<id>``; an id that is no short printable word cannot be a
-  stable key, and its row is counted, never written;
+  stable key, and its row is counted, never written; nor can an id that more than one row
+  holds (memU's table lost its primary key): ``memu-<id>`` would name two memories, so each
+  of those rows is counted and the id named, and none is written (REL-8);
 * the **text** (memU's ``summary``) goes whole or not at all: an item without text, with text
   that is not UTF-8, or longer than Loom's limit is refused with a reason, never cut;
 * the **type** (``memory_type``) becomes Loom's ``kind``, the **categories** its ``tags``,
@@ -37,7 +39,8 @@ NOT_TEXT = "not_text"  # a number or a blob where memU keeps text
 NOT_UTF8 = "not_utf8"  # bytes that are not UTF-8
 TOO_LONG = "too_long"  # more characters than Loom's memory.set takes
 BAD_ID = "bad_id"  # no id that can be a stable key
-REASONS = (NO_TEXT, NOT_TEXT, NOT_UTF8, TOO_LONG, BAD_ID)
+REPEATED_ID = "repeated_id"  # REL-8: an id more than one row holds (a store without its key)
+REASONS = (NO_TEXT, NOT_TEXT, NOT_UTF8, TOO_LONG, BAD_ID, REPEATED_ID)
 
 
 class BadText(bytes):

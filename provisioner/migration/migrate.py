@@ -14,11 +14,18 @@ A failed write is answered as the sweep answers a failed extraction (``reaction_
   runs in a row skip it, with an audit row, once the same run shows Loom working (another
   item went through, or it was the only item failing): a Loom failing everything skips
   nothing, and ``LOOM_FAILING_STREAK`` items in a row failing so end the run;
-* "not now" (a coded fault, 429/502/503, the gateway's call limit): the run stops, the ledger
-  keeps what went;
+* "not now" (a coded fault, -32002 or 429/502/503, the gateway's call limit): the item is
+  sent again within the run, after a jittered backoff that honours the gateway's
+  ``Retry-After`` (``NOT_NOW_TRIES`` tries at most, each wait at most ``NOT_NOW_WAIT_MAX_S``;
+  a longer ``Retry-After`` is not waited out) (REL-8); only when "not now" persists through
+  every try does the run stop, the ledger keeping what went;
 * an answer out of contract: the run stops (a bug to report);
 * anything else about the one item (a body too large for the gateway, a tool that refused):
   the item waits for the next run, and the run goes on.
+
+Each write carries the item's kind, tags and dates only where the live ``loom_memory_set``
+declares them (its ``inputSchema``, read once per run with MCP ``tools/list``): an older Loom
+takes the text under its key, and the report counts per field what was left out (REL-8).
 
 ``dry_run`` counts what a run would do, sending and writing nothing. Reports and log lines name
 items by id, never by text.
@@ -31,9 +38,17 @@ import contextlib
 import logging
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
+
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_exponential_jitter,
+)
 
 from provisioner.migration.ledger import FAILURES_TO_SKIP, Entry, Ledger, migration_lock
 from provisioner.migration.memu_store import MemuItem, MemuReadError, MemuStore, Row, UnusableRow
@@ -52,13 +67,17 @@ from provisioner.migration.report import (
 from provisioner.runtime.gateway.errors import (
     CatalogError,
     CircuitOpen,
+    CodedFault,
     ContractBroken,
+    GatewayCallTimeout,
+    MayPass,
     NoAnswer,
     NotNow,
 )
 from provisioner.runtime.loom.types import MemoryWrite, WriteVerdict
 from provisioner.runtime.loom.write import WRITE_DEADLINE_S
 from provisioner.runtime.memory_contract import MemoryBackendUnavailable
+from provisioner.runtime.sqlite_file import classify_file_error
 from provisioner.runtime.state import StateStore
 from provisioner.runtime.sweep.outcomes import SWEEP_ERRORS, error_kind, reaction_to
 
@@ -67,6 +86,18 @@ LOOM_FAILING_STREAK = 5  # our choice: so many items in a row failing uncoded en
 SKIP_REASON = f"Loom's internal error {FAILURES_TO_SKIP} runs in a row"
 # Failures raised before anything left this process: not counted as sent.
 NOTHING_SENT = (MemoryBackendUnavailable, CircuitOpen, CatalogError, ValueError)
+# REL-8: the "not now" answers an item is sent again for, within the run. The keyed write
+# makes a second send safe: Loom answers ``duplicate`` if the first one was taken after all.
+# Not the client's own open breaker nor a closed client: those end the run at once.
+RETRIED_NOT_NOW = (MayPass, CodedFault, GatewayCallTimeout)
+NOT_NOW_TRIES = 5  # REL-8 (our choice): one send and four more while "not now" persists
+NOT_NOW_BACKOFF_FIRST_S = 1.0  # REL-8 (our choice): then 2, 4, 8 s, each plus jitter
+NOT_NOW_JITTER_S = 1.0  # REL-8 (our choice): up to this much added to each backoff
+NOT_NOW_WAIT_MAX_S = 30.0  # REL-8 (our choice): the longest one wait, Retry-After included
+# So an item waits at most 4 x 30 s = 120 s in all, and at most 1+2+4+8 s + 4 x 1 s = 19 s
+# when the gateway names no Retry-After; a Retry-After past 30 s stops the run instead.
+
+Sleep = Callable[[float], Awaitable[None]]
 
 log = logging.getLogger("provisioner.migration.migrate")
 
@@ -92,7 +123,8 @@ ProgressCallback = Callable[[MigrationProgress], None]
 class Migration:
     """Migrates ``store`` into Loom through ``writer``, keeping the ledger in ``state``.
 
-    ``clock`` gives the wall time (seconds since the epoch) of ledger and audit rows.
+    ``clock`` gives the wall time (seconds since the epoch) of ledger and audit rows; ``sleep``
+    waits between the tries of an item answered "not now" (REL-8).
     """
 
     def __init__(
@@ -102,23 +134,34 @@ class Migration:
         state: StateStore,
         *,
         clock: Callable[[], float] | None = None,
+        sleep: Sleep = asyncio.sleep,
     ) -> None:
         self._writer = writer
         self._store = store
         self._state = state
+        self._sleep = sleep
+        self._backoff = wait_exponential_jitter(
+            initial=NOT_NOW_BACKOFF_FIRST_S, max=NOT_NOW_WAIT_MAX_S, jitter=NOT_NOW_JITTER_S
+        )
         self._ledger = Ledger(state, clock=clock or time.time)
         self._streak = 0
         self._due_skips: list[Entry] = []
+        self.report: MigrationReport | None = None
 
     async def run(self, progress: ProgressCallback | None = None) -> MigrationReport:
         """One run over the whole store; never raises for Loom, the gateway, memU's rows or a
-        state file another process keeps locked past its wait (the run then stops with
-        ``state_failed``; an answer not yet noted is sent again next run).
+        state file that cannot be written (busy past its wait, a full disk, …: the run then
+        stops with ``state_failed`` and the fault's kind, REL-4; an answer not yet noted is
+        sent again next run).
 
         Returns at once, with ``stopped == "already_running"``, while another migration of
-        the same state file runs. ``progress`` is called after each page.
+        the same state file runs. ``progress`` is called after each page. A run cancelled
+        (SIGINT or SIGTERM, REL-9) or killed by any other exception leaves its report, with
+        ``stopped == "interrupted"`` and the ledger's counts, in ``self.report``.
         """
-        report = MigrationReport(source=str(self._store.path))
+        report = self.report = MigrationReport(
+            source=str(self._store.path), state=str(self._state.path)
+        )
         with migration_lock(self._state.path) as held:
             if not held:
                 report.stopped = STOPPED_BUSY
@@ -126,18 +169,24 @@ class Migration:
             try:
                 report.items_total = self._store.count()
             except MemuReadError as error:
-                report.stopped, report.error_kind = STOPPED_SOURCE, error.kind
+                report.stopped, report.error_kind = STOPPED_SOURCE, error.fault_kind or error.kind
                 return report
             try:
                 await self._run(report, progress)
             except sqlite3.Error as error:
-                log.warning("the state file could not be written: %s", type(error).__name__)
-                report.stopped, report.error_kind = STOPPED_STATE, type(error).__name__
+                kind = classify_file_error(error) or type(error).__name__  # REL-4: full, busy, …
+                log.warning("the state file could not be written: %s", kind)
+                report.stopped, report.error_kind = STOPPED_STATE, kind
+            finally:
+                self._count_what_is_left(report)
+        return report
+
+    def _count_what_is_left(self, report: MigrationReport) -> None:
+        """The ledger's counts after the run, and the store's items not yet final in it."""
         with contextlib.suppress(sqlite3.Error):
             report.ledger = self._ledger.totals()
         final = sum(count for status, count in report.ledger.items() if status != "failing")
         report.left = max(0, report.items_total - final - report.unusable_rows)
-        return report
 
     async def _run(self, report: MigrationReport, progress: ProgressCallback | None) -> None:
         self._ledger.start_run(report.source, report.items_total)
@@ -159,8 +208,8 @@ class Migration:
                 if progress is not None:
                     progress(MigrationProgress(report.items_seen, report.items_total, report.sent))
         except MemuReadError as error:
-            log.warning("memU's store could not be read on: %s", error.kind)
-            report.error_kind = error.kind
+            report.error_kind = error.fault_kind or error.kind
+            log.warning("memU's store could not be read on: %s", report.error_kind)
             return STOPPED_SOURCE
         return STOPPED_DONE
 
@@ -182,9 +231,12 @@ class Migration:
         return None
 
     def _unusable(self, row: UnusableRow, report: MigrationReport) -> None:
-        """A row that cannot go: skipped for good when it has an id, else only counted."""
+        """A row that cannot go: skipped for good when it has an id, else only counted (and
+        a repeated id named once)."""
         if row.item_id is None:
             report.unusable_rows += 1
+            if row.repeated is not None and row.repeated not in report.repeated_ids:
+                report.repeated_ids.append(row.repeated)
             return
         self._ledger.record_skip(row.item_id, row.reason)
         report.skipped.append({"id": row.item_id, "reason": row.reason})
@@ -192,13 +244,15 @@ class Migration:
     async def _write(self, item: MemuItem, report: MigrationReport) -> str | None:
         """Send one item and keep Loom's answer; the reason the run stops, or None."""
         try:
-            verdict = await self._send(item.write)
+            verdict = await self._send_until_taken(item.write, report)
         except SWEEP_ERRORS as error:
             report.sent += not isinstance(error, NOTHING_SENT)
             return self._failed(item, error, report)
         report.sent += 1
         self._ledger.record_verdict(item.item_id, verdict)
         report.verdicts[verdict.verdict] += 1
+        for name in verdict.left_out:  # REL-8: what the live Loom does not declare
+            report.left_out[name] = report.left_out.get(name, 0) + 1
         if verdict.verdict == "rejected":
             report.rejected.append({"id": item.item_id, "reason": verdict.reason})
         elif verdict.verdict == "conflict":
@@ -206,6 +260,31 @@ class Migration:
         self._streak = 0
         self._skip_due(report)
         return None
+
+    async def _send_until_taken(self, write: MemoryWrite, report: MigrationReport) -> WriteVerdict:
+        """Send ``write``, and again after a wait while the answer is "not now" (REL-8); the
+        last failure is raised as it came once the tries are spent or a wait would be too long.
+        """
+
+        def note_retry(attempt: RetryCallState) -> None:
+            report.retries += 1
+            report.waited_s += attempt.next_action.sleep if attempt.next_action else 0.0
+
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(NOT_NOW_TRIES),
+            wait=self._wait_before_retry,
+            retry=retry_if_exception(_worth_waiting_for),
+            sleep=self._sleep,
+            before_sleep=note_retry,
+            reraise=True,
+        )
+        return await retrying(self._send, write)
+
+    def _wait_before_retry(self, attempt: RetryCallState) -> float:
+        """The backoff, or the gateway's ``Retry-After`` when that is longer."""
+        error = attempt.outcome.exception() if attempt.outcome is not None else None
+        said = getattr(error, "retry_after_s", None) or 0.0
+        return min(max(self._backoff(attempt), said), NOT_NOW_WAIT_MAX_S)
 
     async def _send(self, write: MemoryWrite) -> WriteVerdict:
         limit_s = WRITE_DEADLINE_S + WRITE_GUARD_S
@@ -256,6 +335,15 @@ class Migration:
         self._due_skips.clear()
 
 
+def _worth_waiting_for(error: BaseException) -> bool:
+    """A "not now" worth sending the item again for within the run: one that may pass soon,
+    whose ``Retry-After`` (if any) is no longer than one wait (REL-8)."""
+    if not isinstance(error, RETRIED_NOT_NOW):
+        return False
+    said = getattr(error, "retry_after_s", None)
+    return said is None or said <= NOT_NOW_WAIT_MAX_S
+
+
 def dry_run(store: MemuStore, done: set[str]) -> DryRunReport:
     """What a run would send now, given the ids ``done`` the ledger passes over; sends and
     writes nothing. ``MemuReadError`` when memU's store cannot be read to its end."""
@@ -267,6 +355,7 @@ def dry_run(store: MemuStore, done: set[str]) -> DryRunReport:
             elif isinstance(row, UnusableRow):
                 if row.item_id is None:
                     report.unusable_rows += 1
+                    report.repeated_rows += row.repeated is not None
                 else:
                     report.unusable[row.reason] = report.unusable.get(row.reason, 0) + 1
             else:

@@ -12,6 +12,7 @@ from typing import Any
 
 from provisioner.counts import counted
 from provisioner.runtime.loom.types import WRITE_VERDICTS
+from provisioner.runtime.sqlite_file import CAUSE_OF_KIND
 
 IDS_SHOWN = 20  # our choice: ids a text report lists per kind; --json lists them all
 
@@ -24,7 +25,7 @@ STOPPED_CONTRACT = "contract_broken"  # an answer out of contract: a bug to repo
 STOPPED_LOOM_FAILING = "loom_failing"  # Loom's uncoded error on every item of a stretch
 STOPPED_SOURCE = "source_failed"  # memU's store could not be read on
 STOPPED_INTERRUPTED = "interrupted"  # the process was stopped mid-run (what the ledger keeps)
-STOPPED_STATE = "state_failed"  # the state file could not be written (locked past the wait)
+STOPPED_STATE = "state_failed"  # the state file could not be written (busy, full, …: REL-4)
 
 WHY = {
     STOPPED_BUSY: "another migration of this state file is running; this one sent nothing",
@@ -32,8 +33,9 @@ WHY = {
     STOPPED_CONTRACT: "an answer broke Loom's contract; report it, nothing more was sent",
     STOPPED_LOOM_FAILING: "Loom failed item after item with its internal error; run again later",
     STOPPED_SOURCE: "memU's store could not be read on",
-    STOPPED_STATE: "the state file could not be written (another process kept it locked); "
-    "run again in a moment",
+    STOPPED_STATE: "the state file could not be written",
+    STOPPED_INTERRUPTED: "stopped by a signal (SIGINT or SIGTERM); every answer Loom gave is "
+    "kept, run again to go on",
     "breaker_open": "the gateway failed too often; memory could not be reached",
     "no_answer": "the gateway did not answer in time; memory could not be reached",
     "unreachable": "the gateway could not be reached",
@@ -45,14 +47,21 @@ WHY = {
 class MigrationReport:
     """One run of ``nerve memory migrate`` (also what ``--json`` prints, with exit_status).
 
-    ``verdicts`` counts Loom's answers this run; ``rejected``, ``conflicts``, ``skipped``
+    ``state`` is the state file keeping the ledger. ``verdicts`` counts Loom's answers this
+    run; ``rejected``, ``conflicts``, ``skipped``
     (never sent again), ``failing`` (Loom's uncoded error, sent again next run) and
     ``waiting`` (an error about the item alone, sent again next run) name items by id.
     ``ledger`` counts the ledger's items by status after the run, and ``left`` the items of
-    the store not yet final in it.
+    the store not yet final in it. ``unusable_rows`` counts the rows whose id cannot be a key:
+    none, not a printable word, or (``repeated_ids``, named) held by more than one row, so
+    that ``memu-<id>`` would name two memories (REL-8). ``left_out`` counts, per field, the
+    items written without it because the live ``loom_memory_set`` does not declare it (an
+    older Loom: no ``kind``, ``tags`` or dates; REL-8). ``retries`` counts the sends made
+    again within the run after a "not now", and ``waited_s`` the seconds waited before them.
     """
 
     source: str
+    state: str = ""
     stopped: str = STOPPED_DONE
     error_kind: str | None = None
     items_total: int = 0
@@ -66,7 +75,11 @@ class MigrationReport:
     failing: list[dict[str, Any]] = field(default_factory=list)
     waiting: list[dict[str, str]] = field(default_factory=list)
     unusable_rows: int = 0
+    repeated_ids: list[str] = field(default_factory=list)
     fields_dropped: int = 0
+    left_out: dict[str, int] = field(default_factory=dict)
+    retries: int = 0
+    waited_s: float = 0.0
     ledger: dict[str, int] = field(default_factory=dict)
     left: int = 0
 
@@ -83,8 +96,7 @@ class MigrationReport:
             f"{self.already_done} already done"
         ]
         if self.stopped in WHY:
-            kind = f" ({self.error_kind})" if self.error_kind else ""
-            lines.append(f"  stopped: {WHY[self.stopped]}{kind}")
+            lines.append(f"  stopped: {self._why()}")
         rejected = [
             f"{r['id']} ({r['reason']})" if r["reason"] else str(r["id"]) for r in self.rejected
         ]
@@ -99,11 +111,22 @@ class MigrationReport:
             ],
         )
         lines += _listed("waiting", [f"{w['id']} ({w['kind']})" for w in self.waiting])
+        if self.left_out:
+            fields = ", ".join(f"{name} {count}" for name, count in sorted(self.left_out.items()))
+            lines.append(
+                f"  written without what this Loom's loom_memory_set does not take: {fields}"
+            )
+        if self.retries:
+            lines.append(
+                f"  {counted(self.retries, 'write')} sent again after Loom or the gateway "
+                f"answered not now ({self.waited_s:.0f} s waited)"
+            )
         if self.unusable_rows:
             lines.append(
                 f"  {counted(self.unusable_rows, 'row')} without an id that can be a key; "
                 "not written"
             )
+        lines += _listed("repeated id, each on more than one row", self.repeated_ids)
         if self.fields_dropped:
             lines.append(
                 f"  {counted(self.fields_dropped, 'item')} went without a type, category or "
@@ -111,6 +134,16 @@ class MigrationReport:
                 "held in a form Loom cannot keep"
             )
         return lines
+
+    def _why(self) -> str:
+        """Why the run stopped; a file fault names the file and the cause (REL-4)."""
+        cause = CAUSE_OF_KIND.get(self.error_kind or "")
+        if cause is not None and self.stopped == STOPPED_STATE:
+            return f"the state file {self.state} could not be written: {cause}"
+        if cause is not None and self.stopped == STOPPED_SOURCE:
+            return f"memU's store {self.source} could not be read on: {cause}"
+        kind = f" ({self.error_kind})" if self.error_kind else ""
+        return f"{WHY[self.stopped]}{kind}"
 
 
 @dataclass
@@ -124,6 +157,7 @@ class DryRunReport:
     already_done: int = 0
     unusable: dict[str, int] = field(default_factory=dict)
     unusable_rows: int = 0
+    repeated_rows: int = 0
     kinds: dict[str, int] = field(default_factory=dict)
     with_tags: int = 0
     fields_dropped: int = 0
@@ -148,6 +182,8 @@ class DryRunReport:
         ]
         if cannot:
             rows = f", no usable id {self.unusable_rows}" if self.unusable_rows else ""
+            if self.repeated_rows:
+                rows += f" ({self.repeated_rows} of them with an id another row holds too)"
             lines.append(f"  cannot go: {reasons or 'none'}{rows}")
         if self.fields_dropped:
             lines.append(f"  {self.fields_dropped} would go without a type, category or date")

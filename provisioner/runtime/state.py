@@ -166,7 +166,8 @@ class StateStore:
             try:
                 yield self._db
             except BaseException:
-                self._db.execute("ROLLBACK")
+                if self._db.in_transaction:  # SQLite ends it itself on a full disk, an I/O error
+                    self._db.execute("ROLLBACK")
                 raise
             self._db.execute("COMMIT")
 

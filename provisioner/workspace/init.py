@@ -19,7 +19,6 @@ followed).
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -32,9 +31,9 @@ from provisioner.config.loader import (
     SETTINGS_FILE,
     Config,
     ConfigError,
-    backend_switch_warning,
     load_config,
 )
+from provisioner.config.local_file import switch_advice
 from provisioner.config.setup_steps import SetupContext
 from provisioner.errors import UserError
 from provisioner.templating.backends import DEFAULT_BACKEND, get_backend
@@ -48,13 +47,10 @@ from provisioner.templating.questions import (
 )
 from provisioner.workspace.fs import WorkspaceRoot, prepare_workspace, write_refusal
 from provisioner.workspace.lock import WorkspaceLock
-from provisioner.workspace.placement import Placement, place
-from provisioner.workspace.render import (
-    Answers,
-    RenderedFile,
-    render_tracked_settings,
-    render_workspace,
-)
+from provisioner.workspace.merge import read_bases
+from provisioner.workspace.options import InitOptions, read_only_root
+from provisioner.workspace.placement import Placement
+from provisioner.workspace.render import Answers, RenderedFile, render_tracked_settings
 from provisioner.workspace.state import RecordedState, read_state
 
 MODES = ("terminal", "slim", "non-interactive")  # INIT-1
@@ -153,19 +149,26 @@ def _shown(value: Any) -> str:
     return str(value)
 
 
-def run_init(request: InitRequest, prompter: Prompter | None) -> InitResult:
+def run_init(
+    request: InitRequest, prompter: Prompter | None, options: InitOptions | None = None
+) -> InitResult:
     """Provision ``request.workspace``; raises a ``UserError`` subclass on bad input.
 
     Nothing is written before every answer is known and the render has succeeded in a scratch
-    folder, so bad input or a failed render leaves the workspace as it was.
+    folder, so bad input or a failed render leaves the workspace as it was. Under
+    ``options.check`` nothing is written at all (FLEET-2).
     """
     if request.mode not in MODES:
         raise InitError(f"mode {request.mode!r} is unknown; expected one of: {', '.join(MODES)}")
+    options = options or InitOptions()
+    if options.check:
+        with read_only_root(request.workspace) as checked:
+            return _provision(request, checked, None, options)
     new = not request.workspace.exists() and not request.workspace.is_symlink()
     workspace = prepare_workspace(request.workspace)
     try:
         with WorkspaceRoot(workspace) as root, WorkspaceLock(root):
-            return _provision(request, root, prompter)
+            return _provision(request, root, prompter, options)
     except OSError as error:
         if isinstance(error, UserError):
             raise
@@ -184,7 +187,9 @@ def _remove_if_empty(workspace: Path) -> None:
             return  # not empty (the run succeeded, or wrote something), or already gone
 
 
-def _provision(request: InitRequest, root: WorkspaceRoot, prompter: Prompter | None) -> InitResult:
+def _provision(
+    request: InitRequest, root: WorkspaceRoot, prompter: Prompter | None, options: InitOptions
+) -> InitResult:
     recorded = read_state(root)
     layers = _Layers(request, root, recorded)
     loaded_for = _lockdown_answer(request, recorded.answers)
@@ -206,18 +211,19 @@ def _provision(request: InitRequest, root: WorkspaceRoot, prompter: Prompter | N
         backend, backend_source = choose_backend(request.backend, config, recorded)
         answers = replace(answers, memory_backend=backend)
     warnings = [*config.warnings, *answer_warnings, *layers.kept_warning(answers.lockdown, config)]
-    warnings += backend_switch_warning(config, request.config_dir, request.backend)
+    warnings += switch_advice(config, backend, request.config_dir)  # FLEET-4
     locked = config.lockdown
-    with tempfile.TemporaryDirectory(prefix="nerve-init-") as scratch:
-        rendered = render_workspace(answers, Path(scratch) / "workspace")
-        memory_step = memory_setup_step(answers, config, request, prompter, locked)
-        placement = place(rendered, root, recorded, answers.record(recorded.answers))
+    rendered = options.render(answers)
+    # FLEET-3: a workspace provisioned before bases were kept: its answers rendered again
+    bases = read_bases(root, lambda: options.render(Answers.from_data(recorded.answers)))
+    step = None if options.check else memory_setup_step(answers, config, request, prompter, locked)
+    placement = options.place(rendered, root, recorded, answers.record(recorded.answers), bases)
     return InitResult(
         request.workspace,
         answers,
         backend_source,
         placement,
-        memory_step,
+        step or {},
         tuple(warnings),
         locked,
     )

@@ -7,8 +7,12 @@ interrupted):
 * not on disk: **created**;
 * on disk with the same bytes and exec bit: **unchanged**;
 * on disk, different, but exactly what init wrote (or was about to write): **re-worded**;
-* on disk, different, and not init's (edited by someone, or written by another tool): **kept**
-  as it is, and listed with the command that shows the difference.
+* on disk, different, and not init's (edited by someone, or written by another tool): when the
+  template changed since init last wrote there, the change is brought in by a three-way merge
+  (``provisioner.workspace.merge``, FLEET-3): **merged** when clean, else a **conflict** left
+  exactly as it is (markers written only under ``--conflict inline``); when the template did
+  not change, **kept** as it is, and listed with the command that shows the difference. An
+  edited ``config/settings.yaml`` is always kept: init has read its lockdown as it stands.
 
 A file the previous render shipped that this one does not (``USER.md`` after a switch to the
 worker profile) is never removed; it is listed as no longer rendered, and while it is still
@@ -27,12 +31,28 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from provisioner.config.loader import SETTINGS_FILE
 from provisioner.files import file_mode
 from provisioner.workspace.fs import WorkspaceRefused, WorkspaceRoot
+from provisioner.workspace.merge import (
+    CONFLICT,
+    CONFLICT_INLINE,
+    CONFLICT_LEAVE,
+    MERGED,
+    Bases,
+    MergeOutcome,
+    read_bases,
+    three_way,
+    unresolved,
+    write_bases,
+)
 from provisioner.workspace.render import MANIFEST_PATH, RenderedFile, manifest_bytes
 from provisioner.workspace.state import RecordedState, clear_journal, write_journal
 
 MANIFEST_MODE = 0o644
+# CONF-3: init reads lockdown (and through it the backend) from this file as it will stand, and
+# an edited one stands as it is; a merge would change what init has already read.
+NEVER_MERGED = SETTINGS_FILE.as_posix()
 
 
 @dataclass
@@ -44,6 +64,13 @@ class Placement:
     kept: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     no_longer_rendered: list[str] = field(default_factory=list)
+    merged: list[str] = field(default_factory=list)  # FLEET-3
+    conflicts: dict[str, str] = field(default_factory=dict)  # FLEET-3: path → diff3 preview
+
+    @property
+    def changes(self) -> bool:
+        """Whether placing the render writes or would write any file, or leaves a conflict."""
+        return bool(self.created or self.reworded or self.merged or self.conflicts)
 
 
 @dataclass
@@ -53,6 +80,8 @@ class _Plan:
     placement: Placement = field(default_factory=Placement)
     writes: list[tuple[RenderedFile, int]] = field(default_factory=list)
     carried: dict[str, str] = field(default_factory=dict)
+    merge_writes: list[tuple[RenderedFile, int]] = field(default_factory=list)  # not init's own
+    old_bases: dict[str, str] = field(default_factory=dict)  # conflicts keep their base (FLEET-3)
 
 
 def place(
@@ -60,23 +89,49 @@ def place(
     root: WorkspaceRoot,
     recorded: RecordedState,
     answers_record: Mapping[str, Any],
+    bases: Bases | None = None,
+    conflict: str = CONFLICT_LEAVE,
 ) -> Placement:
     """Write ``rendered`` into the workspace following the rules of the module docstring.
 
     Raises ``WorkspaceRefused`` before writing anything when a path is a link or not a file.
+    The base texts are recorded first (FLEET-3), then the journal, the files, the manifest;
+    last, the bases the manifest no longer names are dropped.
     """
+    bases = read_bases(root) if bases is None else bases
     files = [new for new in rendered if new.path != MANIFEST_PATH]
-    plan = _plan(files, root, recorded)
+    plan = _plan(files, root, recorded, bases, conflict)
+    named = {*recorded.manifest_files.values(), *(d for s in recorded.shipped.values() for d in s)}
+    write_bases(root, bases, bases.record(named, files))
     write_journal(root, answers_record, {new.path: new.digest for new, _mode in plan.writes})
-    for new, mode in plan.writes:
+    for new, mode in [*plan.writes, *plan.merge_writes]:
         root.write(new.path, new.content, mode)
-    owned = {new.path: new.digest for new in files} | plan.carried
+    owned = {new.path: new.digest for new in files} | plan.carried | plan.old_bases
     root.write(MANIFEST_PATH, manifest_bytes(answers_record, owned), MANIFEST_MODE)
     clear_journal(root)
+    write_bases(root, bases, bases.record(owned.values(), []))  # only what the manifest names
     return plan.placement
 
 
-def _plan(files: list[RenderedFile], root: WorkspaceRoot, recorded: RecordedState) -> _Plan:
+def plan_placement(
+    rendered: list[RenderedFile],
+    root: WorkspaceRoot,
+    recorded: RecordedState,
+    bases: Bases | None = None,
+) -> Placement:
+    """What ``place`` would do, without writing anything (FLEET-2 ``init --check``)."""
+    files = [new for new in rendered if new.path != MANIFEST_PATH]
+    bases = read_bases(root) if bases is None else bases
+    return _plan(files, root, recorded, bases, CONFLICT_LEAVE).placement
+
+
+def _plan(
+    files: list[RenderedFile],
+    root: WorkspaceRoot,
+    recorded: RecordedState,
+    bases: Bases,
+    conflict: str,
+) -> _Plan:
     plan = _Plan()
     for new in files:
         current = root.read(new.path)
@@ -93,9 +148,54 @@ def _plan(files: list[RenderedFile], root: WorkspaceRoot, recorded: RecordedStat
             plan.writes.append((new, kept_bits))
             plan.placement.reworded.append(new.path)
         else:
-            plan.placement.kept.append(new.path)
+            _plan_edited(plan, new, content, mode, recorded, bases, conflict)
     _plan_left_files(plan, {new.path for new in files}, root, recorded)
     return plan
+
+
+def _plan_edited(
+    plan: _Plan,
+    new: RenderedFile,
+    ours: bytes,
+    mode: int,
+    recorded: RecordedState,
+    bases: Bases,
+    conflict: str,
+) -> None:
+    """An edited file: kept, merged, or a conflict, by what changed since init wrote it.
+
+    The base is the text behind the digest the manifest names for the path. A path the
+    package never wrote is the agent's own file, kept. When the base is unknown, nothing can
+    be merged: a conflict, the file left as it is.
+    """
+    base_digest = recorded.manifest_files.get(new.path)
+    if new.path == NEVER_MERGED:
+        plan.placement.kept.append(new.path)
+        return
+    if base_digest is None or base_digest == new.digest:
+        outcome = unresolved(ours)  # markers written earlier stay reported until resolved
+        if outcome is None:
+            plan.placement.kept.append(new.path)
+            return
+    else:
+        base = bases.text(base_digest)
+        if base is None:
+            outcome = MergeOutcome(
+                CONFLICT, None, "no base recorded: what init last wrote here is unknown", False
+            )
+        else:
+            outcome = three_way(base, ours, new.content)
+    if outcome.action == MERGED and outcome.content is not None:
+        plan.merge_writes.append((RenderedFile(new.path, outcome.content, False), mode))
+        plan.placement.merged.append(new.path)
+    elif outcome.action == CONFLICT:
+        plan.placement.conflicts[new.path] = outcome.preview
+        if conflict == CONFLICT_INLINE and outcome.content is not None:
+            plan.merge_writes.append((RenderedFile(new.path, outcome.content, False), mode))
+        elif base_digest is not None:
+            plan.old_bases[new.path] = base_digest
+    else:
+        plan.placement.kept.append(new.path)
 
 
 def _plan_left_files(

@@ -7,12 +7,18 @@ after the last file, and the journal removed after that. So at every moment, eve
 ``kill -9``, a file on disk is init's own when it matches the manifest or the journal, and a
 user's edit when it matches neither (INIT-7); the next run treats the journal's answers as the
 recorded ones and finishes the job.
+
+A host that ran its own setup into the workspace just before (Nerve's init, through
+``extend_cli``) names the files that are its shipped text with ``host_shipped_text``: while
+that block runs, those files count as init's to re-word too (NERVE-10), never as edits.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,14 +37,35 @@ class RecordedState:
     shipped: Mapping[str, frozenset[str]] = field(default_factory=dict)
     manifest_files: Mapping[str, str] = field(default_factory=dict)
     interrupted: bool = False
+    host_shipped: Mapping[str, frozenset[str]] = field(default_factory=dict)  # NERVE-10
 
     @property
     def provisioned(self) -> bool:
         return bool(self.shipped) or bool(self.answers)
 
     def is_inits(self, path: str, digest: str) -> bool:
-        """True when ``digest`` is what init wrote (or was about to write) at ``path``."""
-        return digest in self.shipped.get(path, frozenset())
+        """True when ``digest`` is what init wrote (or was about to write) at ``path``, or the
+        host's own shipped text there (NERVE-10)."""
+        return digest in self.shipped.get(path, frozenset()) or digest in self.host_shipped.get(
+            path, frozenset()
+        )
+
+
+# NERVE-10: the host's shipped text in the workspace for the run under way (path → digests).
+_host_shipped: ContextVar[Mapping[str, frozenset[str]] | None] = ContextVar(
+    "provisioner_host_shipped", default=None
+)
+
+
+@contextmanager
+def host_shipped_text(files: Mapping[str, frozenset[str]]) -> Iterator[None]:
+    """While the block runs, ``files`` (path → digests of the host's shipped text) count as
+    init's own to re-word (NERVE-10)."""
+    token = _host_shipped.set(dict(files))
+    try:
+        yield
+    finally:
+        _host_shipped.reset(token)
 
 
 def read_state(root: WorkspaceRoot) -> RecordedState:
@@ -57,6 +84,7 @@ def read_state(root: WorkspaceRoot) -> RecordedState:
         shipped={path: frozenset(digests) for path, digests in shipped.items()},
         manifest_files=dict(manifest["files"]),
         interrupted=journal is not None,
+        host_shipped=_host_shipped.get() or {},
     )
 
 

@@ -9,10 +9,10 @@ import sys
 import httpx
 import pytest
 
-from provisioner.devgateway import FaultSpecError, RunningGateway, parse_fault_spec
+from provisioner.devgateway import FaultSpecError, RunningGateway, parse_fault_spec, serve_in_thread
 from provisioner.runtime.gateway.catalog import parse_catalog
 
-from .conftest import nerve_without_the_sdk, tools_call
+from .conftest import MCP_HEADERS, nerve_without_the_sdk, tools_call
 
 MESSAGE = {"role": "user", "content": "x", "created_at": "2026-01-01T00:00:00Z"}
 
@@ -164,6 +164,45 @@ class TestLoomStandIn:
         jsonschema.validate(answer["result"]["structuredContent"], schema)
 
 
+def tools_list(http: httpx.Client, base_url: str) -> dict:
+    """One raw MCP ``tools/list`` POST; its JSON-RPC answer."""
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    return rpc_of(http.post(f"{base_url}/s/loom/mcp", json=body, headers=MCP_HEADERS))
+
+
+def memory_set_properties(answer: dict) -> set[str]:
+    (tool,) = [t for t in answer["result"]["tools"] if t["name"] == "loom_memory_set"]
+    return set(tool["inputSchema"]["properties"])
+
+
+class TestToolsList:
+    def test_tools_list_declares_each_tool_with_its_schema_and_no_fault_plays_on_it(
+        self, gateway: RunningGateway, client: httpx.Client
+    ) -> None:
+        """REL-8: what a caller reads to send only what the live Loom declares."""
+        gateway.app.faults.switch("503")
+        answer = tools_list(client, gateway.base_url)
+        names = {tool["name"] for tool in answer["result"]["tools"]}
+        assert names == set(gateway.app.tools)
+        assert {"kind", "tags", "created_at", "happened_at"} <= memory_set_properties(answer)
+        assert (gateway.app.listings, len(gateway.app.calls)) == (1, 0)
+
+    def test_an_older_memory_set_declares_no_kind_tags_or_dates_and_refuses_them(
+        self, client: httpx.Client
+    ) -> None:
+        with serve_in_thread(seed=3, older_memory_set=True) as older:
+            declared = memory_set_properties(tools_list(client, older.base_url))
+            refused = rpc_of(
+                tools_call(
+                    client, older.base_url, "loom_memory_set", {"text": "tea", "kind": "event"}
+                )
+            )
+            taken = rpc_of(tools_call(client, older.base_url, "loom_memory_set", {"text": "tea"}))
+        assert declared == {"text", "memory_key", "namespace", "pinned", "proposed"}
+        assert refused["error"]["code"] == -32602
+        assert "error" not in taken
+
+
 class TestFaultSpec:
     def test_a_rule_names_its_fault_argument_tool_and_probability(self) -> None:
         (rule,) = parse_fault_spec("coded:GRANT_BUSY@loom_search=0.5")
@@ -229,6 +268,20 @@ class TestCommandLine:
         (tmp_path / "taken").write_text("a file")
         result = run_nerve("dev", "gateway", "--port", "0", "--data", str(tmp_path / "taken"))
         assert_one_line_error(result, "--data")
+
+    def test_a_damaged_store_in_the_data_folder_is_one_line_and_exit_2(
+        self, run_nerve, tmp_path
+    ) -> None:
+        """REL-4: the file named, its fault said, no traceback and no URL to use."""
+        from provisioner.devgateway.store import DATABASE_FILE
+        from tests.conftest import assert_one_line_error
+
+        stored = tmp_path / "data" / DATABASE_FILE
+        stored.parent.mkdir()
+        stored.write_bytes(b"not a database, " * 512)
+        result = run_nerve("dev", "gateway", "--port", "0", "--data", str(stored.parent))
+        assert_one_line_error(result, str(stored), "damaged")
+        assert result.stdout == ""
 
     def test_a_bad_fault_spec_is_one_line_and_exit_2(self, run_nerve) -> None:
         from tests.conftest import assert_one_line_error

@@ -24,6 +24,7 @@ from .test_dev_gateway import rpc_of
 
 EXTRACT = "loom_memory_set_from_messages"
 DRAWS = 60  # calls drawn per plan: enough for a probability of 0.5 to show both ways
+CALLS_IN_A_ROW = 12  # with seed 3, answers of both kinds (JSON and event stream)
 
 
 class TestLatencyRule:
@@ -128,6 +129,21 @@ class TestOnTheGateway:
         arguments = {"messages": [message], "session_id": "s-1"}
         answer = rpc_of(tools_call(client, gateway.base_url, EXTRACT, arguments))
         assert "error" not in answer
+        assert (gateway.app.most_at_once, gateway.app.most_for_one_session) == (1, 1)
+
+    def test_a_call_has_left_the_overlap_count_before_its_caller_has_the_whole_answer(
+        self, gateway: RunningGateway, client: httpx.Client
+    ) -> None:
+        """One call after another, each sent once the last answer was read to its end, never
+        overlaps, whether the answer came as JSON or as an event stream."""
+        message = {"role": "user", "content": "tea", "created_at": "2026-11-30T09:00:00Z"}
+        for turn in range(CALLS_IN_A_ROW):
+            arguments = {"messages": [message], "session_id": "s-1"}
+            answer = rpc_of(tools_call(client, gateway.base_url, EXTRACT, arguments))
+            assert "error" not in answer
+            assert gateway.app.answering == [], turn
+        modes = {call.answered_as for call in gateway.app.calls}
+        assert modes == {"json", "sse"}
         assert (gateway.app.most_at_once, gateway.app.most_for_one_session) == (1, 1)
 
     def test_a_latency_rule_switches_in_at_run_time_and_a_bad_one_is_refused(

@@ -62,7 +62,10 @@ def nerve_cli() -> click.Group:
 
 
 def invoke(group: click.Group, *args: str, input: str = "") -> Result:
-    return CliRunner().invoke(group, list(args), input=input, catch_exceptions=False)
+    """``nerve args`` as Nerve's installed script runs it (its program name is ``nerve``)."""
+    return CliRunner().invoke(
+        group, list(args), input=input, catch_exceptions=False, prog_name="nerve"
+    )
 
 
 def manifest_answers(workspace: Path) -> dict:
@@ -92,12 +95,27 @@ class TestInitGainsTheMemoryBackend:
         assert manifest_answers(workspace)["memory_backend"] == "loom"
         assert "mcp__loom__loom_search" in (workspace / "TOOLS.md").read_text(encoding="utf-8")
 
-    def test_a_file_nerves_step_wrote_is_kept_and_listed(
+    def test_a_file_nerves_step_wrote_in_this_run_is_reworded(
         self, home: Path, nerve_cli: click.Group, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        """Nerve's own AGENTS.md is not the package's to replace; the summary says where it is."""
+        """NERVE-10: Nerve's own AGENTS.md, written a moment earlier in the same run, is its
+        shipped text: the workspace ends worded for Loom, not with it kept as an edit."""
         workspace = home / "ws"
         monkeypatch.setenv("NERVE_WORKSPACE", str(workspace))
+        result = invoke(nerve_cli, "init", "--non-interactive", "--memory-backend", "loom")
+        assert result.exit_code == 0, result.output
+        assert "re-worded  AGENTS.md" in result.stdout
+        assert "mcp__loom__loom_search" in (workspace / "AGENTS.md").read_text(encoding="utf-8")
+
+    def test_a_file_there_before_the_run_and_not_nerves_text_is_kept_and_listed(
+        self, home: Path, nerve_cli: click.Group, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A file Nerve's step did not write in this run, and that is no text Nerve's installed
+        package ships, is the agent's: kept, and the summary says where it is."""
+        workspace = home / "ws"
+        monkeypatch.setenv("NERVE_WORKSPACE", str(workspace))
+        first = invoke(nerve_cli, "init", "--non-interactive")
+        assert first.exit_code == 0, first.output
         result = invoke(nerve_cli, "init", "--non-interactive", "--memory-backend", "loom")
         assert result.exit_code == 0, result.output
         assert (workspace / "AGENTS.md").read_text(encoding="utf-8") == STUB.OWN_AGENTS_MD

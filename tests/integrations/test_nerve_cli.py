@@ -1,11 +1,10 @@
-"""The ``nerve`` command next to Nerve's: no Nerve command lost, in either install order.
+"""The package's command beside Nerve's: it installs no ``nerve`` (NERVE-1).
 
-The install-order tests build two wheels once — this checkout and a stand-in distribution
-named ``nerve`` (``stub_nerve/``: a click group with init/start/status/doctor, each printing
-``stub-nerve …`` and exiting with a status of its own) — and install them into fresh
-virtual environments, one ``pip install`` after the other, as an operator would. Every
-command runs as a real process through the environment's own ``bin/nerve`` and
-``bin/nerve-provisioner`` scripts.
+The install tests build two wheels once — this checkout and a stand-in distribution named
+``nerve`` (``stub_nerve/``: a click group with init/start/status/doctor, each printing
+``stub-nerve …`` and exiting with a status of its own) — and install them into fresh virtual
+environments, one ``pip install`` after the other, as an operator would. Every command runs as
+a real process through the environment's own ``bin/nerve`` and ``bin/nerve-provisioner``.
 """
 
 from __future__ import annotations
@@ -13,14 +12,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import textwrap
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from provisioner.cli.entry import PACKAGE_GROUPS, runs_package_cli
+from provisioner.cli.entry import MODULE_COMMAND, PACKAGE_SCRIPT, invoked_as
 from tests.conftest import REPO_ROOT, assert_one_line_error, clean_environment
 
 STUB_SOURCE = Path(__file__).parent / "stub_nerve"
@@ -126,13 +124,13 @@ def make_venv(root: Path, *wheels_in_order: Path) -> Venv:
 
 @pytest.fixture(scope="module")
 def nerve_first(tmp_path_factory: pytest.TempPathFactory, wheels: Wheels) -> Venv:
-    """Nerve installed, then the package: the package's script is ``bin/nerve``."""
+    """Nerve installed, then the package."""
     return make_venv(tmp_path_factory.mktemp("venv") / "v", wheels.nerve, wheels.package)
 
 
 @pytest.fixture(scope="module")
 def nerve_after(tmp_path_factory: pytest.TempPathFactory, wheels: Wheels) -> Venv:
-    """The package installed, then Nerve: Nerve's script is ``bin/nerve``."""
+    """The package installed, then Nerve."""
     return make_venv(tmp_path_factory.mktemp("venv") / "v", wheels.package, wheels.nerve)
 
 
@@ -146,18 +144,13 @@ def either_order(request: pytest.FixtureRequest) -> Iterator[Venv]:
     yield request.getfixturevalue("nerve_first" if "first" in request.param else "nerve_after")
 
 
-def _same_answer(
-    venv: Venv, args: tuple[str, ...], home: Path, env: Mapping[str, str] | None = None
-) -> subprocess.CompletedProcess:
-    """``nerve args``, asserted to answer exactly as ``nerve-provisioner args`` does."""
-    through_nerve = venv.run("nerve", *args, home=home / "a", env=env)
+def _mounted_answer(
+    venv: Venv, args: tuple[str, ...], home: Path
+) -> tuple[subprocess.CompletedProcess, subprocess.CompletedProcess]:
+    """``nerve args`` through a Nerve that mounted the package, and ``nerve-provisioner args``."""
+    through_nerve = venv.run("nerve", *args, home=home / "a", env=STUB_ADOPTS)
     direct = venv.run("nerve-provisioner", *args, home=home / "b")
-    assert (through_nerve.returncode, through_nerve.stdout, through_nerve.stderr) == (
-        direct.returncode,
-        direct.stdout,
-        direct.stderr,
-    )
-    return through_nerve
+    return through_nerve, direct
 
 
 # Nerve's command function called directly, as Nerve's own script calls it.
@@ -189,7 +182,12 @@ def _seen(done: subprocess.CompletedProcess, home: Path) -> tuple[int, str, str]
 
 @pytest.mark.slow
 class TestNerveCommandsInEitherInstallOrder:
-    """NERVE-1: whichever is installed last, every Nerve command is Nerve's."""
+    """NERVE-1: whichever is installed last, ``bin/nerve`` is Nerve's and only Nerve's."""
+
+    def test_nerves_script_is_left_as_nerve_wrote_it(self, either_order: Venv) -> None:
+        text = either_order.script("nerve").read_text(encoding="utf-8")
+        assert "from nervestub.cli import main" in text
+        assert "provisioner" not in text
 
     @pytest.mark.parametrize("args", list(NERVE_COMMANDS), ids=" ".join)
     def test_each_nerve_command_prints_nerves_answer_with_nerves_exit_status(
@@ -200,238 +198,165 @@ class TestNerveCommandsInEitherInstallOrder:
         assert result.returncode == expected_status, result.stderr
         assert result.stdout.startswith(expected_line), result.stdout
 
-    def test_nerves_streams_stay_apart(self, either_order: Venv, tmp_path: Path) -> None:
-        result = _nerves_own_answer(either_order, ("start",), tmp_path)
-        assert result.stdout == "stub-nerve start: started (foreground=False)\n"
-        assert result.stderr == "stub-nerve: starting\n"
-
-    def test_nerves_interactive_init_reads_the_same_stdin(
+    def test_nerves_interactive_init_reads_its_stdin(
         self, either_order: Venv, tmp_path: Path
     ) -> None:
         result = _nerves_own_answer(either_order, ("init",), tmp_path, input="Orbit\n")
         assert result.returncode == 0, result.stderr
         assert "stub-nerve init: configured Orbit (non_interactive=False)" in result.stdout
-        assert (tmp_path / "script" / "config.yaml").is_file()
 
-    @pytest.mark.parametrize("args", [("--help",), ()], ids=["--help", "no command"])
-    def test_the_help_is_nerves(
-        self, either_order: Venv, tmp_path: Path, args: tuple[str, ...]
-    ) -> None:
-        result = _nerves_own_answer(either_order, args, tmp_path)
-        shown = result.stdout + result.stderr  # click prints the bare group's help on stderr
-        assert "Stub Nerve — a stand-in for the real one." in shown
-        assert "golden" not in shown  # the package's groups are not Nerve's
-
-    def test_nerve_provisioner_is_the_packages_cli(
+    def test_nerve_provisioner_is_the_packages_cli_named_as_invoked(
         self, either_order: Venv, tmp_path: Path
     ) -> None:
         result = either_order.run("nerve-provisioner", "init", "--help", home=tmp_path)
         assert result.returncode == 0, result.stderr
-        assert result.stdout.startswith("usage: nerve init")
+        assert result.stdout.startswith("usage: nerve-provisioner init")
         assert "--memory-backend {memu,loom}" in result.stdout
 
-    def test_a_nerve_that_mounted_the_package_runs_its_groups(
+    def test_a_nerve_that_mounted_the_package_runs_its_groups_under_its_own_name(
         self, either_order: Venv, tmp_path: Path
     ) -> None:
-        """Whoever wrote ``bin/nerve``, a Nerve with ``extend_cli`` answers ``nerve golden``."""
-        result = _same_answer(either_order, ("golden", "--help"), tmp_path, env=STUB_ADOPTS)
-        assert result.stdout.startswith("usage: nerve golden")
+        through_nerve, direct = _mounted_answer(either_order, ("golden", "--help"), tmp_path)
+        assert through_nerve.returncode == direct.returncode == 0
+        assert through_nerve.stdout.startswith("usage: nerve golden")
+        assert through_nerve.stdout == direct.stdout.replace(
+            "usage: nerve-provisioner golden", "usage: nerve golden"
+        )
+
+    def test_a_nerve_that_did_not_mount_it_does_not_know_the_packages_groups(
+        self, either_order: Venv, tmp_path: Path
+    ) -> None:
+        result = either_order.run("nerve", "golden", "check", home=tmp_path)
+        assert result.returncode == 2
+        assert "No such command 'golden'" in result.stderr
 
 
 @pytest.mark.slow
-class TestNerveInstalledBeforeThePackage:
-    """The package's script is ``bin/nerve``; it hands Nerve's commands over, keeps its groups."""
+class TestUninstallingEither:
+    """NERVE-1: uninstalling one distribution leaves the other's command in place."""
 
-    def test_the_nerve_script_is_the_packages_entry(self, nerve_first: Venv) -> None:
-        text = nerve_first.script("nerve").read_text(encoding="utf-8")
-        assert "from provisioner.cli.entry import main" in text
+    def test_uninstalling_the_package_leaves_nerves_command_working(
+        self, tmp_path: Path, wheels: Wheels
+    ) -> None:
+        venv = make_venv(tmp_path / "v", wheels.nerve, wheels.package)
+        _pip(venv.root / "bin" / "python", "uninstall", "--yes", "nerve-provisioner")
+        assert not venv.script("nerve-provisioner").exists()
+        result = venv.run("nerve", "status", home=tmp_path / "home")
+        assert (result.returncode, result.stdout) == (
+            3,
+            "stub-nerve status: not running (follow=False)\n",
+        )
 
-    def test_golden_check_is_the_packages(self, nerve_first: Venv, tmp_path: Path) -> None:
+    def test_uninstalling_nerve_leaves_nerve_provisioner_working(
+        self, tmp_path: Path, wheels: Wheels
+    ) -> None:
+        venv = make_venv(tmp_path / "v", wheels.package, wheels.nerve)
+        _pip(venv.root / "bin" / "python", "uninstall", "--yes", "nerve")
+        assert not venv.script("nerve").exists()
+        result = venv.run("nerve-provisioner", "--version", home=tmp_path / "home")
+        assert (result.returncode, result.stdout) == (0, "nerve-provisioner 0.1.0\n")
+
+
+@pytest.mark.slow
+class TestMountedIntoNerve:
+    """Through ``extend_cli`` the package's groups answer under Nerve's ``nerve``."""
+
+    def test_golden_check_answers_as_nerve_provisioner_does(
+        self, nerve_after: Venv, tmp_path: Path
+    ) -> None:
         empty = tmp_path / "empty-golden"
         empty.mkdir()
         args = ("golden", "check", "--golden-dir", str(empty), "--json")
-        result = _same_answer(nerve_first, args, tmp_path)
-        assert result.returncode == 1
-        report = json.loads(result.stdout)
-        assert report["ok"] is False and report["differences"]
+        through_nerve, direct = _mounted_answer(nerve_after, args, tmp_path)
+        assert through_nerve.returncode == direct.returncode == 1
+        assert json.loads(through_nerve.stdout) == json.loads(direct.stdout)
 
     @pytest.mark.parametrize(
         "args", [("render", "--help"), ("memory", "--help"), ("diff", "--help"), ("dev", "--help")]
     )
-    def test_the_packages_groups_answer_as_nerve_provisioner_does(
+    def test_each_group_names_nerve_in_its_usage(
         self, nerve_first: Venv, tmp_path: Path, args: tuple[str, ...]
     ) -> None:
-        result = _same_answer(nerve_first, args, tmp_path)
-        assert result.returncode == 0
-        assert result.stdout.startswith(f"usage: nerve {args[0]}")
+        through_nerve, direct = _mounted_answer(nerve_first, args, tmp_path)
+        assert through_nerve.returncode == direct.returncode == 0
+        assert through_nerve.stdout.startswith(f"usage: nerve {args[0]}")
+        assert direct.stdout.startswith(f"usage: nerve-provisioner {args[0]}")
 
     def test_a_render_through_nerve_writes_what_it_was_asked_for(
         self, nerve_first: Venv, tmp_path: Path
     ) -> None:
         out = tmp_path / "preview"
         args = ("render", "--backend", "loom", "--profile", "worker", "--out", str(out))
-        result = nerve_first.run("nerve", *args, home=tmp_path)
+        result = nerve_first.run("nerve", *args, home=tmp_path, env=STUB_ADOPTS)
         assert result.returncode == 0, result.stderr
         assert result.stdout.endswith(f"(loom) into {out}\n")
         manifest = json.loads((out / ".nerve" / "provisioned.json").read_text(encoding="utf-8"))
         assert manifest["answers"]["memory_backend"] == "loom"
         assert manifest["answers"]["profile"] == "worker"
 
-    def test_bad_input_to_a_package_group_is_its_one_line_and_status_2(
+    def test_bad_input_to_a_mounted_group_is_one_line_naming_nerve_and_status_2(
         self, nerve_first: Venv, tmp_path: Path
     ) -> None:
         args = ("render", "--profile", "nobody", "--out", str(tmp_path / "out"))
-        result = nerve_first.run("nerve", *args, home=tmp_path)
-        assert_one_line_error(result, "render", "--profile", "nobody")
-
-    def test_an_option_before_the_group_is_nerves_syntax(
-        self, nerve_first: Venv, tmp_path: Path
-    ) -> None:
-        """``nerve -c DIR golden`` is a Nerve command line: Nerve answers it."""
-        result = nerve_first.run("nerve", "-c", str(tmp_path), "golden", "--help", home=tmp_path)
-        assert result.returncode == 2
-        assert "No such command 'golden'" in result.stderr
-
-
-@pytest.mark.slow
-class TestNerveInstalledAfterThePackage:
-    """Nerve's script is ``bin/nerve``, untouched; the package is ``nerve-provisioner``."""
-
-    def test_nerves_script_is_left_as_nerve_wrote_it(self, nerve_after: Venv) -> None:
-        text = nerve_after.script("nerve").read_text(encoding="utf-8")
-        assert "from nervestub.cli import main" in text
-        assert "provisioner" not in text
-
-    def test_a_nerve_that_mounted_the_package_runs_golden_check_and_memory(
-        self, nerve_after: Venv, tmp_path: Path
-    ) -> None:
-        """``nerve golden check`` answers as ``nerve-provisioner golden check`` does."""
-        empty = tmp_path / "empty-golden"
-        empty.mkdir()
-        check = ("golden", "check", "--golden-dir", str(empty), "--json")
-        result = _same_answer(nerve_after, check, tmp_path / "check", env=STUB_ADOPTS)
-        assert result.returncode == 1
-        assert json.loads(result.stdout)["ok"] is False
-        for args in (("render", "--help"), ("memory", "--help")):
-            result = _same_answer(nerve_after, args, tmp_path / args[0], env=STUB_ADOPTS)
-            assert result.stdout.startswith(f"usage: nerve {args[0]}")
-
-    def test_a_nerve_that_did_not_mount_it_does_not_know_the_packages_groups(
-        self, nerve_after: Venv, tmp_path: Path
-    ) -> None:
-        """Nerve's script is Nerve's: without ``extend_cli`` it has no ``golden``."""
-        result = nerve_after.run("nerve", "golden", "check", home=tmp_path)
-        assert result.returncode == 2
-        assert "No such command 'golden'" in result.stderr
+        result = nerve_first.run("nerve", *args, home=tmp_path, env=STUB_ADOPTS)
+        assert_one_line_error(result, "nerve: error: render", "--profile", "nobody")
 
 
 @pytest.mark.slow
 class TestWithoutNerve:
-    """No distribution named ``nerve``: ``nerve`` is the package's CLI, as the README says."""
+    """No distribution named ``nerve``: there is no ``nerve`` command; the package's is
+    ``nerve-provisioner``, as the README says."""
 
-    def test_nerve_and_nerve_provisioner_answer_the_same(
+    def test_there_is_no_nerve_script(self, without_nerve: Venv) -> None:
+        assert not without_nerve.script("nerve").exists()
+        assert without_nerve.script("nerve-provisioner").is_file()
+
+    def test_the_version_and_usage_name_nerve_provisioner(
         self, without_nerve: Venv, tmp_path: Path
     ) -> None:
-        for args in (("--version",), (), ("golden", "--help"), ("init", "--help")):
-            _same_answer(without_nerve, args, tmp_path / (args[0] if args else "none"))
-        version = without_nerve.run("nerve", "--version", home=tmp_path)
-        assert version.stdout == "nerve 0.1.0\n"
+        version = without_nerve.run("nerve-provisioner", "--version", home=tmp_path)
+        assert version.stdout == "nerve-provisioner 0.1.0\n"
+        bare = without_nerve.run("nerve-provisioner", home=tmp_path)
+        assert bare.returncode == 2
+        assert bare.stderr.startswith("usage: nerve-provisioner ")
 
-    def test_nerve_init_provisions_the_workspace(self, without_nerve: Venv, tmp_path: Path) -> None:
-        result = without_nerve.run("nerve", "init", "--non-interactive", home=tmp_path)
+    def test_init_provisions_the_workspace(self, without_nerve: Venv, tmp_path: Path) -> None:
+        result = without_nerve.run("nerve-provisioner", "init", "--non-interactive", home=tmp_path)
         assert result.returncode == 0, result.stderr
         assert (tmp_path / "nerve-workspace" / "AGENTS.md").is_file()
         assert "stub-nerve" not in result.stdout
 
 
-class TestWhichCommandLineIsWhose:
-    """NERVE-1: with Nerve installed only the package's own groups stay the package's."""
-
-    @pytest.mark.parametrize("group", PACKAGE_GROUPS)
-    def test_a_package_group_first_runs_the_package(self, group: str) -> None:
-        assert runs_package_cli([group, "--help"], nerve_present=True)
+class TestTheCommandsName:
+    """NERVE-1: usage lines, errors and hints name the command as it was invoked."""
 
     @pytest.mark.parametrize(
-        "argv",
-        [["init", "--memory-backend", "loom"], ["doctor"], ["--help"], [], ["-c", "x", "memory"]],
-        ids=["init", "doctor", "--help", "nothing", "option first"],
+        ("argv0", "name"),
+        [
+            ("/venv/bin/nerve-provisioner", PACKAGE_SCRIPT),
+            ("/src/provisioner/__main__.py", MODULE_COMMAND),
+            ("/venv/bin/pytest", PACKAGE_SCRIPT),
+            ("/elsewhere/__main__.py", PACKAGE_SCRIPT),
+            ("", PACKAGE_SCRIPT),
+            (None, PACKAGE_SCRIPT),
+        ],
     )
-    def test_everything_else_is_nerves(self, argv: list[str]) -> None:
-        assert not runs_package_cli(argv, nerve_present=True)
+    def test_the_name_follows_argv0(self, argv0: str | None, name: str) -> None:
+        assert invoked_as(argv0) == name
 
-    @pytest.mark.parametrize("argv", [["init"], ["doctor"], [], ["start"]])
-    def test_without_nerve_every_command_line_is_the_packages(self, argv: list[str]) -> None:
-        assert runs_package_cli(argv, nerve_present=False)
-
-
-def _probe(site: Path, code: str) -> subprocess.CompletedProcess:
-    """Run ``code`` in a fresh interpreter that also sees the distributions under ``site``."""
-    env = clean_environment(site, {"PYTHONPATH": f"{site}:{REPO_ROOT}"})
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=site,
-        timeout=60,
-    )
-
-
-def _fake_distribution(site: Path, name: str, script: str) -> None:
-    """Metadata of an installed distribution ``name`` declaring the console script ``script``."""
-    info = site / f"{name}-1.0.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text(
-        f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n", encoding="utf-8"
-    )
-    (info / "entry_points.txt").write_text(
-        f"[console_scripts]\nnerve = {script}\n", encoding="utf-8"
-    )
-
-
-FIND_SCRIPT = """
-    from provisioner.cli.entry import nerve_console_script
-    script = nerve_console_script()
-    print(script.value if script else None)
-"""
-
-
-class TestFindingNerve:
-    """Nerve's script comes from the metadata of the distribution named ``nerve``."""
-
-    def test_the_script_is_read_from_the_distributions_entry_points(self, tmp_path: Path) -> None:
-        _fake_distribution(tmp_path, "nerve", "somewhere.else:run")
-        result = _probe(tmp_path, FIND_SCRIPT)
-        assert result.stdout == "somewhere.else:run\n", result.stderr
-
-    def test_no_distribution_named_nerve_means_no_nerve(self, tmp_path: Path) -> None:
-        _fake_distribution(tmp_path, "nerve_helper", "somewhere.else:run")
-        result = _probe(tmp_path, FIND_SCRIPT)
-        assert result.stdout == "None\n", result.stderr
-
-    def test_a_nerve_script_pointing_back_at_the_package_counts_as_none(
-        self, tmp_path: Path
-    ) -> None:
-        _fake_distribution(tmp_path, "nerve", "provisioner.cli.entry:main")
-        result = _probe(tmp_path, FIND_SCRIPT)
-        assert result.stdout == "None\n", result.stderr
-
-    def test_deciding_imports_neither_the_provisioning_side_nor_nerve(self, tmp_path: Path) -> None:
-        """The entry stays cheap: only metadata is read before the decision."""
-        _fake_distribution(tmp_path, "nerve", "somewhere.else:run")
-        result = _probe(
-            tmp_path,
-            """
-            import json, sys
-            from provisioner.cli.entry import nerve_console_script, runs_package_cli
-            runs_package_cli(["start"], nerve_console_script() is not None)
-            print(json.dumps(sorted(sys.modules)))
-            """,
+    def test_python_m_provisioner_names_itself_so(self, tmp_path: Path) -> None:
+        done = subprocess.run(
+            [sys.executable, "-m", "provisioner", "render", "--profile", "nobody"],
+            capture_output=True,
+            text=True,
+            env=clean_environment(tmp_path),
+            cwd=tmp_path,
+            timeout=60,
         )
-        loaded = json.loads(result.stdout)
-        heavy = ("copier", "jinja2", "yaml", "click", "httpx", "somewhere")
-        assert [m for m in loaded if m.split(".")[0] in heavy] == []
-        assert [m for m in loaded if m.startswith("provisioner.")] == [
-            "provisioner.cli",
-            "provisioner.cli.entry",
-        ]
+        assert_one_line_error(done, "python -m provisioner: error: render: ")
+
+    def test_the_package_declares_no_nerve_script(self) -> None:
+        import tomllib
+
+        declared = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+        assert declared["project"]["scripts"] == {"nerve-provisioner": "provisioner.cli.main:main"}

@@ -226,12 +226,11 @@ class TestWhatIsRead:
         assert [m.role for m in source.messages_after("a", 0, 10)] == [
             "user",
             "system",
-            "tool",
             "critic",
             "assistant",
-        ]
+        ]  # NERVE-9: a tool's output is no conversation, so it is not read at all
         await sweep(source, state, loom)
-        assert sent_contents(loom) == ["as User", "as developer", "as tool", "as assistant"]
+        assert sent_contents(loom) == ["as User", "as developer", "as assistant"]
         (refused,) = state.audit()
         assert refused["kind"] == AUDIT_SKIPPED and refused["role"] == "critic"
 
@@ -601,7 +600,7 @@ class TestDoctor:
     def test_a_nerve_db_gone_since_the_sweep_is_a_warning(self, tmp_path: Path) -> None:
         check = doctor_sweep.nerve_db_check(tmp_path / "gone" / "nerve.db")
         assert check.status == WARN and check.advice is not None
-        assert "nerve memory sweep --nerve-db" in check.advice
+        assert "run nerve-provisioner memory sweep --nerve-db" in check.advice
 
 
 @pytest.fixture
@@ -668,3 +667,83 @@ class TestCommandLine:
             "--transcripts", str(tmp_path / "t.sqlite3"), *options,
         )  # fmt: skip
         assert_one_line_error(done, "--nerve-db and --transcripts")
+
+
+class TestOnlyConversation:
+    """NERVE-9: the rows Nerve writes for tools never reach Loom (shapes: docs/sweep.md)."""
+
+    async def test_codex_tool_rows_and_tool_output_are_passed_over(
+        self, nerve: NerveDb, source: NerveTranscripts, state: StateStore, loom: ScriptedLoom
+    ) -> None:
+        nerve.session("codex:t")
+        call = [{"type": "tool_call", "tool": "shell", "input": {}, "tool_use_id": "c1"}]
+        early = [{"type": "tool_call", "tool": "(unknown)", "input": {}, "tool_use_id": "c9"}]
+        ask = nerve.add(
+            "codex:t", "user", "which files?", created_at=ingested(1), external_id="msg:1"
+        )
+        nerve.add("codex:t", "assistant", "shell", created_at=ingested(2), blocks=call)
+        nerve.add("codex:t", "assistant", "a.txt b.txt", created_at=ingested(3), blocks=early)
+        nerve.add("codex:t", "tool", "raw output", created_at=ingested(4))
+        answer = nerve.add(
+            "codex:t",
+            "assistant",
+            "two files",
+            created_at=ingested(5),
+            blocks=text_blocks("two files"),
+        )
+        assert [m.id for m in source.messages_after("codex:t", 0, 10)] == [ask, answer]
+        await sweep(source, state, loom)
+        assert sent_contents(loom) == ["which files?", "two files"]
+        assert audit_kinds(state) == []
+
+    def test_a_turn_that_answered_beside_its_tool_calls_is_sent(
+        self, nerve: NerveDb, source: NerveTranscripts
+    ) -> None:
+        nerve.session("a")
+        blocks = [{"type": "tool_call", "tool": "reminder", "input": {}}, *text_blocks("done")]
+        found = nerve.add("a", "assistant", "done", created_at=native(1), blocks=blocks)
+        assert [(m.id, m.content) for m in source.messages_after("a", 0, 10)] == [(found, "done")]
+
+
+HOLD_EXCLUSIVE = """
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1], isolation_level=None)
+db.execute("PRAGMA locking_mode = EXCLUSIVE")
+db.execute("BEGIN EXCLUSIVE")
+print("held", flush=True)
+sys.stdin.read()
+"""
+
+
+class TestABusyFile:
+    def test_an_exclusive_lock_past_the_wait_is_busy_not_another_file(
+        self, nerve: NerveDb, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """REL-4: a second process holds nerve.db exclusively; opening it is a FileFault of
+        kind busy naming the file (exit 75), never NerveDatabaseError."""
+        import subprocess
+        import sys
+
+        from provisioner.integrations.nerve import transcripts
+        from provisioner.runtime.sqlite_file import FileFault
+
+        monkeypatch.setattr(transcripts, "READ_WAIT_MS", 50)  # the wait, shortened
+        nerve.session("a")
+        nerve.close()  # the test's own writer lets go, so the holder can take the file whole
+        holder = subprocess.Popen(
+            [sys.executable, "-c", HOLD_EXCLUSIVE, str(nerve.path)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+            with pytest.raises(FileFault) as raised:
+                NerveTranscripts(nerve.path)
+        finally:
+            holder.communicate("", timeout=60)
+        assert (raised.value.kind, raised.value.path, raised.value.exit_status) == (
+            "busy",
+            str(nerve.path),
+            75,
+        )

@@ -148,9 +148,12 @@ class TestRecallFailures:
     async def test_pack_and_search_both_hanging_cannot_be_recalled_within_the_5_s_read(
         self, tmp_path: Path, gateway: RunningGateway
     ) -> None:
-        """REC-1, REC-4: the whole read has 5 s; after that the session starts without it."""
+        """REC-1, REC-4: the whole read has 5 s; after that the session starts without it.
+
+        The 5 s run from the recall's start, on the backend's clock: a clock that stands
+        still while the state is looked up, so the read is given exactly 5 s."""
         gateway.app.faults.switch("hang@loom_context_pack,hang@loom_search")
-        async with memory_for(tmp_path, gateway) as memory:
+        async with memory_for(tmp_path, gateway, clock=FakeClock()) as memory:
             recall = await memory.startup_recall("s-1")
             diagnostics = memory.diagnostics()
         assert recall == NOT_RECALLED

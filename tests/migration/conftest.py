@@ -35,6 +35,21 @@ def fixed_clock() -> float:
     return NOW
 
 
+class RecordedSleep:
+    """An async sleep that returns at once and keeps each wait it was asked for, so the
+    migration's backoff is seen without any time passing (REL-8)."""
+
+    def __init__(self) -> None:
+        self.waits: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.waits.append(seconds)
+
+
+async def no_wait(seconds: float) -> None:
+    """An async sleep that returns at once."""
+
+
 @pytest.fixture
 def memu(tmp_path: Path) -> MemuDb:
     return MemuDb(tmp_path / "memu.sqlite")

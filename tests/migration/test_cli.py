@@ -2,26 +2,32 @@
 
 from __future__ import annotations
 
+import errno
+import json
 import os
 import pty
 import signal
 import sqlite3
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from provisioner.devgateway import RunningGateway
+from provisioner.devgateway import RunningGateway, serve_in_thread
 from provisioner.doctor.check import OK, WARN
 from provisioner.doctor.migration import migration_checks
+from provisioner.migration.migrate import NOT_NOW_WAIT_MAX_S
 from provisioner.runtime.state_schema import AUDIT_MIGRATION_SKIPPED
 from tests.conftest import read_terminal
 
 from .conftest import Nerve
 from .memu_db import MemuDb
+from .test_memu_store import damage
 
 CANARY = "zebra-canary"  # in every item's text; never in what the command prints
+LONG_RETRY_AFTER_S = int(NOT_NOW_WAIT_MAX_S) + 30  # a "not now" a run does not wait out
 
 
 def fill(memu: MemuDb, count: int) -> list[str]:
@@ -191,6 +197,40 @@ class TestAHostileStore:
         assert text.returncode == 0 and CANARY not in text.stdout + text.stderr
         assert "\x1b" not in text.stdout
 
+    def test_a_store_without_its_primary_key_finishes_with_status_0_run_after_run(
+        self, nerve: Nerve, gateway: RunningGateway
+    ) -> None:
+        """REL-8: two rows under one id are named and not written; no run is left undone."""
+        nerve.loom(gateway.base_url)
+        loose = MemuDb(nerve.config_dir / "memu.sqlite", loose=True)
+        fine = loose.add_item(f"{CANARY} an ordinary fact")
+        loose.add_item(f"{CANARY} likes tea", item_id="twice")
+        loose.add_item(f"{CANARY} likes coffee", item_id="twice")
+        for _run in range(2):
+            status, report = nerve.migrate_json()
+            assert (status, report["stopped"], report["left"]) == (0, "done", 0)
+            assert (report["unusable_rows"], report["repeated_ids"]) == (2, ["twice"])
+        assert gateway.app.store.memory_keys() == [f"memu-{fine}"]
+        text = nerve.migrate()
+        assert text.returncode == 0 and "twice" in text.stdout
+
+
+class TestAnOlderLoom:
+    def test_the_run_finishes_and_the_report_counts_the_fields_left_out(self, nerve: Nerve) -> None:
+        """REL-8 (b): an older loom_memory_set (no kind, tags or dates) takes every item."""
+        memu = default_memu(nerve)
+        fill(memu, 4)
+        with serve_in_thread(seed=2, older_memory_set=True) as older:
+            nerve.loom(older.base_url)
+            status, report = nerve.migrate_json()
+            text = nerve.migrate("--state", str(nerve.config_dir / "another-ledger.sqlite3"))
+            stored = len(older.app.store.memory_keys())
+        assert (status, report["stopped"], report["left"], stored) == (0, "done", 0, 4)
+        assert report["left_out"]["kind"] == 4 and report["left_out"]["created_at"] == 4
+        assert text.returncode == 0 and "duplicate 4" in text.stdout  # the same keys again
+        assert "written without what this Loom's loom_memory_set does not take: " in text.stdout
+        assert "kind 4" in text.stdout
+
 
 class TestMemoryNotReachable:
     def test_no_gateway_url_is_status_75_and_nothing_is_sent(self, nerve: Nerve) -> None:
@@ -211,19 +251,17 @@ class TestMemoryNotReachable:
 
 
 class TestFaults:
-    def test_not_now_stops_with_status_1_and_the_next_run_finishes(
+    def test_not_now_for_longer_than_a_run_waits_stops_with_status_1_and_the_next_run_finishes(
         self, nerve: Nerve, gateway: RunningGateway
     ) -> None:
+        """A Retry-After past the longest wait within a run (REL-8) is not waited out."""
         nerve.loom(gateway.base_url)
         memu = default_memu(nerve)
         fill(memu, 12)
-        gateway.app.faults.switch("coded:GRANT_BUSY@loom_memory_set=0.3", seed=4)
+        gateway.app.faults.switch(f"429:{LONG_RETRY_AFTER_S}@loom_memory_set=0.3", seed=4)
         status, first = nerve.migrate_json()
-        assert (status, first["stopped"], first["error_kind"]) == (
-            1,
-            "not_now",
-            "CodedFault(GRANT_BUSY)",
-        )
+        assert (status, first["stopped"], first["error_kind"]) == (1, "not_now", "MayPass")
+        assert (first["retries"], first["waited_s"]) == (0, 0)
         went = first["verdicts"]["clear"]
         assert first["ledger"]["written"] == went == len(gateway.app.store.memory_keys())
         assert went < 12
@@ -304,6 +342,163 @@ class TestInterrupted:
         assert_each_item_once(gateway, memu)
 
 
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A folder on a 1 MiB tmpfs, for a disk that really fills; skipped where this process may
+    not mount one (not root). Elsewhere the full disk is an injected failing writer
+    (test_migrate.py)."""
+    folder = tmp_path / "small-disk"
+    folder.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(folder)],
+        capture_output=True,
+        check=False,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"no tmpfs could be mounted: {mounted.stderr.decode().strip()}")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], capture_output=True, check=False)
+
+
+def fill_the_disk(folder: Path) -> None:
+    """Write a file in ``folder`` until its file system has no byte left."""
+    filler = os.open(folder / "filler", os.O_WRONLY | os.O_CREAT)
+    try:
+        while True:
+            os.write(filler, b"\0" * 512)
+    except OSError as error:
+        assert error.errno == errno.ENOSPC
+    finally:
+        os.close(filler)
+
+
+class TestFileFaults:
+    def test_a_full_disk_under_the_state_file_is_one_line_saying_so_and_status_75(
+        self, nerve: Nerve, gateway: RunningGateway, small_disk: Path
+    ) -> None:
+        """REL-4: the real thing on a small tmpfs: full, never "locked"."""
+        nerve.loom(gateway.base_url)
+        memu = default_memu(nerve)
+        fill(memu, 2)
+        state = small_disk / "state.sqlite3"
+        assert nerve.migrate_json("--state", str(state))[0] == 0
+        fill(memu, 200)
+        holder = sqlite3.connect(state)  # keeps the WAL's files in place while the disk fills
+        try:
+            holder.execute("SELECT COUNT(*) FROM migration_item").fetchall()
+            fill_the_disk(small_disk)
+            done = nerve.migrate("--state", str(state))
+        finally:
+            holder.close()
+        assert done.returncode == 75, done.stdout + done.stderr
+        assert "Traceback" not in done.stderr and "lock" not in done.stdout
+        assert f"the state file {state} could not be written: the disk is full" in done.stdout
+
+    def test_a_damaged_memu_store_is_named_with_status_2(
+        self, nerve: Nerve, gateway: RunningGateway
+    ) -> None:
+        nerve.loom(gateway.base_url)
+        memu = default_memu(nerve)
+        fill(memu, 40)
+        damage(memu.path)
+        done = nerve.migrate()
+        assert done.returncode == 2 and "Traceback" not in done.stderr
+        assert f"memU's store {memu.path} could not be read on: damaged" in done.stdout
+        dry = nerve.migrate("--dry-run")
+        assert dry.returncode == 2 and "Traceback" not in dry.stderr
+        assert len(dry.stderr.strip().splitlines()) == 1 and str(memu.path) in dry.stderr
+
+    @pytest.mark.slow
+    def test_a_memu_store_nerve_keeps_locked_is_busy_with_status_75(
+        self, nerve: Nerve, gateway: RunningGateway
+    ) -> None:
+        nerve.loom(gateway.base_url)
+        memu = default_memu(nerve)
+        fill(memu, 2)
+        holder = sqlite3.connect(memu.path)
+        try:
+            holder.execute("BEGIN EXCLUSIVE")
+            done = nerve.migrate()
+        finally:
+            holder.rollback()
+            holder.close()
+        assert done.returncode == 75 and done.stdout == ""
+        assert done.stderr.strip() == (
+            f"nerve: error: {memu.path}: busy: another process holds it; try again later"
+        )
+
+
+class TestStoppedBySignal:
+    @pytest.mark.parametrize(
+        ("how", "status", "said"),
+        [(signal.SIGTERM, 143, "terminated"), (signal.SIGINT, 130, "interrupted")],
+        ids=["SIGTERM", "SIGINT"],
+    )
+    def test_a_stop_signal_mid_write_prints_the_report_and_exits_with_its_status(
+        self, nerve: Nerve, gateway: RunningGateway, how: signal.Signals, status: int, said: str
+    ) -> None:
+        """REL-9: a service manager's SIGTERM ends the run as Ctrl-C does, report first."""
+        nerve.loom(gateway.base_url)
+        memu = default_memu(nerve)
+        fill(memu, 12)
+        gateway.app.faults.switch("hang@loom_memory_set=0.25", seed=3)
+        process = subprocess.Popen(
+            nerve.command("--json"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=nerve.environment(),
+            cwd=nerve.cwd,
+        )
+        try:
+            assert wait_for_a_hanging_write(gateway, process), "no write was left hanging"
+            process.send_signal(how)
+            out, err = process.communicate(timeout=60)
+        finally:
+            process.kill()
+        assert "Traceback" not in err and err.strip().endswith(f"nerve: {said}")
+        report = json.loads(out)
+        assert (process.returncode, report["exit_status"], report["stopped"]) == (
+            status,
+            status,
+            "interrupted",
+        )
+        stored = len(gateway.app.store.memory_keys())
+        assert report["ledger"]["written"] == stored == report["verdicts"]["clear"]
+        assert report["left"] == 12 - stored
+        gateway.app.faults.switch("")
+        assert nerve.migrate_json()[0] == 0
+        assert_each_item_once(gateway, memu)
+
+    def test_the_text_report_says_the_run_was_stopped_and_how_to_go_on(
+        self, nerve: Nerve, gateway: RunningGateway
+    ) -> None:
+        nerve.loom(gateway.base_url)
+        fill(default_memu(nerve), 2)
+        gateway.app.faults.switch("hang@loom_memory_set")
+        process = subprocess.Popen(
+            nerve.command(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=nerve.environment(),
+            cwd=nerve.cwd,
+        )
+        try:
+            assert wait_for_a_hanging_write(gateway, process), "no write was left hanging"
+            process.send_signal(signal.SIGTERM)
+            out, _err = process.communicate(timeout=60)
+        finally:
+            process.kill()
+        assert process.returncode == 143
+        assert out.startswith("migrate interrupted: 0 of 2 memU items done, 2 left")
+        assert "stopped by a signal (SIGINT or SIGTERM)" in out and "run again" in out
+
+
 class TestDoctor:
     def test_doctor_shows_how_far_the_migration_got(
         self, nerve: Nerve, gateway: RunningGateway
@@ -311,18 +506,33 @@ class TestDoctor:
         assert migration_checks(nerve.config_dir) == []
         nerve.loom(gateway.base_url)
         fill(default_memu(nerve), 6)
-        gateway.app.faults.switch("coded@loom_memory_set=0.5", seed=2)
+        gateway.app.faults.switch(f"429:{LONG_RETRY_AFTER_S}@loom_memory_set=0.5", seed=2)
         assert nerve.migrate_json()[0] == 1
         (check,) = migration_checks(nerve.config_dir)
         written = len(gateway.app.store.memory_keys())
         assert check.status == WARN and check.id == "memory.migration"
         assert f"{written} of 6 items done" in check.message and "not_now" in check.message
-        assert check.advice is not None and "nerve memory migrate" in check.advice
+        assert (
+            check.advice is not None
+            and "run nerve-provisioner memory migrate again" in check.advice
+        )
         gateway.app.faults.switch("")
         assert nerve.migrate_json()[0] == 0
         (check,) = migration_checks(nerve.config_dir)
         assert check.status == OK and "6 of 6 items done" in check.message
         assert "0 left" in check.message and CANARY not in check.message
+
+
+def wait_for_a_hanging_write(gateway: RunningGateway, process: subprocess.Popen[str]) -> bool:
+    """Poll the stand-in until a write it answers with ``hang`` has arrived: from then on the
+    command is waiting for an answer that never comes (bounded by count of polls)."""
+    for _poll in range(60_000):
+        if any((call.fault or "").startswith("hang") for call in list(gateway.app.calls)):
+            return True
+        if process.poll() is not None:
+            return False
+        time.sleep(0.001)
+    return False
 
 
 def wait_for_memories(

@@ -26,6 +26,7 @@ from provisioner.migration.memu_values import (
     date_of,
 )
 from provisioner.runtime.loom.answers import MEMORY_TEXT_MAX_CHARS, TAGS_MAX
+from provisioner.runtime.sqlite_file import FileFault
 
 from .memu_db import MemuDb, memu_time
 
@@ -93,6 +94,13 @@ class TestAnOrdinaryStore:
         assert isinstance(item, MemuItem) and item.write.tags == ()
 
 
+def damage(path: Path) -> None:
+    """Overwrite the pages after the first: the schema still reads, the items do not."""
+    data = bytearray(path.read_bytes())
+    data[4096:] = b"\xa5" * (len(data) - 4096)
+    path.write_bytes(bytes(data))
+
+
 class TestNotAMemuStore:
     def test_a_missing_file_is_named(self, tmp_path: Path) -> None:
         with pytest.raises(MemuStoreError, match="no such file"):
@@ -108,6 +116,16 @@ class TestNotAMemuStore:
         path.write_bytes(b"this is no database, " * 100)
         with pytest.raises(MemuStoreError, match="cannot be read as a SQLite database"):
             MemuStore(path)
+
+    def test_a_store_damaged_inside_is_a_read_error_of_kind_damaged(self, tmp_path: Path) -> None:
+        """REL-4: damaged pages are a file to look at (exit 2), never busy or I/O."""
+        memu = MemuDb(tmp_path / "memu.sqlite")
+        memu.add_items(40)
+        damage(memu.path)
+        with MemuStore(memu.path) as store, pytest.raises(MemuReadError) as failed:
+            store.count()
+            list(store.pages())
+        assert failed.value.fault_kind == "damaged"
 
     def test_an_sqlite_file_without_memu_tables_is_named(self, tmp_path: Path) -> None:
         path = tmp_path / "other.sqlite"
@@ -248,9 +266,25 @@ class TestBusy:
         holder = sqlite3.connect(memu.path)
         try:
             holder.execute("BEGIN EXCLUSIVE")
-            with pytest.raises(MemuStoreError, match="busy") as refused:
+            with pytest.raises(FileFault) as refused:
                 MemuStore(memu.path, read_wait_ms=50)
         finally:
             holder.rollback()
             holder.close()
-        assert "cannot be read" not in str(refused.value)
+        assert (refused.value.kind, refused.value.exit_status) == ("busy", 75)  # REL-4
+        assert str(refused.value) == f"{memu.path}: busy: another process holds it; try again later"
+
+    def test_a_store_locked_half_way_is_a_read_error_of_kind_busy(self, memu: MemuDb) -> None:
+        memu.add_items(3)
+        with MemuStore(memu.path, page_items=1, read_wait_ms=50) as store:
+            pages = store.pages()
+            next(pages)
+            holder = sqlite3.connect(memu.path)
+            try:
+                holder.execute("BEGIN EXCLUSIVE")
+                with pytest.raises(MemuReadError) as failed:
+                    next(pages)
+            finally:
+                holder.rollback()
+                holder.close()
+        assert failed.value.fault_kind == "busy"

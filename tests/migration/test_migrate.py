@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
+from provisioner.cli.memory_migrate import exit_status
 from provisioner.migration.ledger import (
     FAILURES_TO_SKIP,
     Ledger,
@@ -15,7 +18,16 @@ from provisioner.migration.ledger import (
     migration_lock,
 )
 from provisioner.migration.memu_store import MemuStore
-from provisioner.migration.migrate import LOOM_FAILING_STREAK, Migration, dry_run
+from provisioner.migration.migrate import (
+    LOOM_FAILING_STREAK,
+    NOT_NOW_BACKOFF_FIRST_S,
+    NOT_NOW_JITTER_S,
+    NOT_NOW_TRIES,
+    NOT_NOW_WAIT_MAX_S,
+    Migration,
+    Sleep,
+    dry_run,
+)
 from provisioner.migration.report import MigrationReport
 from provisioner.runtime.gateway.errors import (
     BrokenAnswer,
@@ -23,21 +35,24 @@ from provisioner.runtime.gateway.errors import (
     CodedFault,
     GatewayUnreachable,
     InternalFault,
+    MayPass,
     ToolRefused,
 )
 from provisioner.runtime.state import StateStore
 from provisioner.runtime.state_schema import AUDIT_MIGRATION_SKIPPED
 
-from .conftest import fixed_clock
+from .conftest import RecordedSleep, fixed_clock, no_wait
 from .memu_db import MemuDb
 from .scripted_loom import CRASH, LOST, Crash, ScriptedLoom
 
 pytestmark = pytest.mark.anyio
 
 
-async def migrate(memu: MemuDb, state: StateStore, loom: ScriptedLoom) -> MigrationReport:
+async def migrate(
+    memu: MemuDb, state: StateStore, loom: ScriptedLoom, *, sleep: Sleep = no_wait
+) -> MigrationReport:
     with MemuStore(memu.path, page_items=7) as store:
-        return await Migration(loom, store, state, clock=fixed_clock).run()
+        return await Migration(loom, store, state, clock=fixed_clock, sleep=sleep).run()
 
 
 def ledger(state: StateStore) -> Ledger:
@@ -132,21 +147,62 @@ class TestVerdicts:
         assert again.sent == 0 and len(loom.calls) == 3
 
 
-class TestFaults:
-    async def test_not_now_stops_the_run_and_the_ledger_keeps_what_went(
+class TestNotNow:
+    async def test_a_passing_not_now_is_waited_out_and_the_item_goes_in_the_same_run(
         self, memu: MemuDb, state: StateStore, loom: ScriptedLoom
     ) -> None:
         ids = memu.add_items(10)
         loom.fault_for = lambda key, n: CodedFault("busy", code="OVERLOADED") if n == 4 else None
-        first = await migrate(memu, state, loom)
+        sleep = RecordedSleep()
+        report = await migrate(memu, state, loom, sleep=sleep)
+        assert (report.stopped, report.left, report.sent, report.retries) == ("done", 0, 10, 1)
+        assert loom.calls.count(f"memu-{ids[4]}") == 2  # refused "not now", then taken
+        (wait,) = sleep.waits
+        assert NOT_NOW_BACKOFF_FIRST_S <= wait <= NOT_NOW_BACKOFF_FIRST_S + NOT_NOW_JITTER_S
+        assert report.waited_s == wait
+        assert "1 write sent again" in "\n".join(report.lines())
+
+    async def test_a_retry_after_longer_than_the_backoff_is_waited_out_in_full(
+        self, memu: MemuDb, state: StateStore, loom: ScriptedLoom
+    ) -> None:
+        memu.add_items(3)
+        loom.faults.extend([None, MayPass("rate limited", retry_after_s=7.0)])
+        sleep = RecordedSleep()
+        report = await migrate(memu, state, loom, sleep=sleep)
+        assert (report.stopped, report.left) == ("done", 0) and sleep.waits == [7.0]
+
+    async def test_a_retry_after_past_the_longest_wait_stops_the_run_without_waiting(
+        self, memu: MemuDb, state: StateStore, loom: ScriptedLoom
+    ) -> None:
+        memu.add_items(3)
+        loom.faults.extend([None, MayPass("come back later", retry_after_s=NOT_NOW_WAIT_MAX_S + 1)])
+        sleep = RecordedSleep()
+        report = await migrate(memu, state, loom, sleep=sleep)
+        assert (report.stopped, report.left, sleep.waits) == ("not_now", 2, [])
+
+    async def test_not_now_that_persists_through_every_try_stops_the_run_after_bounded_waits(
+        self, memu: MemuDb, state: StateStore, loom: ScriptedLoom
+    ) -> None:
+        ids = memu.add_items(10)
+        stuck = f"memu-{ids[4]}"
+        loom.fault_for = lambda key, n: (
+            CodedFault("busy", code="OVERLOADED") if key == stuck else None
+        )
+        sleep = RecordedSleep()
+        first = await migrate(memu, state, loom, sleep=sleep)
         assert (first.stopped, first.error_kind) == ("not_now", "CodedFault(OVERLOADED)")
         assert first.left == 6 and ledger(state).totals()["written"] == 4
+        assert loom.calls.count(stuck) == NOT_NOW_TRIES
+        assert len(sleep.waits) == NOT_NOW_TRIES - 1 == first.retries
+        assert sleep.waits == sorted(sleep.waits)  # the backoff grows
+        assert all(0 < wait <= NOT_NOW_WAIT_MAX_S for wait in sleep.waits)
         loom.fault_for = None
         second = await migrate(memu, state, loom)
         assert (second.stopped, second.sent, second.already_done) == ("done", 6, 4)
         assert sorted(loom.stored) == sorted(f"memu-{i}" for i in ids)
-        assert loom.calls.count(f"memu-{ids[4]}") == 2  # tried, refused "not now", tried again
 
+
+class TestFaults:
     @pytest.mark.parametrize(
         ("error", "stopped"),
         [
@@ -175,10 +231,9 @@ class TestFaults:
     ) -> None:
         ids = memu.add_items(4)
         loom.faults.extend([None, LOST])
-        first = await migrate(memu, state, loom)
-        assert first.stopped == "not_now"
-        second = await migrate(memu, state, loom)
-        assert second.verdicts["duplicate"] == 1 and second.stopped == "done"
+        report = await migrate(memu, state, loom)
+        assert (report.stopped, report.left, report.retries) == ("done", 0, 1)
+        assert report.verdicts["duplicate"] == 1  # the lost one, sent again in the same run
         assert all(loom.times_stored[f"memu-{i}"] == 1 for i in ids)
 
     async def test_a_crash_between_answer_and_ledger_resumes_with_each_item_once(
@@ -278,6 +333,68 @@ class TestRowsThatCannotGo:
         assert "no key!" not in json.dumps(again.as_dict())
 
 
+class TestRepeatedIds:
+    async def test_rows_that_share_an_id_are_counted_named_and_not_written_and_the_run_ends(
+        self, tmp_path: Path, state: StateStore, loom: ScriptedLoom
+    ) -> None:
+        """REL-8: a store that lost its primary key; ``memu-<id>`` cannot name two texts."""
+        loose = MemuDb(tmp_path / "loose.sqlite", loose=True)
+        good = loose.add_item("the user's name is Ada")
+        loose.add_item("the user likes tea", item_id="twice")
+        loose.add_item("the user likes coffee", item_id="twice")
+        first = await migrate(loose, state, loom)
+        assert loom.calls == [f"memu-{good}"]
+        assert (first.stopped, first.left, first.items_total) == ("done", 0, 3)
+        assert (first.unusable_rows, first.repeated_ids) == (2, ["twice"])
+        assert "  repeated id, each on more than one row (1): twice" in first.lines()
+        again = await migrate(loose, state, loom)
+        assert (again.stopped, again.left, again.sent, again.already_done) == ("done", 0, 0, 1)
+        assert again.lines()[0].startswith("migrate done: 1 of 3 memU items done, 0 left")
+
+    async def test_a_repeated_id_an_earlier_run_wrote_once_leaves_nothing_left(
+        self, tmp_path: Path, state: StateStore, loom: ScriptedLoom
+    ) -> None:
+        """A ledger that holds the id (a run before the second row came) still ends at 0."""
+        loose = MemuDb(tmp_path / "loose.sqlite", loose=True)
+        loose.add_item("the user likes tea", item_id="twice")
+        loose.add_item("the user's name is Ada")
+        assert (await migrate(loose, state, loom)).left == 0
+        loose.add_item("the user likes coffee", item_id="twice")
+        again = await migrate(loose, state, loom)
+        assert (again.stopped, again.left, again.sent) == ("done", 0, 0)
+        assert again.repeated_ids == ["twice"]
+
+    async def test_a_dry_run_counts_the_rows_of_a_repeated_id_among_those_without_one(
+        self, tmp_path: Path
+    ) -> None:
+        loose = MemuDb(tmp_path / "loose.sqlite", loose=True)
+        loose.add_item("the user likes tea", item_id="twice")
+        loose.add_item("the user likes coffee", item_id="twice")
+        loose.add_item("the user's name is Ada")
+        with MemuStore(loose.path) as store:
+            report = dry_run(store, set())
+        assert (report.would_write, report.unusable_rows, report.repeated_rows) == (1, 2, 2)
+        assert "with an id another row holds too" in "\n".join(report.lines())
+
+
+class FillingState(StateStore):
+    """A state file whose disk fills after ``writes_left`` transactions: each later one fails
+    as SQLite fails it then."""
+
+    def __init__(self, path: Path, *, writes_left: int) -> None:
+        self.writes_left = 1_000  # the schema's own writes, while the store opens
+        super().__init__(path)
+        self.writes_left = writes_left
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        if self.writes_left <= 0:
+            raise sqlite3.OperationalError("database or disk is full")
+        self.writes_left -= 1
+        with super().transaction() as db:
+            yield db
+
+
 class TestAStateFileKeptLocked:
     @pytest.mark.slow
     async def test_a_state_file_locked_past_the_wait_stops_the_run_without_a_traceback(
@@ -292,10 +409,25 @@ class TestAStateFileKeptLocked:
         finally:
             holder.rollback()
             holder.close()
-        assert (report.stopped, report.error_kind) == ("state_failed", "OperationalError")
+        assert (report.stopped, report.error_kind) == ("state_failed", "busy")
+        assert f"the state file {state.path} could not be written: busy" in report.lines()[1]
         assert loom.calls == []
         again = await migrate(memu, state, loom)
         assert (again.stopped, again.left) == ("done", 0)
+
+    async def test_a_full_disk_is_reported_as_a_full_disk_with_status_75(
+        self, memu: MemuDb, tmp_path: Path, loom: ScriptedLoom
+    ) -> None:
+        """REL-4, with a writer failing as SQLite does on a full disk (the real disk: the
+        command-line test on a small tmpfs)."""
+        memu.add_items(6)
+        with FillingState(tmp_path / "state.sqlite3", writes_left=5) as state:
+            report = await migrate(memu, state, loom)
+        assert (report.stopped, report.error_kind) == ("state_failed", "full")
+        why = report.lines()[1]
+        assert "the disk is full; free some space, then try again" in why
+        assert "lock" not in why
+        assert exit_status(report) == 75
 
 
 class TestOneAtATime:
@@ -325,8 +457,11 @@ class TestDryRun:
     async def test_a_dry_run_after_a_partial_run_counts_what_is_left(
         self, memu: MemuDb, state: StateStore, loom: ScriptedLoom
     ) -> None:
-        memu.add_items(5)
-        loom.fault_for = lambda key, n: CodedFault("busy", code="GRANT_BUSY") if n == 2 else None
+        ids = memu.add_items(5)
+        stuck = f"memu-{ids[2]}"
+        loom.fault_for = lambda key, n: (
+            CodedFault("busy", code="GRANT_BUSY") if key == stuck else None
+        )
         await migrate(memu, state, loom)
         with MemuStore(memu.path) as store:
             report = dry_run(store, final_ids_read_only(Path(state.path)))

@@ -29,7 +29,7 @@ from provisioner.runtime.gateway.errors import (
 from provisioner.runtime.state import StateStore
 from provisioner.runtime.state_schema import AUDIT_MIGRATION_SKIPPED
 
-from .conftest import fixed_clock
+from .conftest import fixed_clock, no_wait
 from .memu_db import MemuDb
 from .scripted_loom import CRASH, LOST, Crash, ScriptedLoom
 
@@ -54,7 +54,7 @@ async def one_run(
     memu: MemuDb, state: StateStore, loom: ScriptedLoom, page: int
 ) -> MigrationReport:
     with MemuStore(memu.path, page_items=page) as store:
-        return await Migration(loom, store, state, clock=fixed_clock).run()
+        return await Migration(loom, store, state, clock=fixed_clock, sleep=no_wait).run()
 
 
 @settings(

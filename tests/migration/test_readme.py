@@ -59,7 +59,7 @@ class TestSwitchAnInstanceToLoom:
             "memory migrate",
             "--plan",
             "memory sweep",
-            "nerve doctor",
+            "nerve-provisioner doctor",
         ):
             assert any(step in line for line in commands), f"no {step!r} in the section"
 

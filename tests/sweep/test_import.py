@@ -302,7 +302,9 @@ class TestUnderMemu:
         assert result.returncode == 0
         assert result.stdout.startswith("imported 1 new message")
         lines = result.stderr.splitlines()
-        assert len(lines) == 1 and lines[0].startswith("nerve: warning: memory.backend is memu")
+        assert len(lines) == 1 and lines[0].startswith(
+            "python -m provisioner: warning: memory.backend is memu"
+        )
         assert "the default" in lines[0] and "memory.backend: loom" in lines[0]
         assert len(stored(tmp_path)) == 1
 

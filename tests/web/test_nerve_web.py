@@ -404,4 +404,6 @@ class TestBadInput:
             timeout=STOP_TIMEOUT_S,
             env=clean_environment(tmp_path),
         )
-        assert_one_line_error(done, "nerve web needs the web extra", "nerve-provisioner[web]")
+        assert_one_line_error(
+            done, "nerve-provisioner web needs the web extra", "nerve-provisioner[web]"
+        )

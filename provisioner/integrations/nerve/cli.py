@@ -16,11 +16,15 @@ and then:
   workspace Nerve's loaded configuration names (``ctx.obj["config"].workspace``; when Nerve
   could not load one, the package's own default: ``$NERVE_WORKSPACE``, else
   ``~/nerve-workspace``, which is also Nerve's). Without the option Nerve's init is unchanged.
-  A file Nerve's step wrote is not the package's, so the package's init keeps it and lists
-  it, as it keeps any file it did not write.
+  A file Nerve's step wrote in that run, or one byte for byte as Nerve's installed package
+  ships it, is Nerve's shipped text and is re-worded for the backend (NERVE-10,
+  ``provisioner.integrations.nerve.shipped``); a file the agent edited is kept and listed.
 * the package's command groups (``PACKAGE_GROUPS``: golden, render, diff, memory, dev, web)
   become subcommands that hand their arguments, unparsed and unchanged, to the package's
-  argparse command line and exit with its status.
+  argparse command line and exit with its status. The configuration folder Nerve resolved
+  (its ``-c``, ``NERVE_CONFIG_DIR``, the current folder, its pointer file) is the package's
+  for that run (NERVE-7); usage lines, errors and hints name the command ``nerve``, the name
+  Nerve's command was invoked with (NERVE-1).
 
 A name the group already has is never replaced: that piece is skipped, one line on stderr says
 so and where the package's command is still reached (``nerve-provisioner``), and the rest is
@@ -30,20 +34,25 @@ this module of the package imports it.
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Callable, Sequence
+import os
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import click
 
-from provisioner.cli.entry import PACKAGE_GROUPS
+from provisioner.cli.entry import MOUNTED_COMMAND, PACKAGE_GROUPS, PACKAGE_SCRIPT
+from provisioner.config.paths import CONFIG_DIR_ENV
 from provisioner.templating.backends import BACKEND_NAMES
 
 INIT_COMMAND = "init"  # NERVE-1: Nerve's setup command, which gains the backend option
 BACKEND_OPTION = "--memory-backend"  # NERVE-1: the option init gains
 _BACKEND_PARAM = "memory_backend"
-_PACKAGE_SCRIPT = "nerve-provisioner"
+_PACKAGE_SCRIPT = PACKAGE_SCRIPT
+_NERVE_FALLBACK = "default"  # NERVE-7: Nerve's source name for its last-resort folder
 _MOUNTED = "_nerve_provisioner_mounted"  # marks what extend_cli added, so a re-run sees it
 
 
@@ -102,7 +111,10 @@ def _package_group(name: str) -> click.Command:
     def run(arguments: Sequence[str]) -> None:
         from provisioner.cli.main import main as package_main
 
-        click.get_current_context().exit(package_main([name, *arguments]))
+        ctx = click.get_current_context()
+        with _nerves_config_dir(ctx):
+            status = package_main([name, *arguments], prog=_host_command(ctx))
+        ctx.exit(status)
 
     command = _PassThrough(
         name,
@@ -156,10 +168,11 @@ def _after_nerve_init(nerve_init: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(nerve_init)
     def init(*args: Any, memory_backend: str | None = None, **kwargs: Any) -> Any:
+        ctx = click.get_current_context()
+        before = _snapshot(_workspace(ctx)) if memory_backend is not None else {}
         result = nerve_init(*args, **kwargs)
         if memory_backend is not None:
-            ctx = click.get_current_context()
-            status = _word_workspace(ctx, memory_backend)
+            status = _word_workspace(ctx, memory_backend, before)
             if status:
                 ctx.exit(status)
         return result
@@ -167,9 +180,15 @@ def _after_nerve_init(nerve_init: Callable[..., Any]) -> Callable[..., Any]:
     return init
 
 
-def _word_workspace(ctx: click.Context, backend: str) -> int:
-    """Run the package's init for ``backend`` on the folders Nerve uses; its exit status."""
+def _word_workspace(ctx: click.Context, backend: str, before: dict[str, str]) -> int:
+    """Run the package's init for ``backend`` on the folders Nerve uses; its exit status.
+
+    The files Nerve's init wrote in this run (changed since ``before``), or that are byte for
+    byte Nerve's shipped text, are re-worded like the package's own (NERVE-10).
+    """
     from provisioner.cli.main import main as package_main
+    from provisioner.integrations.nerve.shipped import host_shipped
+    from provisioner.workspace.state import host_shipped_text
 
     arguments = ["init", BACKEND_OPTION, backend, "--non-interactive"]
     obj = ctx.find_object(dict) or {}
@@ -178,4 +197,51 @@ def _word_workspace(ctx: click.Context, backend: str) -> int:
         arguments += ["--workspace", str(workspace)]
     if obj.get("config_dir"):
         arguments += ["--config-dir", str(obj["config_dir"])]
-    return package_main(arguments)
+    with host_shipped_text(host_shipped(_workspace(ctx), before)):
+        return package_main(arguments, prog=_host_command(ctx))
+
+
+def _workspace(ctx: click.Context) -> Path:
+    """The workspace Nerve's loaded configuration names, else the package's default (which
+    is Nerve's too)."""
+    from provisioner.cli.common import DEFAULT_WORKSPACE
+
+    obj = ctx.find_object(dict) or {}
+    named = getattr(obj.get("config"), "workspace", None)
+    default = os.environ.get("NERVE_WORKSPACE") or DEFAULT_WORKSPACE
+    return Path(str(named) if named else default).expanduser()
+
+
+def _snapshot(workspace: Path) -> dict[str, str]:
+    from provisioner.integrations.nerve.shipped import snapshot
+
+    return snapshot(workspace)
+
+
+@contextlib.contextmanager
+def _nerves_config_dir(ctx: click.Context) -> Iterator[None]:
+    """While a mounted group runs, the configuration folder Nerve resolved (its ``-c``, its
+    variable, the current folder, its pointer file) is the package's too (NERVE-7): it is
+    handed over as ``NERVE_CONFIG_DIR``, which the package reads next after its own flag.
+    Nerve's last resort (the current folder, holding no configuration) is not handed over:
+    the package keeps its own default then."""
+    obj = ctx.find_object(dict) or {}
+    folder = obj.get("config_dir")
+    if not folder or obj.get("config_source") == _NERVE_FALLBACK:
+        yield
+        return
+    saved = os.environ.get(CONFIG_DIR_ENV)
+    os.environ[CONFIG_DIR_ENV] = str(folder)
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(CONFIG_DIR_ENV, None)
+        else:
+            os.environ[CONFIG_DIR_ENV] = saved
+
+
+def _host_command(ctx: click.Context) -> str:
+    """The name the host's command was invoked with (``nerve``), for the package's usage
+    lines, errors and hints (NERVE-1)."""
+    return ctx.find_root().info_name or MOUNTED_COMMAND

@@ -17,9 +17,15 @@ copy of it anywhere else:
   past it with the next message that has text.
 * **Time.** ``created_at`` goes as RFC 3339 with a zone: Nerve's own rows carry SQLite's
   ``YYYY-MM-DD HH:MM:SS``, which is UTC; rows it ingested carry ISO 8601 with ``+00:00``.
-* **Roles** are Loom's: ``user``, ``assistant``, ``system``, ``tool``; a ``developer`` turn is
-  a ``system`` one. Any other role is passed on as it is, and the sweep refuses it with an
+* **Conversation only** (NERVE-9). A row whose ``blocks`` hold a ``tool_call`` block and no
+  ``text`` block is a tool row — a Codex thread's call (the tool's name in ``content``) or its
+  fallback row (the tool's output in ``content``) — and a ``tool`` row is a tool's output:
+  both are passed over like rows without text. docs/sweep.md lists every shape Nerve writes.
+* **Roles** are Loom's: ``user``, ``assistant``, ``system``; a ``developer`` turn is a
+  ``system`` one. Any other role is passed on as it is, and the sweep refuses it with an
   audit row (SWEEP-12).
+* **Busy.** A file Nerve holds with an exclusive lock past ``READ_WAIT_MS`` (or one out of
+  reach: I/O, permission) is a ``FileFault`` naming it (busy: exit 75), not "not Nerve's".
 * **Pages** are bounded. Ids are the watermark, but Nerve indexes its messages by
   ``(session_id, created_at)``, not by ``(session_id, id)``. A session's ids after the
   watermark are first looked for in id order among the next ``PROBE_ROWS`` rows of the table,
@@ -55,6 +61,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from provisioner.integrations.nerve import memorized
+from provisioner.runtime.sqlite_file import file_fault
 from provisioner.runtime.sweep.start import Memorized
 from provisioner.runtime.transcripts import Message, loom_time
 
@@ -65,16 +72,17 @@ PROBE_ROWS = 2_048  # our choice: rows read in id order after the watermark befo
 PROBE_MIN_IDS = 32  # our choice: fewer of the session's ids among them, and the index is asked
 ID_CHUNK = 512  # our choice: a session's ids read from Nerve's index at once (ids only)
 FETCH_ROWS = 64  # our choice: rows looked at for text in one query
-NERVE_ROLES = {  # NERVE-2: Nerve's roles as Loom takes them
+NERVE_ROLES = {  # NERVE-2: Nerve's roles as Loom takes them (a tool's rows are not read, NERVE-9)
     "user": "user",
     "assistant": "assistant",
     "system": "system",
-    "tool": "tool",
     "developer": "system",
 }
 MESSAGE_COLUMNS = ("id", "session_id", "role", "content", "created_at")  # Nerve's v1 schema
 BLANK = " \t\r\n"
 KIND = "nerve.db"
+DAMAGED = "damaged"  # REL-4: the one file fault that says the file is not a database to read
+TOOL_ROLE = "tool"  # NERVE-9: a tool's output, never conversation
 
 log = logging.getLogger("provisioner.integrations.nerve.transcripts")
 
@@ -90,6 +98,19 @@ _BLOCK_TEXT = (
     " WHERE b.type = 'object' AND json_extract(b.value, '$.type') = 'text' ORDER BY b.key)"
     f" WHERE trim(t, '{BLANK}') != '') END"
 )
+
+
+# NERVE-9: a row whose blocks hold a tool call and no text block is a tool row: its content
+# is the tool's name (a Codex thread's call) or the tool's output (the fallback row written
+# when the output came before its call), never conversation.
+_TOOL_ROW = (
+    "(json_valid(m.blocks) AND json_type(m.blocks) = 'array'"
+    " AND EXISTS (SELECT 1 FROM json_each(m.blocks) AS c WHERE c.type = 'object'"
+    " AND json_extract(c.value, '$.type') = 'tool_call')"
+    " AND NOT EXISTS (SELECT 1 FROM json_each(m.blocks) AS c WHERE c.type = 'object'"
+    " AND json_extract(c.value, '$.type') = 'text'))"
+)
+_NOT_TOOL_ROLE = f"lower(trim(COALESCE(m.role, ''), '{BLANK}')) != '{TOOL_ROLE}'"
 
 
 class NerveDatabaseError(ValueError):
@@ -248,6 +269,7 @@ class NerveTranscripts:
         marks = ", ".join("?" * len(ids))
         rows = self._db.execute(
             f"SELECT m.id FROM messages AS m WHERE +m.session_id = ? AND m.id IN ({marks})"
+            f" AND {self._conversation()}"
             f" AND COALESCE({_CONTENT_TEXT}, {self._block_text()}) IS NOT NULL ORDER BY m.id",
             (session_id, *ids),
         ).fetchall()
@@ -259,13 +281,20 @@ class NerveTranscripts:
         marks = ", ".join("?" * len(ids))
         rows = self._db.execute(
             f"SELECT m.id, m.role, COALESCE({_CONTENT_TEXT}, {self._block_text()}), m.created_at"
-            f" FROM messages AS m WHERE +m.session_id = ? AND m.id IN ({marks}) ORDER BY m.id",
+            f" FROM messages AS m WHERE +m.session_id = ? AND m.id IN ({marks})"
+            f" AND {self._conversation()} ORDER BY m.id",
             (session_id, *ids),
         ).fetchall()
         return [_message(*row) for row in rows if isinstance(row[2], str)]
 
     def _block_text(self) -> str:
         return _BLOCK_TEXT if self._shape.blocks else "NULL"
+
+    def _conversation(self) -> str:
+        """The rows that are conversation (NERVE-9): no tool's output, no tool row."""
+        if not self._shape.blocks:
+            return _NOT_TOOL_ROLE
+        return f"{_NOT_TOOL_ROLE} AND NOT {_TOOL_ROW}"
 
     def _reopen_if_replaced(self) -> None:
         """Open the file again when another file now stands at its path (a restore)."""
@@ -336,6 +365,11 @@ def _open(path: Path) -> tuple[sqlite3.Connection, _Shape, tuple[int, int]]:
         shape = _shape_of(database, path)
     except sqlite3.Error as error:
         database.close()
+        fault = file_fault(error, path)
+        if fault is not None and fault.kind != DAMAGED:
+            # Nerve's file, held or out of reach for now (an exclusive lock past the wait,
+            # an I/O error, no permission): that, not "not Nerve's" (REL-4).
+            raise fault from None
         raise NerveDatabaseError(
             f"{path}: cannot be read as a SQLite database ({error}); expected Nerve's nerve.db"
         ) from None

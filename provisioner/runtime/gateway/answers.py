@@ -22,7 +22,8 @@ from provisioner.runtime.gateway.outcomes import (
     error_for_status,
     error_of_response,
     is_rpc_error,
-    outcome_of_message,
+    result_of_message,
+    tool_result,
 )
 from provisioner.runtime.gateway.retry_after import parse_retry_after
 from provisioner.runtime.gateway.wire import (
@@ -44,7 +45,13 @@ STREAM_TAIL_MAX_BYTES = 64 * 1024  # our choice: how much to read on after it
 async def read_answer(
     response: httpx.Response, request_id: int, budget: asyncio.Timeout
 ) -> ToolResult:
-    """The outcome of one HTTP answer: status first, then the body by its media type.
+    """The outcome of one HTTP answer to a ``tools/call``: see ``read_result``."""
+    return tool_result(await read_result(response, request_id, budget))
+
+
+async def read_result(response: httpx.Response, request_id: int, budget: asyncio.Timeout) -> Any:
+    """The JSON-RPC result of one HTTP answer, as sent, or the outcome exception it means:
+    status first, then the body by its media type.
 
     ``budget`` is the call's deadline; a stream's tail is read only well within it.
     """
@@ -62,7 +69,7 @@ async def read_answer(
     else:
         raise BrokenAnswer(f"unexpected content type {kind or 'none'!r}")
     message = await _with_long_text_decoded(message)
-    return outcome_of_message(message, request_id, retry_after_s=retry_after_s)
+    return result_of_message(message, request_id, retry_after_s=retry_after_s)
 
 
 def _retry_after_s(headers: httpx.Headers) -> float | None:

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Protocol, TypeVar
 
 import httpx
 
@@ -40,6 +40,8 @@ from provisioner.runtime.gateway.server import (
     ToolResult,
 )
 from provisioner.runtime.memory_contract import LOOM_SERVER
+
+Answer = TypeVar("Answer")
 
 
 class CatalogSource(Protocol):
@@ -80,6 +82,7 @@ class LoomConnection:
         self._server: McpGatewayServer | None = None
         self._calls_in_flight: dict[McpGatewayServer, int] = {}
         self._retired: list[McpGatewayServer] = []
+        self._listed: dict[str, list[dict[str, Any]]] = {}  # tools/list, by server URL
         self._lifecycle = Lifecycle("the Loom connection")
 
     async def __aenter__(self) -> LoomConnection:
@@ -135,6 +138,31 @@ class LoomConnection:
         that passes while the catalog is read raises ``NoAnswer``. Raises ``RuntimeError`` once
         closed, and ``ClientClosed`` when the connection closes while the call is under way.
         """
+
+        async def call(server: McpGatewayServer, deadline: Deadline) -> ToolResult:
+            return await server.call_tool_within(name, arguments, deadline=deadline, policy=policy)
+
+        return await self._through_server(deadline_s, call)
+
+    async def list_tools(self, *, deadline_s: float) -> list[dict[str, Any]]:
+        """The catalog server's MCP ``tools/list`` (REL-8): each tool it declares, with its
+        ``inputSchema``. Read once for each URL the catalog names, then kept: a server does
+        not change what it declares under one connection. Before and around the request,
+        what ``call_tool`` does and raises."""
+
+        async def listing(server: McpGatewayServer, deadline: Deadline) -> list[dict[str, Any]]:
+            if server.url not in self._listed:
+                self._listed[server.url] = await server.list_tools_within(deadline)
+            return self._listed[server.url]
+
+        return await self._through_server(deadline_s, listing)
+
+    async def _through_server(
+        self,
+        deadline_s: float,
+        request: Callable[[McpGatewayServer, Deadline], Awaitable[Answer]],
+    ) -> Answer:
+        """``request`` on the client for the catalog's URL, counted as a call in flight."""
         self._lifecycle.use()
         deadline = Deadline.starting_now(deadline_s, self._clock)
         self._breaker.raise_if_open()
@@ -145,7 +173,7 @@ class LoomConnection:
                 await self._close_idle_retired()
             if self._lifecycle.closed:
                 raise ClientClosed("the connection was closed before the call was sent")
-            return await server.call_tool_within(name, arguments, deadline=deadline, policy=policy)
+            return await request(server, deadline)
         finally:
             if self._call_ended(server):
                 await server.aclose()

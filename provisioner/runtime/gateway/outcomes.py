@@ -81,6 +81,12 @@ def outcome_of_message(
 
     ``retry_after_s`` is the answer's ``Retry-After``, passed on to a -32002 ``MayPass``.
     """
+    return tool_result(result_of_message(message, request_id, retry_after_s=retry_after_s))
+
+
+def result_of_message(message: Any, request_id: int, *, retry_after_s: float | None = None) -> Any:
+    """The ``result`` of a JSON-RPC response to ``request_id``, as sent, for any method; the
+    exception an error means, as ``outcome_of_message`` raises it."""
     if not isinstance(message, dict) or message.get("jsonrpc") != JSONRPC_VERSION:
         raise BrokenAnswer("the answer is not a JSON-RPC 2.0 message")
     if "error" in message:
@@ -89,7 +95,7 @@ def outcome_of_message(
         raise BrokenAnswer("the answer is for another request id")
     if "result" not in message:
         raise BrokenAnswer("the answer has neither a result nor an error")
-    return tool_result(message["result"])
+    return message["result"]
 
 
 def error_of_response(
@@ -173,6 +179,23 @@ def tool_result(result: Any) -> ToolResult:
     first = texts[0] if texts else ""
     data = structured if structured is not None else _json_or_none(first)
     return ToolResult(data=data, text=first)
+
+
+def listed_tools(result: Any) -> list[dict[str, Any]]:
+    """The tools of a ``tools/list`` result, each ``{"name", "inputSchema", …}`` as sent;
+    ``BrokenAnswer`` for a result without a list of named tools with schema objects."""
+    tools = result.get("tools") if isinstance(result, dict) else None
+    if not isinstance(tools, list) or not all(_is_listed_tool(tool) for tool in tools):
+        raise BrokenAnswer("the tools/list result has no list of named tools with schemas")
+    return tools
+
+
+def _is_listed_tool(tool: Any) -> bool:
+    return (
+        isinstance(tool, dict)
+        and isinstance(tool.get("name"), str)
+        and isinstance(tool.get("inputSchema"), dict)
+    )
 
 
 def _is_text_block(block: Any) -> bool:

@@ -29,7 +29,7 @@ from typing import Any
 
 import httpx
 
-from provisioner.runtime.gateway.answers import read_answer
+from provisioner.runtime.gateway.answers import read_result
 from provisioner.runtime.gateway.breaker import Breaker
 from provisioner.runtime.gateway.catalog import (
     Catalog,
@@ -50,7 +50,10 @@ from provisioner.runtime.gateway.errors import (
 from provisioner.runtime.gateway.lifecycle import ClientState, Lifecycle
 from provisioner.runtime.gateway.outcomes import (
     ToolResult,
+    listed_tools,
+    tool_result,
 )
+from provisioner.runtime.gateway.transport import KeptConnectionClosed
 from provisioner.runtime.gateway.wire import (
     CONNECT_TIMEOUT_S,
     ConnectProgress,
@@ -74,6 +77,8 @@ __all__ = [
 
 MCP_PROTOCOL_VERSION = "2025-06-18"  # GW-3
 RETRY_AFTER_MAX_WAIT_S = 2.0  # GW-6: a read waits out a Retry-After of up to 2 s, once
+TOOLS_CALL = "tools/call"  # GW-3: the one method a tool call sends
+TOOLS_LIST = "tools/list"  # MCP: what a server declares of its tools (REL-8)
 
 REQUEST_HEADERS: Mapping[str, str] = {  # GW-3 (contracts/gateway.md)
     "Content-Type": "application/json",
@@ -190,13 +195,27 @@ class McpGatewayServer:
     ) -> ToolResult:
         """``call_tool`` on a deadline that began earlier (an owner read the catalog first)."""
         self._lifecycle.use()
+        params = {"name": name, "arguments": dict(arguments)}
         try:
-            return await self._attempt(name, arguments, deadline)
+            return tool_result(await self._attempt(TOOLS_CALL, params, deadline))
         except MayPass as first:
             if not policy.retry_may_pass:
                 raise
             await self._wait_before_retry(first, deadline)
-        return await self._attempt(name, arguments, deadline)
+        return tool_result(await self._attempt(TOOLS_CALL, params, deadline))
+
+    async def list_tools_within(self, deadline: Deadline) -> list[dict[str, Any]]:
+        """MCP ``tools/list``: every tool the server declares, each ``{"name",
+        "inputSchema", …}`` as sent (REL-8). A read: a ``MayPass`` is tried once more as under
+        ``READ``. Raises what ``call_tool`` raises; a result of another shape is a
+        ``BrokenAnswer``.
+        """
+        self._lifecycle.use()
+        try:
+            return listed_tools(await self._attempt(TOOLS_LIST, {}, deadline))
+        except MayPass as first:
+            await self._wait_before_retry(first, deadline)
+        return listed_tools(await self._attempt(TOOLS_LIST, {}, deadline))
 
     async def aclose(self) -> None:
         """Close the HTTP client and its sockets; calls still under way end in ``ClientClosed``.
@@ -214,9 +233,7 @@ class McpGatewayServer:
         if wait_s > 0:
             await self._sleep(wait_s)
 
-    async def _attempt(
-        self, name: str, arguments: Mapping[str, Any], deadline: Deadline
-    ) -> ToolResult:
+    async def _attempt(self, method: str, params: Mapping[str, Any], deadline: Deadline) -> Any:
         """One POST, guarded by the breaker (GW-7), which this attempt alone settles.
 
         A deadline already passed raises ``NoAnswer`` before the breaker is asked: nothing is
@@ -228,7 +245,7 @@ class McpGatewayServer:
             raise NoAnswer("the deadline passed before the call was sent", deadline_s=0.0)
         attempt = self._breaker.before_call()
         try:
-            result = await self._post(name, arguments, deadline)
+            result = await self._post(method, params, deadline)
         except CountsForBreaker:
             attempt.failed()
             raise
@@ -244,12 +261,11 @@ class McpGatewayServer:
         attempt.answered()
         return result
 
-    async def _post(
-        self, name: str, arguments: Mapping[str, Any], deadline: Deadline
-    ) -> ToolResult:
-        """Send the request and read its answer, mapping transport failures to outcomes."""
+    async def _post(self, method: str, params: Mapping[str, Any], deadline: Deadline) -> Any:
+        """Send the request and read its answer's result, mapping transport failures to
+        outcomes."""
         request_id = next(self._ids)
-        body = _tools_call_body(request_id, name, arguments)
+        body = _request_body(request_id, method, params)
         remaining = max(deadline.left_s(), 0.001)
         request = self._client.build_request(
             "POST", self._url, content=body, headers=REQUEST_HEADERS
@@ -264,7 +280,7 @@ class McpGatewayServer:
             async with asyncio.timeout(remaining) as budget:
                 response = await self._client.send(request, stream=True)
                 try:
-                    return await read_answer(response, request_id, budget)
+                    return await read_result(response, request_id, budget)
                 finally:
                     await response.aclose()
         except GatewayError:
@@ -289,6 +305,10 @@ class McpGatewayServer:
             return _not_connected(min(CONNECT_TIMEOUT_S, remaining))
         if isinstance(error, httpx.ConnectError):
             return GatewayUnreachable(f"the gateway was not reached: {describe(error)}")
+        if isinstance(error, KeptConnectionClosed):
+            # Found again on the fresh connection the request was sent on once more: the
+            # gateway closes connections before any request reaches it.
+            return GatewayUnreachable(f"the gateway was not reached: {error}")
         if isinstance(error, httpx.TimeoutException):
             return _no_answer(deadline, remaining)
         if isinstance(error, httpx.HTTPError):
@@ -296,18 +316,13 @@ class McpGatewayServer:
         raise error
 
 
-def _tools_call_body(request_id: int, name: str, arguments: Mapping[str, Any]) -> bytes:
-    """The JSON-RPC ``tools/call`` request, compact UTF-8 JSON.
+def _request_body(request_id: int, method: str, params: Mapping[str, Any]) -> bytes:
+    """The JSON-RPC request (``tools/call``, ``tools/list``), compact UTF-8 JSON.
 
     Arguments that JSON cannot carry (NaN, infinities, objects) raise ``ValueError`` or
     ``TypeError``: a caller's bug, not a gateway outcome.
     """
-    request = {
-        "jsonrpc": "2.0",
-        "id": request_id,
-        "method": "tools/call",
-        "params": {"name": name, "arguments": dict(arguments)},
-    }
+    request = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": dict(params)}
     return _REQUEST_ENCODER.encode(request).encode("utf-8")
 
 

@@ -11,7 +11,8 @@ at all and reports itself unavailable; with a catalog that does not list ``loom`
 fail with ``ServerNotListed``. A startup recall never raises for a gateway or Loom failure: it
 answers "could not be recalled" (``Recall.recalled`` False), which is never the same as "no
 memories", and freezes nothing. A successful recall is frozen per session in the state store
-(REC-3), so every later prompt of that session — also after a restart — shows the same bytes.
+(REC-3), so every later prompt of that session — also after a restart — shows the same bytes;
+off the event loop: a busy, full or damaged state leaves it unfrozen, never failed (REL-3).
 
 Build it from plain values, from Nerve's own configuration (``from_settings``: the merged
 mapping, or a config object of its shape) or from this package's ``Config`` (``from_config``);
@@ -41,24 +42,24 @@ import httpx
 
 from provisioner.runtime.gateway.catalog import GatewayCatalog
 from provisioner.runtime.gateway.connection import LoomConnection
-from provisioner.runtime.gateway.errors import GatewayError, NoAnswer, PolicyRefused
-from provisioner.runtime.gateway.outcomes import ToolResult
+from provisioner.runtime.gateway.errors import GatewayError, NoAnswer
 from provisioner.runtime.gateway.server import EXTRACTION, READ, Clock, Sleep
 from provisioner.runtime.loom import contract
 from provisioner.runtime.loom.answers import extracted_from, extraction_arguments, identity_from
 from provisioner.runtime.loom.diagnostics import agent_tools_of, diagnostics_report, newest_error
 from provisioner.runtime.loom.recall import (
     RECALL_DEADLINE_S,
-    pack_arguments,
-    pack_lines,
-    search_arguments,
-    search_lines,
+    FrozenRecalls,
+    HeldTransport,
+    lookup_then_read,
+    recall_from_loom,
 )
 from provisioner.runtime.loom.report import ErrorRecord
 from provisioner.runtime.loom.settings import LOOM_BACKEND, ConfigLike, checked_values, loom_values
 from provisioner.runtime.loom.types import Extracted, Identity, MemoryWrite, Recall, WriteVerdict
 from provisioner.runtime.loom.write import write_memory
 from provisioner.runtime.memory_contract import LOOM_SERVER, MemoryBackendUnavailable
+from provisioner.runtime.sqlite_file import FileFault
 from provisioner.runtime.state import StateStore
 from provisioner.runtime.transcripts import Message
 
@@ -84,8 +85,8 @@ class LoomMemory:
     caller's) or ``state_path`` (a file the backend opens when opened and closes when closed);
     with neither, an in-memory store lives as long as the backend is open. ``ValueError``
     names the parameter of a value that breaks its rule (CONF-5, CONF-6). ``transport_factory``
-    (each HTTP client's transport), ``clock`` (monotonic seconds), ``sleep`` and
-    ``wall_clock`` (epoch seconds, for diagnostics) are seams for tests.
+    (each HTTP client's transport), ``clock`` (monotonic seconds), ``sleep``, ``wall_clock``
+    (epoch seconds, for diagnostics) and ``recall_deadline_s`` are seams for tests.
     """
 
     def __init__(
@@ -102,6 +103,7 @@ class LoomMemory:
         clock: Clock | None = None,
         sleep: Sleep | None = None,
         wall_clock: Callable[[], float] | None = None,
+        recall_deadline_s: float | None = None,
     ) -> None:
         self._values = checked_values(
             gateway_url=gateway_url,
@@ -128,6 +130,9 @@ class LoomMemory:
         self._stack: AsyncExitStack | None = None
         self._identity: Identity | None = None
         self._batch_budget: dict[str, Any] | None = None
+        self._recall_deadline_s = recall_deadline_s or RECALL_DEADLINE_S
+        self._frozen: FrozenRecalls | None = None
+        self.state_fault: FileFault | None = None  # the last the recall met on its state (REL-3)
 
     @classmethod
     def from_settings(
@@ -205,11 +210,13 @@ class LoomMemory:
         try:
             if self._state is None:
                 path = IN_MEMORY_STATE if self._state_path is None else self._state_path
-                self._state = stack.enter_context(StateStore(path))
+                self._state = stack.enter_context(await asyncio.to_thread(StateStore, path))
+            self._frozen = FrozenRecalls(self._state, on_fault=self._note_state_fault)
+            stack.push_async_callback(self._frozen.aclose)
             if self._gateway_url is not None:
                 await self._open_gateway(stack, self._gateway_url)
         except BaseException:
-            self._connection = None
+            self._connection = self._frozen = None
             self._state = self._given_state
             await stack.aclose()
             raise
@@ -225,7 +232,7 @@ class LoomMemory:
         stays open: it is the caller's.
         """
         stack, self._stack = self._stack, None
-        self._connection = None
+        self._connection = self._frozen = None
         self._state = self._given_state
         if stack is not None:
             await stack.aclose()
@@ -243,7 +250,7 @@ class LoomMemory:
         connection = LoomConnection(
             catalog,
             server_id=LOOM_SERVER,
-            transport_factory=factory,
+            transport_factory=lambda: HeldTransport(factory() if factory else None),
             clock=self._clock,
             sleep=self._sleep,
         )
@@ -281,31 +288,41 @@ class LoomMemory:
         return self._values.sweep_concurrency
 
     async def startup_recall(self, session_id: str) -> Recall:
-        """The memories for a session's start, frozen for that session (REC-1…REC-4).
+        """The memories for a session's start, frozen for that session (REC-1…REC-4, REL-3).
 
-        A recall frozen before (also by an earlier process on the same state file) is answered
-        from the store. Otherwise Loom is asked, within 5 s for the whole read; any failure
-        answers ``NOT_RECALLED`` ("could not be recalled"), records the error for diagnostics
-        and freezes nothing, so the next session start tries again.
+        A recall given before (also by an earlier process on the same state file) is answered
+        again. Otherwise Loom is asked; any failure answers ``NOT_RECALLED`` ("could not be
+        recalled"), records the error for diagnostics and keeps nothing, so the next session
+        start tries again. 5 s for the whole recall, the state's part included, which runs
+        off the loop: a state that is busy, full or damaged leaves the recall unfrozen (the
+        fault in ``state_fault``), never failed. Never raises for either.
         """
-        state = self._require_state()
-        frozen = state.frozen_recall(session_id)
-        if frozen is not None:
-            return Recall(items=frozen.items, recalled=True, source=frozen.source)
+        kept = self._frozen  # made with the state, in open()
+        if kept is None or self._stack is None:
+            raise RuntimeError(NOT_OPEN)
+        reads_until = self._clock() + self._recall_deadline_s  # Loom's reads, on self._clock
+        until = asyncio.get_running_loop().time() + self._recall_deadline_s
+        if (given := kept.given(session_id)) is not None:
+            return given
+        lookup = kept.frozen(session_id, until=until)
         if self._connection is None:
-            return NOT_RECALLED
+            return await lookup or NOT_RECALLED
+        asked = (self._connection, self._namespace, self._clock, reads_until)
         try:
-            async with asyncio.timeout(RECALL_DEADLINE_S + RECALL_GUARD_S):
-                source, lines = await self._recall_from_loom(self._connection)
+            async with asyncio.timeout_at(until + RECALL_GUARD_S):
+                loom = recall_from_loom(*asked, self._note_recall_error)
+                if isinstance(read := await lookup_then_read(lookup, loom), Recall):
+                    return read  # frozen before: Loom was not asked
+                source, lines = read
         except TimeoutError:
-            passed = f"the recall passed its {RECALL_DEADLINE_S:g} s"
-            self.note_error("recall", NoAnswer(passed, deadline_s=RECALL_DEADLINE_S))
+            passed = f"the recall passed its {self._recall_deadline_s:g} s"
+            self._note_recall_error(NoAnswer(passed, deadline_s=self._recall_deadline_s))
             return NOT_RECALLED
         except GatewayError as error:
-            self.note_error("recall", error)
+            self._note_recall_error(error)
             return NOT_RECALLED
-        frozen = state.freeze_recall(session_id, source=source, items=lines, now=self._wall_clock())
-        return Recall(items=frozen.items, recalled=True, source=frozen.source)
+        recall = Recall(items=lines, recalled=True, source=source)
+        return kept.keep(session_id, recall, now=self._wall_clock(), until=until)
 
     async def extract(
         self,
@@ -399,33 +416,16 @@ class LoomMemory:
 
     # --- inside -----------------------------------------------------------------------------
 
-    async def _recall_from_loom(self, connection: LoomConnection) -> tuple[str, tuple[str, ...]]:
-        """Pack first; search when the pack brings nothing or is refused by policy (REC-1)."""
-        deadline_at = self._clock() + RECALL_DEADLINE_S
-        try:
-            pack = await self._read(
-                connection, contract.CONTEXT_PACK, pack_arguments(self._namespace), deadline_at
-            )
-            lines = await pack_lines(pack.data)
-            if lines:
-                return "pack", lines
-        except PolicyRefused as refused:
-            self.note_error("recall", refused)
-        search = await self._read(
-            connection, contract.SEARCH_QUERY, search_arguments(self._namespace), deadline_at
-        )
-        return "search", await search_lines(search.data)
+    def _note_state_fault(self, fault: FileFault) -> None:
+        """What the recall met on its state: shown by diagnostics, never written to that state."""
+        self.state_fault = fault
+        self._errors.note("recall", fault)
 
-    async def _read(
-        self, connection: LoomConnection, op: str, arguments: Mapping[str, Any], deadline_at: float
-    ) -> ToolResult:
-        """One read of the recall with what is left of its 5 s; ``NoAnswer`` when none is."""
-        remaining = deadline_at - self._clock()
-        if remaining <= 0:
-            raise NoAnswer("the recall's 5 s passed before the fallback", deadline_s=0.0)
-        return await connection.call_tool(
-            contract.TOOLS[op], arguments, deadline_s=remaining, policy=READ
-        )
+    def _note_recall_error(self, error: BaseException) -> None:
+        """``note_error`` for the recall: the state's copy is written off the loop (REL-3)."""
+        last = self._errors.note("recall", error)
+        if self._frozen is not None:
+            self._frozen.keep_error(last, wait_s=self._recall_deadline_s)
 
     def _require_connection(self) -> LoomConnection:
         if self._stack is None:

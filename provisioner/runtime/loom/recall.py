@@ -10,18 +10,35 @@ duplicates, and no more of them than fit the session-context block.
 An answer may list any number of memories, and the recall runs on the event loop that serves
 Nerve's sessions and times the recall's own 5 s read. So the work is linear (repeats are found
 in sets), stops at the first line the block has no room for, and gives the loop back every
-``YIELD_AFTER_S`` however many memories clean to nothing (REC-5).
+``YIELD_AFTER_S`` however many memories clean to nothing (REC-5). For the same reason the
+state file is read and written off the loop, in a worker thread of ``FrozenRecalls`` (REL-3).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import sqlite3
 import time
-from typing import Any
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from contextvars import ContextVar
+from functools import cache
+from typing import Any, TypeVar
 
-from provisioner.runtime.gateway.errors import BrokenAnswer
+import httpx
+
+from provisioner.runtime.gateway.connection import LoomConnection
+from provisioner.runtime.gateway.errors import BrokenAnswer, NoAnswer, PolicyRefused
+from provisioner.runtime.gateway.outcomes import ToolResult
+from provisioner.runtime.gateway.server import READ, Clock
 from provisioner.runtime.loom import contract
 from provisioner.runtime.loom.recalled import BLOCK_MAX_BYTES, line_bytes, sanitize_recalled
+from provisioner.runtime.loom.report import LastError
+from provisioner.runtime.loom.types import Recall
+from provisioner.runtime.sqlite_file import IN_MEMORY, FileFault, file_fault
+from provisioner.runtime.state import StateBusyError, StateStore
 
 RECALL_DEADLINE_S = 5.0  # REC-1: the whole read, pack and fallback together
 RECALL_SEARCH_TOP_K = 10  # REC-1: results the fallback search asks for (in the fixture)
@@ -32,6 +49,15 @@ PACK_SECTIONS = ("memories",)  # REC-1: the memories section only
 # memories are read through the contract at a time.
 YIELD_AFTER_S = 0.01
 RECORDS_PER_SLICE = 256
+# The clock the line-making reads to know how long it has held the loop (seconds). Tests put
+# a clock of their own here, to count the memories made between yields instead of timing them.
+hold_clock: Callable[[], float] = time.perf_counter
+# REL-3 (our choice): how long past the recall's budget the loop still waits for a state step
+# the worker has not finished (a flush to a slow disk); the step is then left to finish alone.
+STATE_GUARD_S = 0.05
+KEPT_SESSIONS = 1024  # REC-3 (our choice): sessions whose recall a process remembers
+
+T = TypeVar("T")
 
 _PACK_ITEMS = "sections.memories.items[]"
 _SEARCH_RESULTS = "results[]"
@@ -54,6 +80,46 @@ def search_arguments(namespace: str | None) -> dict[str, Any]:
     if namespace:
         arguments["namespace"] = namespace
     return arguments
+
+
+async def recall_from_loom(
+    connection: LoomConnection,
+    namespace: str | None,
+    clock: Clock,
+    deadline_at: float,
+    note_refused: Callable[[PolicyRefused], object],
+) -> tuple[str, tuple[str, ...]]:
+    """The source and lines of a recall: the pack first; the search when the pack brings
+    nothing or the gateway's policy refuses it (REC-1), noted through ``note_refused``.
+
+    Both reads end by ``deadline_at`` on ``clock`` (monotonic seconds). Raises the gateway
+    client's outcome classes, ``NoAnswer`` when no time is left for the fallback.
+    """
+    try:
+        pack = await _read(
+            connection, contract.CONTEXT_PACK, pack_arguments(namespace), deadline_at, clock
+        )
+        lines = await pack_lines(pack.data)
+        if lines:
+            return "pack", lines
+    except PolicyRefused as refused:
+        note_refused(refused)
+    search = await _read(
+        connection, contract.SEARCH_QUERY, search_arguments(namespace), deadline_at, clock
+    )
+    return "search", await search_lines(search.data)
+
+
+async def _read(
+    connection: LoomConnection, op: str, arguments: dict[str, Any], deadline_at: float, clock: Clock
+) -> ToolResult:
+    """One read of the recall with what is left of its 5 s; ``NoAnswer`` when none is."""
+    remaining = deadline_at - clock()
+    if remaining <= 0:
+        raise NoAnswer("the recall's 5 s passed before the fallback", deadline_s=0.0)
+    return await connection.call_tool(
+        contract.TOOLS[op], arguments, deadline_s=remaining, policy=READ
+    )
 
 
 async def pack_lines(answer: Any) -> tuple[str, ...]:
@@ -91,14 +157,14 @@ async def _safe_lines(
     seen_keys: set[str] = set()
     seen_lines: set[str] = set()
     budget = BLOCK_MAX_BYTES
-    held_since = time.perf_counter()
+    held_since = hold_clock()
     # One slice even for an empty list, so the contract checks the fields named here.
     for start in range(0, max(len(listed), 1), RECORDS_PER_SLICE):
         piece = _nested(list_path, listed[start : start + RECORDS_PER_SLICE])
         for entry in contract.records(piece, op, list_path, names):
-            if time.perf_counter() - held_since > YIELD_AFTER_S:
+            if hold_clock() - held_since > YIELD_AFTER_S:
                 await asyncio.sleep(0)
-                held_since = time.perf_counter()
+                held_since = hold_clock()
             text, key = entry[text_field], entry["memory_key"]
             if not isinstance(text, str):
                 continue
@@ -146,3 +212,207 @@ def _nested(list_path: str, items: list[Any]) -> dict[str, Any]:
     for step in reversed(list_path.removesuffix("[]").split(".")):
         value = {step: value}
     return value
+
+
+class FrozenRecalls:
+    """The recalls frozen for sessions, kept off the event loop (REC-3, REL-3).
+
+    Every call on the state file may wait: for a lock another process holds (SQLite waits up
+    to its busy timeout), for the disk (each commit is flushed), on a damaged page. Nerve's
+    sessions share the loop the recall runs on, so none of it runs there: each step runs in
+    one worker thread of this object's own and waits for a lock no longer than what is left
+    of the recall's budget. A step the state cannot take hands its ``FileFault`` to
+    ``on_fault`` (on the loop); nothing here raises for the state.
+
+    ``given`` answers what this process already gave the session, ``frozen`` what the state
+    file froze for it (the worker reads it; the loop stops waiting ``STATE_GUARD_S`` past the
+    budget, whatever the thread is doing). ``keep`` makes a new recall the session's at once
+    — the first one kept in this process wins — and freezes it in the background, so the
+    session never waits for the state to be written: a busy, full or damaged state leaves it
+    unfrozen, still the same bytes on every rebuild in this process, and the next process
+    recalls it anew. Should another process have frozen the session meanwhile, the one it
+    froze is what later rebuilds show: the first one frozen wins. At most ``KEPT_SESSIONS``
+    sessions are remembered, the least recently asked for leaving first.
+
+    A state file is reached through a connection of the worker's own, so its busy timeout can
+    be cut to each step's share without shortening the waits of the sweep or of status on
+    the caller's store. An in-memory store has no other process to wait for; it is used as
+    it is. ``aclose()`` lets the steps under way end (each within its bound) and closes that
+    connection.
+    """
+
+    def __init__(self, state: StateStore, *, on_fault: Callable[[FileFault], object]) -> None:
+        self._state = state
+        self._own: StateStore | None = None
+        self._on_fault = on_fault
+        self._given: OrderedDict[str, Recall] = OrderedDict()
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="recall-state")
+
+    def given(self, session_id: str) -> Recall | None:
+        """The recall this process gave the session already, if it remembers one."""
+        given = self._given.get(session_id)
+        if given is not None:
+            self._given.move_to_end(session_id)
+        return given
+
+    async def frozen(self, session_id: str, *, until: float) -> Recall | None:
+        """The session's recall frozen in the state file; None when none is, or when the state
+        cannot say within the budget (``until``, on the loop's clock)."""
+        frozen = await self._step(until, lambda store: store.frozen_recall(session_id))
+        if frozen is None:
+            return None
+        return self._remember(session_id, Recall(frozen.items, True, frozen.source))
+
+    def keep(self, session_id: str, recall: Recall, *, now: float, until: float) -> Recall:
+        """Make ``recall`` the session's and freeze it in the background; answers the session's
+        recall, which is one kept before in this process if there is one."""
+        given = self._given.get(session_id)
+        if given is not None:
+            return given
+        loop = asyncio.get_running_loop()
+        wait_s = max(until - loop.time(), 0.0)
+        items, source = recall.items, recall.source or ""
+
+        def freeze(store: StateStore) -> None:
+            frozen = store.freeze_recall(session_id, source=source, items=items, now=now)
+            if (frozen.items, frozen.source) != (items, source):  # another process's came first
+                adopted = Recall(frozen.items, True, frozen.source)
+                loop.call_soon_threadsafe(self._adopt, session_id, adopted)
+
+        def freeze_or_say_why() -> None:  # the loop hears of it only when there is news
+            try:
+                self._bounded(wait_s, freeze)
+            except (sqlite3.Error, OSError, StateBusyError) as error:
+                fault = _state_fault(error, self._state.path)
+                if fault is None:
+                    raise
+                loop.call_soon_threadsafe(self._on_fault, fault)
+
+        self._worker.submit(freeze_or_say_why)
+        return self._remember(session_id, recall)
+
+    def keep_error(self, last: LastError, *, wait_s: float) -> None:
+        """Copy ``last`` into the state file when the worker gets to it; the loop waits for
+        nothing, and a state that cannot take it loses only that copy."""
+
+        def keep(store: StateStore) -> None:
+            at, op, kind, message, code = last.at, last.op, last.kind, last.message, last.code
+            store.record_last_error(at=at, op=op, kind=kind, message=message, code=code)
+
+        self._worker.submit(self._quietly, wait_s, keep)
+
+    async def aclose(self) -> None:
+        """Wait (off the loop) for the steps under way, then close the worker's connection."""
+        self._worker.submit(self._close_own)
+        await asyncio.to_thread(self._worker.shutdown)
+
+    def _remember(self, session_id: str, recall: Recall) -> Recall:
+        self._given[session_id] = recall
+        if len(self._given) > KEPT_SESSIONS:
+            self._given.popitem(last=False)
+        return recall
+
+    def _adopt(self, session_id: str, frozen: Recall) -> None:
+        """On the loop: the recall another process froze first is the session's from now on."""
+        if session_id in self._given:
+            self._given[session_id] = frozen
+
+    async def _step(self, until: float, call: Callable[[StateStore], T]) -> T | None:
+        loop = asyncio.get_running_loop()
+        wait_s = max(until - loop.time(), 0.0)
+        try:
+            async with asyncio.timeout_at(until + STATE_GUARD_S):
+                return await loop.run_in_executor(self._worker, self._bounded, wait_s, call)
+        except TimeoutError:
+            self._on_fault(FileFault(self._state.path, "busy", "no answer in time"))
+        except (sqlite3.Error, OSError, StateBusyError) as error:
+            fault = _state_fault(error, self._state.path)
+            if fault is None:
+                raise
+            self._on_fault(fault)
+        return None
+
+    def _bounded(self, wait_s: float, call: Callable[[StateStore], T]) -> T:
+        """``call`` on the worker's store, waiting at most ``wait_s`` for another's lock."""
+        if self._state.path == IN_MEMORY:
+            return call(self._state)
+        if self._own is None:
+            self._own = StateStore(self._state.path)
+        self._own.read(f"PRAGMA busy_timeout = {int(wait_s * 1000)}")
+        return call(self._own)
+
+    def _quietly(self, wait_s: float, call: Callable[[StateStore], object]) -> None:
+        with contextlib.suppress(sqlite3.Error, OSError, StateBusyError):
+            self._bounded(wait_s, call)
+
+    def _close_own(self) -> None:
+        own, self._own = self._own, None
+        if own is not None:
+            own.close()
+
+
+def _state_fault(error: BaseException, path: str) -> FileFault | None:
+    """``error`` met on the state file as a ``FileFault``; None when it is no file fault."""
+    if isinstance(error, StateBusyError):  # another process kept it locked while it was opened
+        return FileFault(path, "busy")
+    return file_fault(error, path)
+
+
+# REL-3: the frozen lookup of the recall under way in this context, which Loom's reads wait for.
+_LOOKUP: ContextVar[asyncio.Future[Any] | None] = ContextVar("recall_lookup", default=None)
+
+
+async def lookup_then_read(lookup: Awaitable[Recall | None], read: Awaitable[T]) -> Recall | T:
+    """The recall ``lookup`` answers, or, when it answers None, what ``read`` (Loom) does.
+
+    The two start together, so the lookup's hand-off to the state's worker thread overlaps
+    the client's work before it sends (the catalog, the breaker, the request), but no request
+    leaves before the lookup has answered: ``HeldTransport`` holds it until then. A session
+    found frozen is answered from the state, and Loom is never asked (REC-3).
+    """
+    looking = asyncio.ensure_future(lookup)
+    token = _LOOKUP.set(looking)
+    try:
+        reading = asyncio.ensure_future(read)
+    finally:
+        _LOOKUP.reset(token)
+    try:
+        given = await looking
+    except BaseException:
+        looking.cancel()
+        reading.cancel()
+        raise
+    if given is None:
+        return await reading
+    reading.cancel()
+    await asyncio.wait((reading,))
+    if not reading.cancelled():
+        reading.exception()  # seen: a read ended before the cancellation is of no interest
+    return given
+
+
+class HeldTransport(httpx.AsyncBaseTransport):
+    """A transport that sends a recall's request only once its frozen lookup has answered.
+
+    Outside a recall (extraction, the health probe, a migration write) it sends at once.
+    ``inner`` is the transport that sends; None: httpx's own pool, as the gateway client
+    builds it (no proxy settings from the environment, the CA bundle loaded once).
+    """
+
+    def __init__(self, inner: httpx.AsyncBaseTransport | None = None) -> None:
+        self._inner = inner or httpx.AsyncHTTPTransport(verify=_tls_context(), trust_env=False)
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        lookup = _LOOKUP.get()
+        if lookup is not None and not lookup.done():
+            await asyncio.wait((lookup,))  # a cancellation here leaves the lookup running
+        return await self._inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+@cache
+def _tls_context() -> Any:
+    """httpx's default TLS context, built once: loading the CA bundle costs tens of ms."""
+    return httpx.create_ssl_context()

@@ -81,12 +81,14 @@ class WriteVerdict:
 
     ``memory_key`` is the key Loom answered (for ``merge`` or ``duplicate``, possibly that of
     the memory it already held); ``reason`` is Loom's code for a rejection, such as
-    ``PINNED_CONFLICT``, or None.
+    ``PINNED_CONFLICT``, or None. ``left_out`` names the write's fields the live Loom does not
+    declare, which were not sent (REL-8).
     """
 
     memory_key: str
     verdict: str
     reason: str | None = None
+    left_out: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
