@@ -251,7 +251,7 @@ class TestSweepState:
         run_nerve("memory", "sweep", "--once", *config)
         _result, checks = doctor(gateway.base_url, "--offline")
         message = checks["loom.sweep"]["message"]
-        assert " in extract: CodedFault: " in message, message
+        assert " in extract: Loom's database unreachable: " in message, message
         assert "a fact" not in message
 
     def test_a_state_file_that_is_not_a_database_is_a_warn(self, doctor, tmp_path: Path) -> None:

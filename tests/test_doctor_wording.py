@@ -84,7 +84,7 @@ def plant(path: Path, text: str, *, after_line: int) -> int:
 
 
 def places(report: dict[str, Any]) -> list[dict[str, Any]]:
-    """The ``workspace.tool_names.FILE:LINE`` checks (one a place), in order."""
+    """The places' ``workspace.tool_names.FILE:LINE:TOOL`` checks, in order."""
     return [c for c in report["checks"] if c["id"].startswith("workspace.tool_names.")]
 
 
@@ -166,7 +166,8 @@ class TestAfterASwitchToLoom:
         instance, line = switched
         text = instance.doctor("--offline").stdout
         assert_text_matches_json(text, instance.doctor_json("--offline"))
-        assert f"[WARN] workspace.tool_names.MEMORY.md:{line}: MEMORY.md:{line}: names" in text
+        named = f"workspace.tool_names.MEMORY.md:{line}:mcp__nerve__memorize"
+        assert f"[WARN] {named}: MEMORY.md:{line}: names" in text
 
 
 class TestBeforeInitRuns:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from provisioner.cli.entry import program
-from provisioner.config.paths import DEFAULT_CONFIG_DIR, find_folders
+from provisioner.config.paths import CONFIG_DIR_ENV, DEFAULT_CONFIG_DIR, find_folders
 from provisioner.errors import UserError
 
 EXIT_OK = 0
@@ -25,6 +25,7 @@ EXIT_TEMPLATE = 3  # GOLD-2: a template that cannot be rendered, told apart from
 EXIT_INCOMPLETE = 1  # SWEEP-13: the gateway answered, but batches did not go through
 EXIT_TEMPFAIL = 75  # SWEEP-13: memory could not be reached at all (sysexits.h EX_TEMPFAIL)
 DEFAULT_WORKSPACE = "~/nerve-workspace"
+WORKSPACE_ENV = "NERVE_WORKSPACE"
 LOOPBACK = "127.0.0.1"  # the local servers never listen beyond this machine
 LISTEN_BACKLOG = 128
 
@@ -94,7 +95,7 @@ def add_workspace_options(command: argparse.ArgumentParser) -> None:
 def workspace_and_config_dir(args: argparse.Namespace) -> tuple[Path, Path]:
     """The workspace (flag, else environment, else default) and the configuration folder, found
     as Nerve finds it (``provisioner.config.paths.find_folders``, NERVE-7)."""
-    workspace = args.workspace or Path(os.environ.get("NERVE_WORKSPACE") or DEFAULT_WORKSPACE)
+    workspace = args.workspace or Path(os.environ.get(WORKSPACE_ENV) or DEFAULT_WORKSPACE)
     config_dir = find_folders(args.config_dir).config_dir
     return workspace.expanduser(), config_dir.expanduser()
 
@@ -132,16 +133,27 @@ def listen_on_loopback(port: int) -> socket.socket:
 
 
 def refuse_missing_folders(args: argparse.Namespace, *, workspace: bool = True) -> None:
-    """A ``--workspace`` or ``--config-dir`` given on the command line that is not a folder is
-    refused (FLEET-4): a typo would otherwise read as an empty configuration, and a monitor
-    would see memU and every check passing. Defaults and environment variables are not
-    checked: a fresh machine has neither folder yet. ``workspace=False`` leaves the workspace
-    to the command: doctor reports a missing one as a finding, with the init that makes it,
-    and the memory commands read only its settings file, which may be absent.
+    """A ``--workspace`` or ``--config-dir`` that is not a folder is refused (FLEET-4), named
+    on the command line or by ``$NERVE_WORKSPACE`` or ``$NERVE_CONFIG_DIR``: a typo would
+    otherwise read as an empty configuration, and a monitor would see memU and every check
+    passing. The defaults are not checked: a fresh machine has neither folder yet. Only the
+    commands that read without creating call this; init makes its folders. ``workspace=False``
+    leaves the workspace to the command: doctor reports a missing one as a finding, with the
+    init that makes it, and the memory commands read only its settings file, which may be
+    absent.
     """
-    given = [("--config-dir", args.config_dir)]
+    named = [("--config-dir", CONFIG_DIR_ENV, args.config_dir)]
     if workspace:
-        given.insert(0, ("--workspace", args.workspace))
-    for flag, path in given:
-        if path is not None and not path.expanduser().is_dir():
-            raise UsageError(f"{flag} {path}: no such folder; expected an existing folder")
+        named.insert(0, ("--workspace", WORKSPACE_ENV, args.workspace))
+    for flag, variable, given in named:
+        if given is not None:
+            shown, path = f"{flag} {given}", Path(given)
+        elif os.environ.get(variable, "").strip():
+            value = os.environ[variable].strip()
+            shown, path = f"{variable}={value}", Path(value)
+        else:
+            continue
+        path = path.expanduser()
+        if not path.is_dir():
+            what = "not a folder" if path.exists() else "no such folder"
+            raise UsageError(f"{shown}: {what}; expected an existing folder")

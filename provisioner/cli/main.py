@@ -29,6 +29,7 @@ from provisioner.cli.common import (
     UsageError,
     add_workspace_options,
     path_argument,
+    refuse_missing_folders,
     workspace_and_config_dir,
 )
 from provisioner.cli.common import ArgParser as _Parser
@@ -313,6 +314,7 @@ def _run_render(args: argparse.Namespace) -> int:
 def _run_diff(args: argparse.Namespace) -> int:
     from provisioner.workspace.previews import workspace_diff
 
+    refuse_missing_folders(args)  # FLEET-4: diff only reads both folders
     workspace, _config_dir = workspace_and_config_dir(args)
     output, differs = workspace_diff(workspace, args.memory_backend, args.paths)
     sys.stdout.write(output)

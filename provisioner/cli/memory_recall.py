@@ -2,8 +2,9 @@
 
 ``recall`` prints the session-context block the agent would get at the start of ``SESSION``
 (REC-1…REC-4, TXT-4); ``status`` probes Loom and prints the backend's diagnostics (LOOM-4).
-Both read the configuration as ``nerve init`` does (``--config-dir``, ``--workspace``). Under
-memU there is nothing of Loom to show: they say memory is kept in memU and exit 0.
+Both read the configuration as ``nerve init`` does (``--config-dir``, ``--workspace``); a
+``--config-dir`` that does not exist is refused (exit 2, FLEET-4). Under memU there is nothing
+of Loom to show: they say memory is kept in memU and exit 0.
 
 A recall made here is frozen in the same state file the engine uses, so it is exactly what
 that session's prompt shows (the first recall of a session wins, REC-3). Neither command
@@ -36,11 +37,20 @@ from provisioner.cli.entry import program
 from provisioner.cli.memory_files import open_state
 from provisioner.config.paths import MEMORY_DIR, STATE_FILE, default_paths
 from provisioner.counts import counted
+from provisioner.doctor.failures import failure_words
 
 if TYPE_CHECKING:
     from provisioner.runtime.loom.backend import LoomMemory
 
 SESSION_ID_MAX_CHARS = 200  # loom-ops: the session ids Loom takes
+STATUS_SCHEMA = 1  # FLEET-4: the version of ``status --json``'s shape
+# FLEET-4: the overall status of ``status --json`` (docs/sweep.md defines each).
+STATUS_OK, STATUS_DEGRADED, STATUS_UNAVAILABLE, STATUS_NOT_LOOM = (
+    "ok",
+    "degraded",
+    "unavailable",
+    "not_loom",
+)
 AGE_UNITS = ((86_400, "d"), (3_600, "h"), (60, "min"), (1, "s"))  # our choice: how an age reads
 
 
@@ -82,12 +92,11 @@ def _loaded_config(args: argparse.Namespace) -> tuple[Any, Path]:
     return load_config(config_dir, workspace), config_dir
 
 
-def _kept_in_memu(args: argparse.Namespace) -> int:
+def _kept_in_memu(args: argparse.Namespace, *, status: bool = False) -> int:
+    """Say memory is kept in memU; ``status --json`` leads with its schema and status."""
     if args.json:
-        report: dict[str, Any] = {"backend": "memu", "kept_in": "memU"}
-        if args.handler is _run_status:  # FLEET-4: a monitor reads schema and status first
-            report = {"schema": STATUS_SCHEMA, "status": "OK", **report}
-        print(json.dumps(report, indent=2))
+        report = {"schema": STATUS_SCHEMA, "status": STATUS_NOT_LOOM} if status else {}
+        print(json.dumps({**report, "backend": "memu", "kept_in": "memU"}, indent=2))
     else:
         print("memory is kept in memU (memory.backend: memu); there is no Loom backend to ask")
     return EXIT_OK
@@ -145,21 +154,10 @@ def _run_recall(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-STATUS_SCHEMA = 1  # FLEET-4: memory status --json {"schema": 1, "status", ...}
-
-
-def overall_status(report: dict[str, Any]) -> str:
-    """Doctor's words for the whole report (FLEET-4): ERR when Loom is not available, WARN
-    when it is but an error was recorded, else OK."""
-    if not report.get("available"):
-        return "ERR"
-    return "WARN" if report.get("last_error") else "OK"
-
-
 def _run_status(args: argparse.Namespace) -> int:
     config, config_dir = _loaded_config(args)
     if config.memory_backend != "loom":
-        return _kept_in_memu(args)
+        return _kept_in_memu(args, status=True)
     import asyncio
 
     from provisioner.runtime.gateway.errors import GatewayError
@@ -169,20 +167,22 @@ def _run_status(args: argparse.Namespace) -> int:
     _progress(config)
 
     async def probe() -> dict[str, Any]:
+        failed: BaseException | None = None
         with open_state(state_path(config_dir, args.state)) as state:
             async with LoomMemory.from_config(config, state=state) as memory:
                 try:
                     await memory.health()
                 except MemoryBackendUnavailable as error:
                     memory.note_error("health", error)
-                except GatewayError:  # health() noted it, with its code: the last error shown
-                    pass
-                return _with_sweep_facts(memory, memory.diagnostics(), config)
+                    failed = error
+                except GatewayError as error:  # health() noted it, with its code
+                    failed = error
+                report = _with_sweep_facts(memory, memory.diagnostics(), config)
+        return _with_overall(report, failed)
 
     report = asyncio.run(probe())
     if args.json:
-        overall = {"schema": STATUS_SCHEMA, "status": overall_status(report)}  # FLEET-4
-        print(json.dumps({**overall, **report}, indent=2, ensure_ascii=False))
+        print(json.dumps(report, indent=2, ensure_ascii=False))
     else:
         sys.stdout.write("".join(_lines(_shown_status(report), 0)))
     return EXIT_OK
@@ -218,6 +218,48 @@ def _with_sweep_facts(memory: LoomMemory, report: dict[str, Any], config: Any) -
     return report
 
 
+def _with_overall(report: dict[str, Any], failed: BaseException | None) -> dict[str, Any]:
+    """``report`` led by ``schema`` and the overall ``status``, its last error in words.
+
+    ``unavailable``: the probe failed or memory cannot be used now (no catalog listing
+    ``loom``, the breaker open). ``degraded``: the probe went through, but the breaker is
+    trying again after failures, the catalog in use is an older one the gateway could not
+    replace, or the sweep's last extraction failed and no batch went through since. ``ok``:
+    none of these (FLEET-4). The last error gains ``what`` (what happened, in words: the
+    HTTP status, ``Retry-After`` when this probe met it, Loom's fault code as words); its
+    ``kind`` keeps the outcome's class for whoever reads it already.
+    """
+    last = report.get("last_error")
+    if isinstance(last, dict):
+        retry_after = getattr(_cause(failed), "retry_after_s", None)
+        mine = failed is not None and last.get("op") == "health"
+        last["what"] = failure_words(
+            last.get("kind"),
+            last.get("code"),
+            last.get("message", ""),
+            retry_after if mine else None,
+        )
+    return {"schema": STATUS_SCHEMA, "status": _overall(report, failed), **report}
+
+
+def _cause(error: BaseException | None) -> BaseException | None:
+    """The gateway's outcome behind a ``MemoryBackendUnavailable``, else ``error`` itself."""
+    cause = getattr(error, "__cause__", None)
+    return cause if cause is not None else error
+
+
+def _overall(report: dict[str, Any], failed: BaseException | None) -> str:
+    if failed is not None or not report.get("available"):
+        return STATUS_UNAVAILABLE
+    breaker = report.get("breaker") or {}
+    catalog = report.get("catalog") or {}
+    last = report.get("last_error") or {}
+    sweep_failing = last.get("op") == "extract" and last.get("batches_through_since") == 0
+    if breaker.get("state", "closed") != "closed" or catalog.get("read_error") or sweep_failing:
+        return STATUS_DEGRADED
+    return STATUS_OK
+
+
 def _queued_batches(memory: LoomMemory) -> dict[str, int] | None:
     """Batches of queued mode still open (SWEEP-15): ``in_loom_queue``, which hold their
     sessions' windows and keep them out of a backfill, and ``fell_back``, sent again in
@@ -238,17 +280,20 @@ def _queued_batches(memory: LoomMemory) -> dict[str, int] | None:
 
 
 def _shown_status(report: dict[str, Any]) -> dict[str, Any]:
-    """The status as text shows it: the last error's age and what went through since, in words."""
+    """The status as text shows it: what happened in words (FLEET-4), the last error's age
+    and what went through since; the schema version is for JSON readers only."""
+    shown_report = {key: value for key, value in report.items() if key != "schema"}
     last = report.get("last_error")
-    if not isinstance(last, dict) or "age_s" not in last:
-        return report
-    shown = {key: value for key, value in last.items() if key not in ("age_s", "code")}
-    through = shown.pop("batches_through_since")
+    if not isinstance(last, dict):
+        return shown_report
+    shown = {key: value for key, value in last.items() if key not in ("age_s", "code", "what")}
+    shown["kind"] = last.get("what", last.get("kind"))
     if last.get("code"):
-        shown["kind"] = f"{last['kind']} ({last['code']})"
-    batches = counted(through, "batch")
-    shown["age"] = f"{age_words(last['age_s'])} ago, {batches} went through since"
-    return {**report, "last_error": shown}
+        shown["kind"] = f"{shown['kind']} ({last['code']})"
+    if "age_s" in last:
+        batches = counted(shown.pop("batches_through_since"), "batch")
+        shown["age"] = f"{age_words(last['age_s'])} ago, {batches} went through since"
+    return {**shown_report, "last_error": shown}
 
 
 def age_words(seconds: float) -> str:

@@ -37,9 +37,46 @@ LOCKDOWN_KEY = "lockdown"  # CONF-3: read from settings.yaml only
 GATEWAY_URL_KEY = "mcp_gateway_url"  # CONF-6
 DASHBOARD_URL_KEY = "memory.loom.dashboard_url"  # CONF-5
 TOP_LEVEL_KEYS = (LOCKDOWN_KEY, GATEWAY_URL_KEY, "memory")  # the top-level keys checked here
+# FLEET-4, NERVE-5: the top-level keys Nerve itself reads (the fields of its NerveConfig, and
+# the tokens its key check allows), carried through unchecked; any other top-level key warns.
+NERVE_TOP_LEVEL_KEYS = (
+    "workspace",
+    "timezone",
+    "deployment",
+    "quiet_start",
+    "quiet_end",
+    "provider",
+    "gateway",
+    "agent",
+    "telegram",
+    "sync",
+    "cron",
+    "workspace_sync",
+    "backup",
+    "sessions",
+    "retention",
+    "auth",
+    "channels",
+    "notifications",
+    "docker",
+    "proxy",
+    "ollama",
+    "codex",
+    "workflows",
+    "houseofagents",
+    "langfuse",
+    "xmemory",
+    "mcp_endpoint",
+    "mcp_servers",
+    "external_agents",
+    "anthropic_api_key",
+    "openai_api_key",
+    "brave_search_api_key",
+    "claude_oauth_token",
+    "github_token",
+)
 # FLEET-4: how close an unknown key must be to a known one to be named as a likely typo
-# (difflib's ratio; "memroy" is 0.83 from "memory"). Nerve's own top-level keys are many and
-# carried through, so a top-level key warns only when it is this close to one of ours.
+# (difflib's ratio; "memroy" is 0.83 from "memory").
 LIKELY_TYPO_RATIO = 0.8
 
 
@@ -110,14 +147,16 @@ class KeyChecker:
         return value
 
     def top_level(self, merged: Mapping[Any, Any]) -> None:
-        """A top-level key that is not one of ours but nearly is (``memroy``) warns, naming
-        the key it probably meant (FLEET-4); any other is Nerve's, carried through."""
+        """Warn of each top-level key neither this package nor Nerve reads (FLEET-4), naming
+        the key it probably meant when one is close: ``memroy`` would otherwise leave memory
+        at its defaults without a word."""
+        known = (*TOP_LEVEL_KEYS, *NERVE_TOP_LEVEL_KEYS)
         for key in merged:
-            if key in TOP_LEVEL_KEYS or not isinstance(key, str):
-                continue
-            likely = _likely(key, TOP_LEVEL_KEYS)
-            if likely:
-                self.warn(key, f"unknown key, ignored;{likely}")
+            if key not in known:
+                likely = _likely(key, known)
+                self.warn(
+                    str(key), f"unknown key, ignored;{likely}" if likely else "unknown key, ignored"
+                )
 
     def backend(self, value: Any) -> str:
         """``memory.backend``: one of the registry's names; absent or empty means memU (CONF-4)."""

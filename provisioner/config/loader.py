@@ -17,7 +17,8 @@ refused with one line naming the file. A file the machine cannot give (permissio
 I/O error) is a ``FileFault`` naming it instead, with that fault's status (73, 74; REL-4).
 
 Problems that do not stop Nerve (an unknown key, a dashboard link that cannot be used) end up
-in ``Config.warnings`` for ``nerve doctor`` to show.
+in ``Config.warnings`` for ``nerve doctor`` to show; an unknown key, at the top level too,
+warns, naming the known key it probably meant when one is close (FLEET-4).
 """
 
 from __future__ import annotations

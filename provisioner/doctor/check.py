@@ -46,8 +46,11 @@ def _escaped(char: str) -> str:
 class Check:
     """One line of the doctor's report, and its advice.
 
-    ``source`` says where the checked value came from (a file, ``${VAR}`` in a file, the
-    workspace manifest, the gateway), or None. Text fields are made one line on construction.
+    ``id`` is the check's stable name (``config.files``, ``workspace.tool_names.MEMORY.md:12:
+    mcp__nerve__memorize``), never its position in the report, so a monitor can follow one
+    check from run to run (FLEET-4). ``source`` says where the checked value came from (a
+    file, ``${VAR}`` in a file, the workspace manifest, the gateway), or None. Text fields
+    are made one line on construction.
     Raises ``ValueError`` for an unknown status, or a WARN or ERR without advice.
     """
 
@@ -62,7 +65,7 @@ class Check:
             raise ValueError(f"status {self.status!r} is not one of {', '.join(STATUSES)}")
         if self.status != OK and not self.advice:
             raise ValueError(f"check {self.id} is {self.status} and says nothing to do")
-        for name in ("message", "advice", "source"):
+        for name in ("id", "message", "advice", "source"):
             value = getattr(self, name)
             if value is not None:
                 limit = ADVICE_MAX_CHARS if name == "advice" else TEXT_MAX_CHARS

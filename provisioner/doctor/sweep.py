@@ -5,9 +5,9 @@ state.sqlite3``): per session the watermark and the failures of the batch at it,
 budget and why it was cut, and an audit of skipped messages. Doctor reads it read-only — it
 never creates, migrates or locks it, and waits at most a moment for a sweep that is writing —
 and says whether the sweep is healthy: a budget cut short, a batch being isolated, messages
-skipped — and the last error the backend or the sweep kept there (when, which op, which outcome
-class, its one-line message). The breaker lives in the running process, not in this file; the
-Diagnostics card and ``nerve memory status`` show it.
+skipped — and the last error the backend or the sweep kept there (when, which op, what
+happened in words, its one-line message). The breaker lives in the running process, not in
+this file; the Diagnostics card and ``nerve memory status`` show it.
 
 Doctor may run while another process is creating the file or holds its lock (SWEEP-12): a file
 not set up yet is a sweep that has not run yet, and a file still locked after the wait is busy
@@ -32,6 +32,7 @@ from provisioner.cli.entry import command
 from provisioner.config.paths import default_paths
 from provisioner.counts import counted
 from provisioner.doctor.check import OK, WARN, Check
+from provisioner.doctor.failures import failure_words
 from provisioner.runtime.loom.report import CODE_MAX_CHARS, followed_by
 from provisioner.runtime.state_schema import (
     AUDIT_SKIPPED,
@@ -284,7 +285,8 @@ def _last_error(database: sqlite3.Connection) -> str | None:
     kept_code = kept_code or (detail[len(kind) + 1 : -1] if coded else "")
     code = f"code {kept_code}; " if kept_code else ""
     since = counted(through, "batch")
-    return f"last error {when} in {op}: {kind}: {message} ({code}{since} went through since)"
+    said = failure_words(kind, kept_code, message)  # FLEET-4: what happened, not a class
+    return f"last error {when} in {op}: {said}: {message} ({code}{since} went through since)"
 
 
 def _printable(value: object) -> str:

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from provisioner.cli.entry import command, program_words
-from provisioner.doctor.check import OK, WARN, Check, joined, one_line
+from provisioner.doctor.check import OK, WARN, Check, joined
 from provisioner.doctor.cron_prompts import CRON_FILES, CRON_FOLDER, NOT_A_JOBS_FILE, prompt_view
 from provisioner.runtime.sqlite_file import CAUSE_OF_KIND, FileFault
 from provisioner.templating.backends import Backend, ContractFixtureError, get_backend
@@ -54,6 +54,8 @@ _LINE_BREAK = re.compile(r"\r\n|\r|\n")  # as an editor counts lines
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _LINK = "a link"
+# FLEET-4: ids past the places listed: workspace.tool_names.FILE:more, ….more_files
+MORE_PLACES, MORE_FILES = "more", "more_files"
 
 
 @dataclass(frozen=True)
@@ -314,8 +316,8 @@ def tool_name_checks(
     recorded_wording: object = None,
     skip: Collection[str] = (),
 ) -> list[Check]:
-    """The lint as checks: ``workspace.tool_names``, then ``workspace.tool_names.FILE:LINE``
-    for each place.
+    """The lint as checks: ``workspace.tool_names``, then ``workspace.tool_names.FILE:LINE:TOOL``
+    for each place (``FILE:more`` and ``more_files`` past those shown).
 
     ``shipped`` are the files the manifest records (they have a ``nerve diff``), and
     ``recorded_wording`` the backend they were worded for. A missing or damaged contract
@@ -396,22 +398,21 @@ def _places(lint: WorkspaceLint, advice: Advice) -> list[Check]:
                 f"{relative}:{finding.line}: names {finding.named.ref}, {_why(finding, advice)}"
             )
             where = f"{advice.workspace / relative}:{finding.line}"
-            checks.append(_place(f"{relative}:{finding.line}", message, fix, where))
+            place = f"{relative}:{finding.line}:{finding.named.ref}"
+            checks.append(_place(place, message, fix, where))
         shown += len(visible)
         if found.total > len(visible):
             more = _places_count([found], shown=len(visible), more=True)
             message = f"{relative}: {more} naming tools {_sessions(advice)} do not have"
-            checks.append(_place(relative, message, fix, str(advice.workspace / relative)))
+            where, place = str(advice.workspace / relative), f"{relative}:{MORE_PLACES}"
+            checks.append(_place(place, message, fix, where))
     return checks
 
 
-MORE_FILES = "more_files"  # the id's name for the files past those listed one place a line
-
-
 def _place(name: str, message: str, fix: str, where: str | None) -> Check:
-    """One place, its id named by the place (``workspace.tool_names.MEMORY.md:12``, FLEET-4):
-    a monitor follows the same place from run to run whatever else was found."""
-    return Check(f"workspace.tool_names.{one_line(name)}", WARN, message, advice=fix, source=where)
+    """One place, its id named by the place, never its position (FLEET-4): a monitor follows
+    it from run to run, and two tools named on one line are two ids."""
+    return Check(f"workspace.tool_names.{name}", WARN, message, advice=fix, source=where)
 
 
 def _more_files(rest: list[tuple[str, FileFindings]], advice: Advice) -> Check:

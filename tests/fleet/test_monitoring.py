@@ -38,7 +38,12 @@ class TestSchemaAndOverallStatus:
         provision("ws")
         ran = run_main(["memory", "status", "--json", *folders(tmp_path)])
         assert ran.status == 0
-        assert ran.json() == {"schema": 1, "status": "OK", "backend": "memu", "kept_in": "memU"}
+        assert ran.json() == {
+            "schema": 1,
+            "status": "not_loom",
+            "backend": "memu",
+            "kept_in": "memU",
+        }
 
 
 class TestMissingFoldersAreRefused:
@@ -132,7 +137,7 @@ class TestCheckIdsAreNames:
             "config.warning.memroy",
         ]
 
-    def test_a_place_naming_another_backends_tool_is_named_by_file_and_line(
+    def test_a_place_naming_another_backends_tool_is_named_by_file_line_and_tool(
         self, provision: Provision, tmp_path: Path
     ) -> None:
         provision("ws", "--memory-backend", "loom")
@@ -140,4 +145,4 @@ class TestCheckIdsAreNames:
         memory = tmp_path / "ws" / "MEMORY.md"
         lines = memory.read_text().splitlines(keepends=True)
         memory.write_text("".join([*lines[:2], "Use `mcp__nerve__memorize` often.\n", *lines[2:]]))
-        assert "workspace.tool_names.MEMORY.md:3" in self.ids(tmp_path)
+        assert "workspace.tool_names.MEMORY.md:3:mcp__nerve__memorize" in self.ids(tmp_path)

@@ -25,6 +25,7 @@ from provisioner.runtime.state_schema import AUDIT_BATCH, AUDIT_FAILED, AUDIT_QU
 from tests.conftest import RunNerve
 
 EXTRACTION = "loom_memory_set_from_messages"
+BUSY = "Loom busy with this agent's earlier calls"  # FLEET-4: what GRANT_BUSY means
 
 
 @pytest.fixture
@@ -96,7 +97,7 @@ class TestStatusAfterASweep:
         run_nerve("memory", "sweep", *options(tmp_path))
         done = run_nerve("memory", "status", *options(tmp_path))
         assert done.returncode == 0, done.stderr
-        assert "  kind: CodedFault (OVERLOADED)\n" in done.stdout
+        assert "  kind: Loom overloaded (OVERLOADED)\n" in done.stdout
         assert " ago, 1 batch went through since\n" in done.stdout
         assert "remember item" not in done.stdout
 
@@ -165,7 +166,7 @@ class TestStatusAfterASweep:
         )
         doctor = run_nerve("doctor", "--offline", "--json", *options(tmp_path))
         sweep = next(c for c in json.loads(doctor.stdout)["checks"] if c["id"] == "loom.sweep")
-        assert "in health: CodedFault: " in sweep["message"]
+        assert "in health: Loom's database unreachable: " in sweep["message"]
         assert "(code BACKEND_UNAVAILABLE; " in sweep["message"]
 
 
@@ -265,7 +266,7 @@ class TestDoctorsLine:
             state.record_audit(batch(AUDIT_FAILED, "CodedFault(GRANT_BUSY)"), now=1.8e9)
             state.record_audit(batch(AUDIT_BATCH, "100"), now=1.8e9 + 60)
         check = doctor_sweep.sweep_state_check(tmp_path / "cfg")
-        assert " in extract: CodedFault: busy (code GRANT_BUSY; 1 batch went through since)" in (
+        assert f" in extract: {BUSY}: busy (code GRANT_BUSY; 1 batch went through since)" in (
             check.message
         )
 
@@ -288,7 +289,7 @@ class TestDoctorsLine:
             state.record_audit(batch(AUDIT_FAILED, "CodedFault(GRANT_BUSY)"), now=1.8e9)
         planted(path, "ALTER TABLE last_error DROP COLUMN code", "PRAGMA user_version = 7")
         check = doctor_sweep.sweep_state_check(tmp_path / "cfg")
-        assert " in extract: CodedFault: busy (code GRANT_BUSY; 0 batches went through since)" in (
+        assert f" in extract: {BUSY}: busy (code GRANT_BUSY; 0 batches went through since)" in (
             check.message
         )
 
