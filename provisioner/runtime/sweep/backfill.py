@@ -51,6 +51,7 @@ from provisioner.runtime.sweep.start import (
 )
 from provisioner.runtime.transcripts import (
     RFC3339,
+    HostTranscripts,
     SourceFailed,
     TranscriptSource,
     check_message,
@@ -301,23 +302,27 @@ def backfill_line(
 
 class BackfillView:
     """``source`` as the sweep reads it: messages a backfill under way passes over are left
-    out (see the module's docstring). Reads the state; never writes it. Every other attribute
-    is the source's own, so a host source stays one (``HostTranscripts``)."""
+    out (see the module's docstring). Reads the state; never writes it.
+
+    It forwards nothing else: a host's hooks (``HostTranscripts``) are asked of the wrapped
+    source itself, through ``host``. Forwarding attributes dynamically would hide them from
+    ``isinstance`` against a runtime-checkable protocol, which looks attributes up statically
+    since Python 3.12, and the host would never hear how far the sweep got (REL-1, NERVE-3).
+    """
 
     def __init__(self, source: TranscriptSource, reader: StateReader) -> None:
         self._source = source
         self._reader = reader
         self._ledger: Ledger | None = None
 
-    def __getattr__(self, name: str) -> Any:
-        source = self.__dict__.get("_source")
-        if source is None or name.startswith("__"):
-            raise AttributeError(name)
-        return getattr(source, name)
-
     @property
     def source(self) -> TranscriptSource:
         return self._source
+
+    @property
+    def host(self) -> HostTranscripts | None:
+        """The wrapped source when it is a host's own store (NERVE-3), else None."""
+        return host_of(self._source)
 
     def sessions(self) -> Sequence[str]:
         """The source's sessions; what the ledger says is read again from here on."""
@@ -403,6 +408,17 @@ def sweep_source(
     if isinstance(source, SweepSource):
         return source
     return SweepSource(source, state, clock)
+
+
+def host_of(source: object) -> HostTranscripts | None:
+    """The host store behind ``source`` (itself, or what a ``BackfillView`` wraps), or None.
+
+    Asked of the object that defines the hooks, never of a wrapper, so the answer is the same
+    on every Python the package runs on (REL-1).
+    """
+    if isinstance(source, BackfillView):
+        return source.host
+    return source if isinstance(source, HostTranscripts) else None
 
 
 def _id_of(item: object) -> int | None:

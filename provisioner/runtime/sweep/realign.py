@@ -41,7 +41,6 @@ from provisioner.runtime.transcripts import (
     HostTranscripts,
     Message,
     Refused,
-    TranscriptSource,
     check_message,
 )
 
@@ -135,15 +134,18 @@ def newest_matching(count: int, matches: Callable[[int], bool]) -> int:
     return good
 
 
-def tell_host(source: TranscriptSource, state: StateStore, session_id: str) -> None:
-    """Tell a host source where the session's watermark stands; log what it raises."""
-    if not isinstance(source, HostTranscripts):
+def tell_host(host: HostTranscripts | None, state: StateStore, session_id: str) -> None:
+    """Tell a host source where the session's watermark stands; log what it raises.
+
+    ``host`` is the host's own store (``backfill.host_of``), None when the sweep reads none.
+    """
+    if host is None:
         return
     watermark = state.watermark(session_id)
     if watermark <= 0:
         return
     try:
-        source.swept_through(session_id, watermark)
+        host.swept_through(session_id, watermark)
     except Exception as error:
         log.warning(
             "session %s: the transcripts could not follow the watermark: %s",
@@ -152,15 +154,15 @@ def tell_host(source: TranscriptSource, state: StateStore, session_id: str) -> N
         )
 
 
-def note_source(source: TranscriptSource, state: StateStore, now: float) -> None:
+def note_source(host: HostTranscripts | None, state: StateStore, now: float) -> None:
     """Keep which host source the sweep reads (kind and location), for doctor.
 
     Written only when it changed, so a sweep that reads the same source writes nothing here.
-    A source whose ``kind`` or ``location`` is no text is not kept.
+    A source whose ``kind`` or ``location`` is no text is not kept; None is no host source.
     """
-    if not isinstance(source, HostTranscripts):
+    if host is None:
         return
-    kind, location = getattr(source, "kind", None), getattr(source, "location", None)
+    kind, location = getattr(host, "kind", None), getattr(host, "location", None)
     if not isinstance(kind, str) or not isinstance(location, str):
         return
     rows = state.read("SELECT kind, location FROM sweep_source WHERE id = 1")

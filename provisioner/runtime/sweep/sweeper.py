@@ -42,7 +42,7 @@ from provisioner.runtime.loom.settings import SWEEP_CONCURRENCY_DEFAULT
 from provisioner.runtime.loom.types import Extracted
 from provisioner.runtime.state import AuditEntry, Mark, StateStore
 from provisioner.runtime.state_schema import AUDIT_BATCH, AUDIT_BUDGET, AUDIT_CUT, AUDIT_FAILED
-from provisioner.runtime.sweep.backfill import sweep_source
+from provisioner.runtime.sweep.backfill import host_of, sweep_source
 from provisioner.runtime.sweep.batching import Batch
 from provisioner.runtime.sweep.concurrency import (
     AdaptiveLimit,
@@ -212,6 +212,7 @@ class SweepRun:
         self.report = SweepReport(mode.name)
         self._calls = TalliedExtractor(memory)  # each window's calls noted for its verdict
         self._source = source
+        self._host = host_of(source)  # NERVE-3: asked of the host's store itself (REL-1)
         self._mode = mode
         self.clock = clock
         self.progress: ProgressCallback | None = None
@@ -247,7 +248,7 @@ class SweepRun:
             self.report.reason = f"the transcripts cannot list their sessions ({failure.kind})"
             return
         self.report.sessions_seen = self._total = len(sessions)
-        note_source(self._source, self.state, self.clock())
+        note_source(self._host, self.state, self.clock())
         due: dict[str, None] = {}
         for listed in sessions:
             session_id = check_session_id(listed)
@@ -277,7 +278,7 @@ class SweepRun:
         finally:
             self._calls.finish(session_id)
             del self._batches[session_id]
-            tell_host(self._source, self.state, session_id)  # NERVE-3
+            tell_host(self._host, self.state, session_id)  # NERVE-3
         return WindowResult(ended, tally.verdict)
 
     def _window_done(self, session_id: str, result: WindowResult) -> None:
