@@ -28,7 +28,7 @@ import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -160,15 +160,22 @@ class StateStore:
 
         ``BEGIN IMMEDIATE`` takes the write lock at the start, so two processes never both
         read a value and then each write their own update of it.
+
+        A failure inside the block or at ``COMMIT`` (busy, a full disk, an I/O error) leaves
+        nothing of the transaction behind and raises that failure itself: SQLite may have
+        rolled back already, so the rollback here is only asked for while one is open, and
+        its own failure never hides the cause (REL-2). The next transaction starts afresh.
         """
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 yield self._db
+                self._db.execute("COMMIT")
             except BaseException:
-                self._db.execute("ROLLBACK")
+                if self._db.in_transaction:
+                    with suppress(sqlite3.Error):
+                        self._db.execute("ROLLBACK")
                 raise
-            self._db.execute("COMMIT")
 
     def read(self, sql: str, parameters: Sequence[object] = ()) -> list[sqlite3.Row]:
         """Rows of one read-only query (no transaction needed: WAL gives a consistent view)."""

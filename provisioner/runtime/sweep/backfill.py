@@ -38,6 +38,7 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 from provisioner.runtime.loom.answers import MESSAGE_ROLES
+from provisioner.runtime.sqlite_file import faults_named
 from provisioner.runtime.state import AuditEntry, StateStore, put_audit, watermark_in
 from provisioner.runtime.state_schema import AUDIT_BACKFILL, AUDIT_BACKFILL_DONE, AUDIT_WENT_BACK
 from provisioner.runtime.sweep.followup import WAITING
@@ -389,11 +390,14 @@ class SweepSource(BackfillView):
 
     def sessions(self) -> Sequence[str]:
         """The source's sessions, after new ones were given their start; raises what the
-        source raises (the sweep then ends, SWEEP-12)."""
+        source raises (the sweep then ends, SWEEP-12), and a ``FileFault`` naming the state
+        when a start cannot be stored for a fault of its file (REL-2): a session started at 0
+        instead would send memU's share again."""
         listed = list(super().sessions())
         ids = [session_id for session_id in map(check_session_id, listed) if session_id]
         now = self._clock()
-        start_new_sessions(self.source, self._state, ids, now=now)
+        with faults_named(self._state.path):  # REL-2: the state's fault ends the sweep
+            start_new_sessions(self.source, self._state, ids, now=now)
         try:
             settle_backfills(self._state, now=now)
         except sqlite3.Error as error:  # the next sweep settles them; nothing is lost
@@ -419,6 +423,17 @@ def host_of(source: object) -> HostTranscripts | None:
     if isinstance(source, BackfillView):
         return source.host
     return source if isinstance(source, HostTranscripts) else None
+
+
+def source_location(source: object) -> str:
+    """Where ``source`` reads from, as a fault names it: a host's ``location``, a file's
+    ``path``, else ``transcripts``. Asked of the source behind a ``BackfillView``."""
+    inner = source.source if isinstance(source, BackfillView) else source
+    for name in ("location", "path"):
+        value = getattr(inner, name, None)
+        if isinstance(value, str) and value:
+            return value
+    return "transcripts"
 
 
 def _id_of(item: object) -> int | None:

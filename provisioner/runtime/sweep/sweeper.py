@@ -40,9 +40,10 @@ from provisioner.runtime.gateway.errors import NoAnswer
 from provisioner.runtime.loom.backend import EXTRACT_DEADLINE_S
 from provisioner.runtime.loom.settings import SWEEP_CONCURRENCY_DEFAULT
 from provisioner.runtime.loom.types import Extracted
+from provisioner.runtime.sqlite_file import FileFault, faults_named, file_fault
 from provisioner.runtime.state import AuditEntry, Mark, StateStore
 from provisioner.runtime.state_schema import AUDIT_BATCH, AUDIT_BUDGET, AUDIT_CUT, AUDIT_FAILED
-from provisioner.runtime.sweep.backfill import host_of, sweep_source
+from provisioner.runtime.sweep.backfill import host_of, source_location, sweep_source
 from provisioner.runtime.sweep.batching import Batch
 from provisioner.runtime.sweep.concurrency import (
     AdaptiveLimit,
@@ -67,6 +68,7 @@ from provisioner.runtime.sweep.outcomes import (
     BAD_SESSION_ID_KIND,
     STOPPED_BUSY,
     STOPPED_SOURCE,
+    STOPPED_STATE,
     SweepReport,
 )
 from provisioner.runtime.sweep.realign import note_source, tell_host
@@ -169,26 +171,43 @@ class Sweeper:
         another sweep over the same state runs (SWEEP-11).
         """
         report = SweepReport(self._mode.name)
-        with sweep_lock(self._state.path, self._state) as held:
-            if not held:
-                report.stopped = STOPPED_BUSY
-            else:
-                source = sweep_source(self._source, self._state, self._clock)  # MIG-2
-                run = SweepRun(
-                    self._memory, source, self._state, self._mode, self._clock, self._concurrency
-                )
-                run.progress = progress
-                run.follow_up = FollowUp.for_sweep(  # SWEEP-15: the backend itself, unwrapped
-                    self._memory, self._state, defer=self._mode.defer, clock=self._clock
-                )
-                await run.sweep(report)
-                if run.follow_up is not None:
-                    report.follow_up = run.follow_up.tally.as_dict()
-        budget = self.budget()
+        try:
+            with faults_named(self._state.path):  # REL-2: what reaches here is the state's
+                await self._sweep_locked(report, progress)
+                budget = self.budget()
+        except FileFault as fault:
+            stopped = STOPPED_STATE if fault.path == self._state.path else STOPPED_SOURCE
+            report.note_fault(fault, stopped)
+            log.warning("sweep ended: %s", fault)
+            return report
         report.note_budget(budget)
         if isinstance(self._memory, BudgetListener):
             self._memory.note_batch_budget(budget.as_dict())
         return report
+
+    async def _sweep_locked(self, report: SweepReport, progress: ProgressCallback | None) -> None:
+        """The sweep under its lock, filling ``report``; ``already_running`` without it.
+
+        A state file that cannot be read or written (busy past the wait, a full disk, a
+        read-only or damaged file) raises out of here as it was met, and every transaction
+        it cut short is rolled back: each watermark stays on the last batch Loom took, and the
+        next sweep picks up there (REL-2).
+        """
+        with sweep_lock(self._state.path, self._state) as held:
+            if not held:
+                report.stopped = STOPPED_BUSY
+                return
+            source = sweep_source(self._source, self._state, self._clock)  # MIG-2
+            run = SweepRun(
+                self._memory, source, self._state, self._mode, self._clock, self._concurrency
+            )
+            run.progress = progress
+            run.follow_up = FollowUp.for_sweep(  # SWEEP-15: the backend itself, unwrapped
+                self._memory, self._state, defer=self._mode.defer, clock=self._clock
+            )
+            await run.sweep(report)
+            if run.follow_up is not None:
+                report.follow_up = run.follow_up.tally.as_dict()
 
 
 class SweepRun:
@@ -240,10 +259,16 @@ class SweepRun:
                 return
         try:
             sessions = list(self._source.sessions())
+        except FileFault:  # the state's, met while new sessions were given their start
+            raise
         except Exception as error:
             failure = SourceFailed(error)
             log.warning("transcripts: sessions cannot be listed: %s", failure.kind)
             self.report.note_error("", failure.kind)
+            fault = file_fault(error, source_location(self._source))
+            if fault is not None:  # REL-2: a file that cannot be read, named with its cause
+                self.report.note_fault(fault, STOPPED_SOURCE)
+                return
             self.report.stopped = STOPPED_SOURCE
             self.report.reason = f"the transcripts cannot list their sessions ({failure.kind})"
             return
