@@ -27,7 +27,7 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -108,6 +108,21 @@ class AuditEntry:
     role: str | None = None
     created_at: str | None = None
     detail: str = ""
+
+
+@dataclass(frozen=True)
+class KeptError:
+    """An error kept in the state for another process to show (LOOM-4, REL-7): its wall time
+    (seconds since the epoch), op, outcome class, one-line message and fault code; ``seq``,
+    its place in the order errors arrived; ``audit_seq``, the audit log's last row then."""
+
+    at: float
+    op: str
+    kind: str
+    message: str
+    code: str | None
+    seq: int
+    audit_seq: int
 
 
 class StateStore:
@@ -331,28 +346,48 @@ class StateStore:
     def record_last_error(
         self, *, at: float, op: str, kind: str, message: str, code: str | None = None
     ) -> None:
-        """Keep the most recent error: ``at`` in seconds since the epoch; an older one is ignored.
+        """Keep ``op``'s newest error, ``at`` in seconds since the epoch (REL-7).
 
-        ``message`` must already be one bounded line that quotes no sent text; ``code`` is a
-        coded fault's code, already checked to be short and printable.
+        The error recorded last is the newest, whatever its time says: a clock set back since
+        the one kept never hides the current error. Each op keeps its own, so a status probe's
+        error (``health``) never takes the place of the sweep's (``extract``). ``message``
+        must already be one bounded line that quotes no sent text; ``code`` is a coded fault's
+        code, already checked to be short and printable.
         """
         with self.transaction() as db:
+            db.execute("DELETE FROM last_error WHERE op = ?", (op,))
             db.execute(
-                "INSERT INTO last_error (id, at, op, kind, message, code)"
-                " VALUES (1, ?, ?, ?, ?, ?)"
-                " ON CONFLICT (id) DO UPDATE SET at = excluded.at, op = excluded.op,"
-                " kind = excluded.kind, message = excluded.message, code = excluded.code"
-                " WHERE excluded.at >= last_error.at",
-                (at, op, kind, message, code),
+                "INSERT INTO last_error (op, at, kind, message, code, audit_seq)"
+                " VALUES (?, ?, ?, ?, ?, (SELECT COALESCE(MAX(seq), 0) FROM sweep_audit))",
+                (op, at, kind, message, code),
             )
 
-    def last_error(self) -> tuple[float, str, str, str, str | None] | None:
-        """The most recent error kept: ``(at, op, kind, message, code)``, or None."""
-        rows = self.read("SELECT at, op, kind, message, code FROM last_error WHERE id = 1")
+    def last_error(
+        self, ops: Collection[str] | None = None
+    ) -> tuple[float, str, str, str, str | None] | None:
+        """The error recorded last (of ``ops`` when given): ``(at, op, kind, message, code)``,
+        or None (see ``kept_error``)."""
+        kept = self.kept_error(ops)
+        return None if kept is None else (kept.at, kept.op, kept.kind, kept.message, kept.code)
+
+    def kept_error(self, ops: Collection[str] | None = None) -> KeptError | None:
+        """The error recorded last, by arrival (REL-7), among ``ops`` when given; None when
+        none is kept. ``ValueError`` or ``TypeError`` for a time that is no number."""
+        where = ""
+        parameters: tuple[str, ...] = ()
+        if ops is not None:
+            where = f" WHERE op IN ({', '.join('?' for _ in ops)})"
+            parameters = tuple(ops)
+        rows = self.read(
+            "SELECT at, op, kind, message, code, seq, audit_seq FROM last_error"
+            f"{where} ORDER BY seq DESC LIMIT 1",
+            parameters,
+        )
         if not rows:
             return None
-        at, op, kind, message, code = tuple(rows[0])
-        return (float(at), str(op), str(kind), str(message), code if code is None else str(code))
+        at, op, kind, message, code, seq, audit_seq = tuple(rows[0])
+        shown_code = code if code is None else str(code)
+        return KeptError(float(at), str(op), str(kind), str(message), shown_code, seq, audit_seq)
 
     @staticmethod
     def _put_session(db: sqlite3.Connection, session: SweepSession) -> None:

@@ -193,6 +193,28 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE last_error ADD COLUMN code TEXT;
     """,
+    # 9: errors kept in the order they arrived, one per op (REL-7). The one row kept the error
+    # with the latest time, so after the clock was set back a stale error hid the current one,
+    # and a status probe's error took the place of the sweep's. ``seq`` grows with each error
+    # recorded (the newest is the highest); ``audit_seq`` is the audit log's last row when it
+    # was, so what went through since is counted by arrival too, never by time.
+    """
+    ALTER TABLE last_error RENAME TO last_error_before_9;
+    CREATE TABLE last_error (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        op TEXT NOT NULL UNIQUE,
+        at REAL NOT NULL,
+        kind TEXT NOT NULL,
+        message TEXT NOT NULL,
+        code TEXT,
+        audit_seq INTEGER NOT NULL DEFAULT 0
+    );
+    INSERT INTO last_error (op, at, kind, message, code, audit_seq)
+        SELECT op, at, kind, message, code,
+            (SELECT COALESCE(MAX(seq), 0) FROM sweep_audit WHERE recorded_at < kept.at)
+        FROM last_error_before_9 AS kept;
+    DROP TABLE last_error_before_9;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
