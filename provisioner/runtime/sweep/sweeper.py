@@ -9,8 +9,9 @@ took, so a crash at any point loses nothing and at most the batch in flight is s
 ``Sweeper(memory, source, state)`` takes the Loom backend (or anything with its ``extract``
 method), the transcripts and the state. ``await sweeper.run_once()`` sweeps once and returns a
 ``SweepReport``; a second caller while a sweep runs returns at once with ``stopped ==
-"already_running"`` (SWEEP-11). How each failure is answered is in ``sweep_outcomes``; the
-window, its budget and the isolation of a failing batch are in ``window``.
+"already_running"`` (SWEEP-11). How each failure is answered is in ``outcomes``; the window,
+its budget and the isolation of a failing batch are in ``window``; how a window is read from
+the source, page by page, is in ``modes`` (``read_window``, ``source_page``).
 
 Sessions are swept side by side (SWEEP-14, ``concurrency``): up to ``concurrency`` windows in
 flight, never two of one session, under a limit that starts at one and follows what Loom
@@ -23,7 +24,10 @@ message ids, roles, times, counts and error kinds only.
 Whatever the source yields, ``run_once`` does not raise for it (SWEEP-12): every message is
 checked as it is read (``transcripts.check_message``) and one that cannot go is skipped with an
 audit row; a source method that raises stops only the window it was reading; a source that
-cannot list its sessions ends the sweep with ``stopped == "source_failed"``.
+cannot list its sessions ends the sweep with ``stopped == "source_failed"``. Nor does it raise
+for its state (REL-2): a state file busy past the wait, full, read-only, forbidden, failing
+or damaged ends the sweep with ``stopped == "state_failed"`` and the fault named in the report
+(``fault_kind``, ``fault_path``); every watermark stays, and the next sweep picks up there.
 """
 
 from __future__ import annotations
@@ -164,7 +168,8 @@ class Sweeper:
 
     async def run_once(self, progress: ProgressCallback | None = None) -> SweepReport:
         """Sweep every session once; never raises for a gateway or Loom failure, nor for
-        anything the transcript source yields or raises (SWEEP-12).
+        anything the transcript source yields or raises (SWEEP-12), nor for a state or source
+        file that cannot be used (REL-2: ``state_failed`` or ``source_failed``, the fault named).
 
         ``progress`` is called after each session and as each batch goes out and comes back
         (``SweepProgress``). Returns at once, with ``stopped == "already_running"``, while
@@ -330,7 +335,7 @@ class SweepRun:
 
         At most the mode's batch size plus ``extra`` (found messages still in front) items,
         and no more pages once twice the mode's byte limit was read: no batch can use more
-        (SWEEP-1). See ``reading.read_window``; ``SourceFailed`` when the source raises.
+        (SWEEP-1). See ``modes.read_window``; ``SourceFailed`` when the source raises.
         """
         return read_window(
             self.page,
