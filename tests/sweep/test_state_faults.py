@@ -50,14 +50,19 @@ async def sweep(source: SqliteTranscripts, state: StateStore, loom: ScriptedLoom
 def fill(folder: Path) -> Path:
     """Write a file in ``folder`` until its file system has no byte left; the file."""
     filler = folder / "filler"
-    with filler.open("wb") as out:
-        try:
-            while True:
-                out.write(b"\0" * FILLER_CHUNK)
-                out.flush()
-                os.fsync(out.fileno())
-        except OSError as error:
-            assert error.errno == errno.ENOSPC
+    descriptor = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)  # unbuffered: every write
+    try:  # meets the full disk here, none is left for the close
+        chunk = b"\0" * FILLER_CHUNK
+        while True:
+            try:
+                os.write(descriptor, chunk)
+            except OSError as error:
+                assert error.errno == errno.ENOSPC
+                if len(chunk) == 1:
+                    break
+                chunk = chunk[: len(chunk) // 2]  # the last pages, down to the last byte
+    finally:
+        os.close(descriptor)
     return filler
 
 
