@@ -35,10 +35,17 @@ from datetime import UTC, datetime
 from provisioner.runtime import sqlite_file
 from provisioner.runtime.budget import BatchBudget
 from provisioner.runtime.sqlite_file import is_busy, open_database
-from provisioner.runtime.state_schema import AUDIT_SHOWN_KINDS, SCHEMA_VERSION, apply_migrations
+from provisioner.runtime.state_schema import (
+    AUDIT_SHOWN_KINDS,
+    SCHEMA_VERSION,
+    apply_migrations,
+    put_error,
+)
 from provisioner.runtime.state_schema import MIGRATIONS as MIGRATIONS  # re-exported
+from provisioner.runtime.state_schema import newest_kept_error as newest_kept_error  # re-exported
 
 Read = Callable[[str, Sequence[object]], Sequence[Sequence[object]]]  # SQL, values -> rows
+ErrorRow = tuple[float, str, str, str, str | None]  # at, op, kind, message, code
 
 
 class StateVersionError(RuntimeError):
@@ -110,21 +117,6 @@ class AuditEntry:
     detail: str = ""
 
 
-@dataclass(frozen=True)
-class KeptError:
-    """An error kept in the state for another process to show (LOOM-4, REL-7): its wall time
-    (seconds since the epoch), op, outcome class, one-line message and fault code; ``seq``,
-    its place in the order errors arrived; ``audit_seq``, the audit log's last row then."""
-
-    at: float
-    op: str
-    kind: str
-    message: str
-    code: str | None
-    seq: int
-    audit_seq: int
-
-
 class StateStore:
     """One SQLite state file, opened (and migrated) on construction.
 
@@ -175,11 +167,8 @@ class StateStore:
 
         ``BEGIN IMMEDIATE`` takes the write lock at the start, so two processes never both
         read a value and then each write their own update of it.
-
-        A failure inside the block or at ``COMMIT`` (busy, a full disk, an I/O error) leaves
-        nothing of the transaction behind and raises that failure itself: SQLite may have
-        rolled back already, so the rollback here is only asked for while one is open, and
-        its own failure never hides the cause (REL-2). The next transaction starts afresh.
+        A failure, at ``COMMIT`` too, leaves nothing behind and is raised itself, never
+        hidden by a rollback SQLite may have made already (REL-2).
         """
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
@@ -346,48 +335,17 @@ class StateStore:
     def record_last_error(
         self, *, at: float, op: str, kind: str, message: str, code: str | None = None
     ) -> None:
-        """Keep ``op``'s newest error, ``at`` in seconds since the epoch (REL-7).
-
-        The error recorded last is the newest, whatever its time says: a clock set back since
-        the one kept never hides the current error. Each op keeps its own, so a status probe's
-        error (``health``) never takes the place of the sweep's (``extract``). ``message``
-        must already be one bounded line that quotes no sent text; ``code`` is a coded fault's
-        code, already checked to be short and printable.
-        """
+        """Keep ``op``'s error, ``at`` in seconds since the epoch, as the newest whatever its
+        time (REL-7: a clock set back never hides it); each op keeps its own. ``message`` is
+        one bounded line quoting no sent text; ``code`` a checked short printable code."""
         with self.transaction() as db:
-            db.execute("DELETE FROM last_error WHERE op = ?", (op,))
-            db.execute(
-                "INSERT INTO last_error (op, at, kind, message, code, audit_seq)"
-                " VALUES (?, ?, ?, ?, ?, (SELECT COALESCE(MAX(seq), 0) FROM sweep_audit))",
-                (op, at, kind, message, code),
-            )
+            put_error(db, at=at, op=op, kind=kind, message=message, code=code)
 
-    def last_error(
-        self, ops: Collection[str] | None = None
-    ) -> tuple[float, str, str, str, str | None] | None:
+    def last_error(self, ops: Collection[str] | None = None) -> ErrorRow | None:
         """The error recorded last (of ``ops`` when given): ``(at, op, kind, message, code)``,
-        or None (see ``kept_error``)."""
-        kept = self.kept_error(ops)
+        or None; ``newest_kept_error(store.read)`` gives its place in the order too."""
+        kept = newest_kept_error(self.read, ops)
         return None if kept is None else (kept.at, kept.op, kept.kind, kept.message, kept.code)
-
-    def kept_error(self, ops: Collection[str] | None = None) -> KeptError | None:
-        """The error recorded last, by arrival (REL-7), among ``ops`` when given; None when
-        none is kept. ``ValueError`` or ``TypeError`` for a time that is no number."""
-        where = ""
-        parameters: tuple[str, ...] = ()
-        if ops is not None:
-            where = f" WHERE op IN ({', '.join('?' for _ in ops)})"
-            parameters = tuple(ops)
-        rows = self.read(
-            "SELECT at, op, kind, message, code, seq, audit_seq FROM last_error"
-            f"{where} ORDER BY seq DESC LIMIT 1",
-            parameters,
-        )
-        if not rows:
-            return None
-        at, op, kind, message, code, seq, audit_seq = tuple(rows[0])
-        shown_code = code if code is None else str(code)
-        return KeptError(float(at), str(op), str(kind), str(message), shown_code, seq, audit_seq)
 
     @staticmethod
     def _put_session(db: sqlite3.Connection, session: SweepSession) -> None:

@@ -15,7 +15,8 @@ import pytest
 
 from provisioner.integrations.nerve.transcripts import NerveTranscripts
 from provisioner.runtime.state import StateStore
-from provisioner.runtime.sweep.backfill import BackfillView, host_of, sweep_source
+from provisioner.runtime.sweep.backfill import BackfillView, sweep_source
+from provisioner.runtime.sweep.realign import host_of
 from provisioner.runtime.sweep.sweeper import Sweeper
 from provisioner.runtime.transcripts import Message, SqliteTranscripts
 from tests.integrations.nerve_db import NerveDb, native

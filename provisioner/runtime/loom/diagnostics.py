@@ -25,7 +25,7 @@ from provisioner.runtime.gateway.connection import LoomConnection
 from provisioner.runtime.loom.report import CODE_MAX_CHARS, LastError, followed_by
 from provisioner.runtime.loom.types import Identity
 from provisioner.runtime.memory_contract import LOOM_SERVER
-from provisioner.runtime.state import StateStore
+from provisioner.runtime.state import StateStore, newest_kept_error
 
 # outcomes.error_kind's "Kind(CODE)", as the sweep's failed row keeps it
 FAILED_DETAIL = re.compile(rf"(?P<kind>\w+)\((?P<code>.{{1,{CODE_MAX_CHARS}}})\)")
@@ -103,7 +103,7 @@ def since_last_error(state: StateStore) -> dict[str, Any] | None:
     expected.
     """
     try:
-        kept = state.kept_error()
+        kept = newest_kept_error(state.read)
         if kept is None:
             return None
         at, op, kind, kept_code = kept.at, kept.op, kept.kind, kept.code

@@ -323,7 +323,10 @@ class BackfillView:
     @property
     def host(self) -> HostTranscripts | None:
         """The wrapped source when it is a host's own store (NERVE-3), else None."""
-        return host_of(self._source)
+        source = self._source
+        if isinstance(source, BackfillView):
+            return source.host
+        return source if isinstance(source, HostTranscripts) else None
 
     def sessions(self) -> Sequence[str]:
         """The source's sessions; what the ledger says is read again from here on."""
@@ -412,28 +415,6 @@ def sweep_source(
     if isinstance(source, SweepSource):
         return source
     return SweepSource(source, state, clock)
-
-
-def host_of(source: object) -> HostTranscripts | None:
-    """The host store behind ``source`` (itself, or what a ``BackfillView`` wraps), or None.
-
-    Asked of the object that defines the hooks, never of a wrapper, so the answer is the same
-    on every Python the package runs on (REL-1).
-    """
-    if isinstance(source, BackfillView):
-        return source.host
-    return source if isinstance(source, HostTranscripts) else None
-
-
-def source_location(source: object) -> str:
-    """Where ``source`` reads from, as a fault names it: a host's ``location``, a file's
-    ``path``, else ``transcripts``. Asked of the source behind a ``BackfillView``."""
-    inner = source.source if isinstance(source, BackfillView) else source
-    for name in ("location", "path"):
-        value = getattr(inner, name, None)
-        if isinstance(value, str) and value:
-            return value
-    return "transcripts"
 
 
 def _id_of(item: object) -> int | None:

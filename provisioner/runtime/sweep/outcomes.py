@@ -225,3 +225,24 @@ long) before any call: that session's window cannot go, the others still can, an
 names the session. A message Loom would refuse never gets this far: the sweep refuses it as it
 reads it (SWEEP-12).
 """
+
+
+@dataclass(frozen=True)
+class SweepProgress:
+    """Where a sweep is: told after each session, and as each batch goes out and comes back.
+
+    ``session_id`` and ``batch`` (its number in the session's window, from 1) name the batch
+    while ``waiting`` is True: it went out and Loom has not answered yet, for up to
+    ``EXTRACT_DEADLINE_S``. A progress line that times the wait makes a hung Loom look like
+    one, not like a frozen sweep. ``in_flight`` is how many sessions' windows are under way
+    (SWEEP-14): each window's batches are told on their own, in whatever order they go.
+    """
+
+    sessions_done: int
+    sessions_total: int
+    messages_taken: int
+    budget: BatchBudget
+    session_id: str | None = None
+    batch: int = 0
+    waiting: bool = False
+    in_flight: int = 0

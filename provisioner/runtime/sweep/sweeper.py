@@ -36,7 +36,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from provisioner.runtime.budget import BatchBudget
@@ -47,7 +46,7 @@ from provisioner.runtime.loom.types import Extracted
 from provisioner.runtime.sqlite_file import FileFault, faults_named, file_fault
 from provisioner.runtime.state import AuditEntry, Mark, StateStore
 from provisioner.runtime.state_schema import AUDIT_BATCH, AUDIT_BUDGET, AUDIT_CUT, AUDIT_FAILED
-from provisioner.runtime.sweep.backfill import host_of, source_location, sweep_source
+from provisioner.runtime.sweep.backfill import sweep_source
 from provisioner.runtime.sweep.batching import Batch
 from provisioner.runtime.sweep.concurrency import (
     AdaptiveLimit,
@@ -73,9 +72,10 @@ from provisioner.runtime.sweep.outcomes import (
     STOPPED_BUSY,
     STOPPED_SOURCE,
     STOPPED_STATE,
+    SweepProgress,
     SweepReport,
 )
-from provisioner.runtime.sweep.realign import note_source, tell_host
+from provisioner.runtime.sweep.realign import host_of, note_source, source_location, tell_host
 from provisioner.runtime.sweep.window import SessionWindow, refused_entries, skip_entries
 from provisioner.runtime.transcripts import (
     Message,
@@ -100,27 +100,6 @@ class BudgetListener(Protocol):
     """A backend that shows the batch budget in its diagnostics (``LoomMemory``, LOOM-4)."""
 
     def note_batch_budget(self, budget: Any) -> None: ...
-
-
-@dataclass(frozen=True)
-class SweepProgress:
-    """Where a sweep is: told after each session, and as each batch goes out and comes back.
-
-    ``session_id`` and ``batch`` (its number in the session's window, from 1) name the batch
-    while ``waiting`` is True: it went out and Loom has not answered yet, for up to
-    ``EXTRACT_DEADLINE_S``. A progress line that times the wait makes a hung Loom look like
-    one, not like a frozen sweep. ``in_flight`` is how many sessions' windows are under way
-    (SWEEP-14): each window's batches are told on their own, in whatever order they go.
-    """
-
-    sessions_done: int
-    sessions_total: int
-    messages_taken: int
-    budget: BatchBudget
-    session_id: str | None = None
-    batch: int = 0
-    waiting: bool = False
-    in_flight: int = 0
 
 
 ProgressCallback = Callable[[SweepProgress], None]
@@ -191,13 +170,9 @@ class Sweeper:
         return report
 
     async def _sweep_locked(self, report: SweepReport, progress: ProgressCallback | None) -> None:
-        """The sweep under its lock, filling ``report``; ``already_running`` without it.
-
-        A state file that cannot be read or written (busy past the wait, a full disk, a
-        read-only or damaged file) raises out of here as it was met, and every transaction
-        it cut short is rolled back: each watermark stays on the last batch Loom took, and the
-        next sweep picks up there (REL-2).
-        """
+        """The sweep under its lock, filling ``report``; ``already_running`` without it. A
+        state file that cannot be used raises out of here as it was met (REL-2); what it cut
+        short was rolled back, so each watermark stays on the last batch Loom took."""
         with sweep_lock(self._state.path, self._state) as held:
             if not held:
                 report.stopped = STOPPED_BUSY
