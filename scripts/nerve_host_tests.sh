@@ -17,13 +17,13 @@ if [ ! -f "$source_dir/pyproject.toml" ] || [ ! -d "$source_dir/nerve" ]; then
 fi
 source_dir=$(cd "$source_dir" && pwd)
 maker=$(dirname "$source_dir")/nerve-venv
-if [ ! -x "$maker" ]; then
+if [ ! -f "$maker" ]; then
   echo "nerve host tests: no nerve-venv script beside $source_dir (expected $maker)" >&2
   exit 1
 fi
 venv=$(mktemp -d)
 trap 'rm -rf "$venv"' EXIT
-"$maker" "$venv/venv"
+bash "$maker" "$venv/venv"
 "$venv/venv/bin/pip" install -q --disable-pip-version-check -e "$repo[web,dev,test]" \
   >"$venv/pip.log" 2>&1 || { tail -n 5 "$venv/pip.log" >&2; exit 1; }
 cd "$repo"

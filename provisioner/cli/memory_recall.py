@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sqlite3
 import sys
 import time
@@ -210,7 +211,7 @@ def _with_sweep_facts(memory: LoomMemory, report: dict[str, Any], config: Any) -
     since = since_last_error(memory.state)
     if isinstance(last, dict) and since is not None and since["kind"] == last.get("kind"):
         last["code"] = since["code"]
-        last["age_s"] = max(0, int(time.time() - since["at"]))
+        last["age_s"] = math.floor(time.time() - since["at"])  # REL-7: below 0 when ahead
         last["batches_through_since"] = since["batches_through_since"]
     queue = _queued_batches(memory)
     if queue is not None and (mode.name == "queued" or any(queue.values())):
@@ -292,7 +293,12 @@ def _shown_status(report: dict[str, Any]) -> dict[str, Any]:
         shown["kind"] = f"{shown['kind']} ({last['code']})"
     if "age_s" in last:
         batches = counted(shown.pop("batches_through_since"), "batch")
-        shown["age"] = f"{age_words(last['age_s'])} ago, {batches} went through since"
+        age = last["age_s"]
+        if age >= 0:
+            when = f"{age_words(age)} ago"
+        else:  # REL-7: a time ahead of this clock is never passed off as just now
+            when = f"{age_words(-age)} in the future (the clock was set back since)"
+        shown["age"] = f"{when}, {batches} went through since"
     return {**shown_report, "last_error": shown}
 
 

@@ -21,6 +21,10 @@ words say why it stopped, and tells a monitor the truth by its exit status (SWEE
 * 75 (``EXIT_TEMPFAIL``): memory could not be reached at all (no gateway URL, the gateway not
   reached or not answering, no catalog or none listing ``loom``, a policy refusal, the breaker
   open): nothing to fix in the sweep, try again later;
+* the state or the transcripts could not be used (REL-2, REL-4): the line names the file and
+  the cause, and the status is the fault's — 75 busy or full (try again later), 73 read-only
+  or permission denied, 74 an I/O error, 2 a damaged file; every watermark stays where the
+  last batch Loom took left it;
 * 2: bad input, one line. With ``--every`` each report carries its own ``exit_status``, and an
   interrupt ends the process with 130 as for every command, SIGTERM with 143, each after a
   line saying so (REL-9); nothing is lost, since every batch is recorded in its own
@@ -269,9 +273,14 @@ def _nerve_db(path: Path) -> Any:
 
 
 def exit_status(report: SweepReport) -> int:
-    """The exit status ``report`` tells a monitor (SWEEP-13); see the module's docstring."""
+    """The exit status ``report`` tells a monitor (SWEEP-13); see the module's docstring. A
+    file that could not be used ends with its fault's status (REL-2, REL-4): 75 busy or full,
+    73 read-only or permission, 74 I/O, 2 damaged."""
+    from provisioner.runtime.sqlite_file import EXIT_STATUS_OF_KIND
     from provisioner.runtime.sweep.outcomes import STOPPED_BUSY, UNREACHED_STOPS
 
+    if report.fault_kind in EXIT_STATUS_OF_KIND:
+        return EXIT_STATUS_OF_KIND[report.fault_kind]
     if report.stopped == STOPPED_BUSY:
         return EXIT_OK
     if report.stopped in UNREACHED_STOPS:
@@ -322,8 +331,10 @@ def print_report(report: SweepReport, gateway_url: str | None, *, as_json: bool)
         f"{report.sessions_swept} of {counted(report.sessions_seen, 'session')}, "
         f"{counted(report.batches_sent, 'batch')} sent, "
         f"{counted(report.messages_taken, 'message')} taken, "
-        f"{report.messages_skipped} skipped, {report.messages_cut} cut; budget {budget}"
+        f"{report.messages_skipped} skipped, {report.messages_cut} cut"
     )
+    if report.budget_messages:  # none read from a state that could not be used (REL-2)
+        counts += f"; budget {budget}"
     follow_up = report.follow_up
     if follow_up and (follow_up["asked"] or follow_up["held"]):  # SWEEP-15
         counts += (

@@ -25,15 +25,17 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from provisioner.cli.entry import command
 from provisioner.config.paths import default_paths
 from provisioner.counts import counted
 from provisioner.doctor.check import OK, WARN, Check
 from provisioner.doctor.failures import failure_words
-from provisioner.runtime.loom.report import CODE_MAX_CHARS, followed_by
+from provisioner.runtime.loom.report import CODE_MAX_CHARS, SWEEP_OPS, followed_by
 from provisioner.runtime.state_schema import (
     AUDIT_SKIPPED,
     AUDIT_WENT_BACK,
@@ -256,20 +258,32 @@ def _read(path: Path) -> str | None:
 
 
 def _last_error(database: sqlite3.Connection) -> str | None:
-    """The kept last error as one phrase, or None (none kept, or a file from before it was).
+    """The sweep's last error as one phrase, or None (none kept, or a file from before it was).
 
-    With it, how many batches went through since, and a coded fault's code: kept with the
-    error, or (a file from before that, state schema step 8) the sweep's failed batch's
-    (SWEEP-13). Values a hostile file planted are shown as text, never as control characters,
-    and a time that is no time is shown as ``?``.
+    Only the sweep's own ops (``SWEEP_OPS``): a status probe's error is not a sweep failure
+    (REL-7). The one recorded last, by arrival, never by its time. With it, how many batches
+    went through since, and a coded fault's code: kept with the error, or (a file from before
+    that, state schema step 8) the sweep's failed batch's (SWEEP-13). Values a hostile file
+    planted are shown as text, never as control characters, and a time that is no time is
+    shown as ``?``.
     """
-    row = None
-    for columns in ("at, op, kind, message, code", "at, op, kind, message, NULL"):
-        try:
-            row = database.execute(f"SELECT {columns} FROM last_error").fetchone()
-            break
-        except sqlite3.OperationalError:  # a file from before the code, or before the table
-            continue
+    columns = {row[1] for row in database.execute("PRAGMA table_info(last_error)")}
+    if not columns:
+        return None  # a file from before the table
+    code = "code" if "code" in columns else "NULL"  # none before state schema step 8
+    if "seq" in columns:  # state schema step 9 on: one error per op, in arrival order
+        ops = sorted(SWEEP_OPS)
+        row = database.execute(
+            f"SELECT at, op, kind, message, {code}, audit_seq FROM last_error"
+            f" WHERE op IN ({', '.join('?' for _ in ops)}) ORDER BY seq DESC LIMIT 1",
+            ops,
+        ).fetchone()
+    else:
+        row = database.execute(
+            f"SELECT at, op, kind, message, {code}, NULL FROM last_error"
+        ).fetchone()
+        if row is not None and row[1] not in SWEEP_OPS:
+            row = None
     if row is None:
         return None
     at = row[0]
@@ -277,9 +291,16 @@ def _last_error(database: sqlite3.Connection) -> str | None:
     kept_code = _printable(row[4])[:CODE_MAX_CHARS] if row[4] else ""
     try:
         when = datetime.fromtimestamp(at, UTC).isoformat(timespec="seconds")
+        if at > time.time():  # REL-7: never passed off as just now
+            when += " (in the future: the clock was set back since)"
     except (TypeError, ValueError, OverflowError, OSError):
         when = "?"
-    through, failed = followed_by(lambda sql, values: database.execute(sql, values).fetchall(), at)
+
+    def read(sql: str, values: Sequence[object]) -> list[Any]:
+        return database.execute(sql, values).fetchall()
+
+    after_seq = row[5] if type(row[5]) is int else None
+    through, failed = followed_by(read, at, after_seq=after_seq)
     detail = _printable(failed) if failed is not None and op == "extract" else ""
     coded = detail.startswith(f"{kind}(") and detail.endswith(")")
     kept_code = kept_code or (detail[len(kind) + 1 : -1] if coded else "")

@@ -30,7 +30,7 @@ from pathlib import Path
 from provisioner.runtime.loom.types import WriteVerdict
 from provisioner.runtime.state import AuditEntry, StateStore, put_audit
 from provisioner.runtime.state_schema import AUDIT_MIGRATION_SKIPPED
-from provisioner.runtime.sweep.lock import file_lock
+from provisioner.runtime.sweep.lock import file_lock, lock_path_of
 
 STATUS_WRITTEN = "written"
 STATUS_CONFLICT = "conflict"
@@ -206,5 +206,5 @@ def migration_lock(state_path: str) -> Iterator[bool]:
     if state_path == IN_MEMORY:
         yield True
         return
-    with file_lock(state_path + LOCK_SUFFIX) as held:
+    with file_lock(lock_path_of(state_path, LOCK_SUFFIX)) as held:  # REL-5: its real file
         yield held

@@ -27,18 +27,25 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Collection, Iterator, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from provisioner.runtime import sqlite_file
 from provisioner.runtime.budget import BatchBudget
 from provisioner.runtime.sqlite_file import is_busy, open_database
-from provisioner.runtime.state_schema import AUDIT_SHOWN_KINDS, SCHEMA_VERSION, apply_migrations
+from provisioner.runtime.state_schema import (
+    AUDIT_SHOWN_KINDS,
+    SCHEMA_VERSION,
+    apply_migrations,
+    put_error,
+)
 from provisioner.runtime.state_schema import MIGRATIONS as MIGRATIONS  # re-exported
+from provisioner.runtime.state_schema import newest_kept_error as newest_kept_error  # re-exported
 
 Read = Callable[[str, Sequence[object]], Sequence[Sequence[object]]]  # SQL, values -> rows
+ErrorRow = tuple[float, str, str, str, str | None]  # at, op, kind, message, code
 
 
 class StateVersionError(RuntimeError):
@@ -160,16 +167,19 @@ class StateStore:
 
         ``BEGIN IMMEDIATE`` takes the write lock at the start, so two processes never both
         read a value and then each write their own update of it.
+        A failure, at ``COMMIT`` too, leaves nothing behind and is raised itself, never
+        hidden by a rollback SQLite may have made already (REL-2).
         """
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 yield self._db
+                self._db.execute("COMMIT")
             except BaseException:
                 if self._db.in_transaction:  # SQLite ends it itself on a full disk, an I/O error
-                    self._db.execute("ROLLBACK")
+                    with suppress(sqlite3.Error):
+                        self._db.execute("ROLLBACK")
                 raise
-            self._db.execute("COMMIT")
 
     def read(self, sql: str, parameters: Sequence[object] = ()) -> list[sqlite3.Row]:
         """Rows of one read-only query (no transaction needed: WAL gives a consistent view)."""
@@ -325,28 +335,17 @@ class StateStore:
     def record_last_error(
         self, *, at: float, op: str, kind: str, message: str, code: str | None = None
     ) -> None:
-        """Keep the most recent error: ``at`` in seconds since the epoch; an older one is ignored.
-
-        ``message`` must already be one bounded line that quotes no sent text; ``code`` is a
-        coded fault's code, already checked to be short and printable.
-        """
+        """Keep ``op``'s error, ``at`` in seconds since the epoch, as the newest whatever its
+        time (REL-7: a clock set back never hides it); each op keeps its own. ``message`` is
+        one bounded line quoting no sent text; ``code`` a checked short printable code."""
         with self.transaction() as db:
-            db.execute(
-                "INSERT INTO last_error (id, at, op, kind, message, code)"
-                " VALUES (1, ?, ?, ?, ?, ?)"
-                " ON CONFLICT (id) DO UPDATE SET at = excluded.at, op = excluded.op,"
-                " kind = excluded.kind, message = excluded.message, code = excluded.code"
-                " WHERE excluded.at >= last_error.at",
-                (at, op, kind, message, code),
-            )
+            put_error(db, at=at, op=op, kind=kind, message=message, code=code)
 
-    def last_error(self) -> tuple[float, str, str, str, str | None] | None:
-        """The most recent error kept: ``(at, op, kind, message, code)``, or None."""
-        rows = self.read("SELECT at, op, kind, message, code FROM last_error WHERE id = 1")
-        if not rows:
-            return None
-        at, op, kind, message, code = tuple(rows[0])
-        return (float(at), str(op), str(kind), str(message), code if code is None else str(code))
+    def last_error(self, ops: Collection[str] | None = None) -> ErrorRow | None:
+        """The error recorded last (of ``ops`` when given): ``(at, op, kind, message, code)``,
+        or None; ``newest_kept_error(store.read)`` gives its place in the order too."""
+        kept = newest_kept_error(self.read, ops)
+        return None if kept is None else (kept.at, kept.op, kept.kind, kept.message, kept.code)
 
     @staticmethod
     def _put_session(db: sqlite3.Connection, session: SweepSession) -> None:

@@ -17,6 +17,9 @@ kind says what its ``detail`` holds. The names are our choice.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 # The sweep (SWEEP-4, SWEEP-5, SWEEP-8, SWEEP-11, NERVE-3).
 AUDIT_QUEUED = "queued"  # SWEEP-4: a batch Loom queued (detail: its queue id and size)
@@ -193,6 +196,28 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE last_error ADD COLUMN code TEXT;
     """,
+    # 9: errors kept in the order they arrived, one per op (REL-7). The one row kept the error
+    # with the latest time, so after the clock was set back a stale error hid the current one,
+    # and a status probe's error took the place of the sweep's. ``seq`` grows with each error
+    # recorded (the newest is the highest); ``audit_seq`` is the audit log's last row when it
+    # was, so what went through since is counted by arrival too, never by time.
+    """
+    ALTER TABLE last_error RENAME TO last_error_before_9;
+    CREATE TABLE last_error (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        op TEXT NOT NULL UNIQUE,
+        at REAL NOT NULL,
+        kind TEXT NOT NULL,
+        message TEXT NOT NULL,
+        code TEXT,
+        audit_seq INTEGER NOT NULL DEFAULT 0
+    );
+    INSERT INTO last_error (op, at, kind, message, code, audit_seq)
+        SELECT op, at, kind, message, code,
+            (SELECT COALESCE(MAX(seq), 0) FROM sweep_audit WHERE recorded_at < kept.at)
+        FROM last_error_before_9 AS kept;
+    DROP TABLE last_error_before_9;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -210,3 +235,51 @@ def apply_migrations(db: sqlite3.Connection, version: int) -> None:
 def _statements(script: str) -> list[str]:
     """The statements of a migration script (``executescript`` would commit on its own)."""
     return [part.strip() for part in script.split(";") if part.strip()]
+
+
+@dataclass(frozen=True)
+class KeptError:
+    """An error kept in the state for another process to show (LOOM-4, REL-7): its wall time
+    (seconds since the epoch), op, outcome class, one-line message and fault code; ``seq``,
+    its place in the order errors arrived; ``audit_seq``, the audit log's last row then."""
+
+    at: float
+    op: str
+    kind: str
+    message: str
+    code: str | None
+    seq: int
+    audit_seq: int
+
+
+def put_error(
+    db: sqlite3.Connection, *, at: float, op: str, kind: str, message: str, code: str | None
+) -> None:
+    """Keep ``op``'s error as the newest of all, in the caller's transaction (step 9)."""
+    db.execute("DELETE FROM last_error WHERE op = ?", (op,))
+    db.execute(
+        "INSERT INTO last_error (op, at, kind, message, code, audit_seq)"
+        " VALUES (?, ?, ?, ?, ?, (SELECT COALESCE(MAX(seq), 0) FROM sweep_audit))",
+        (op, at, kind, message, code),
+    )
+
+
+def newest_kept_error(
+    read: Callable[[str, Sequence[object]], Sequence[Sequence[object]]],
+    ops: Collection[str] | None = None,
+) -> KeptError | None:
+    """The error recorded last among ``ops`` (all when None), through ``read``; None when none
+    is kept. ``ValueError`` or ``TypeError`` for a time that is no number."""
+    listed = sorted(ops) if ops is not None else []
+    where = f" WHERE op IN ({', '.join('?' for _ in listed)})" if ops is not None else ""
+    rows = read(
+        "SELECT at, op, kind, message, code, seq, audit_seq FROM last_error"
+        f"{where} ORDER BY seq DESC LIMIT 1",
+        listed,
+    )
+    if not rows:
+        return None
+    row: Sequence[Any] = rows[0]
+    at, op, kind, message, code, seq, audit_seq = row
+    shown_code = code if code is None else str(code)
+    return KeptError(float(at), str(op), str(kind), str(message), shown_code, seq, audit_seq)

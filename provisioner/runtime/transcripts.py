@@ -20,7 +20,7 @@ import re
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol, cast, runtime_checkable
@@ -315,6 +315,11 @@ class SqliteTranscripts:
             self._db.close()
             raise
 
+    @property
+    def path(self) -> str:
+        """The file the transcripts live in, as a fault names it (REL-2)."""
+        return self._path
+
     def __enter__(self) -> SqliteTranscripts:
         return self
 
@@ -392,13 +397,15 @@ class SqliteTranscripts:
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction, taken at once (``BEGIN IMMEDIATE``); rolled back on failure."""
+        """One write transaction, taken at once (``BEGIN IMMEDIATE``); rolled back on failure,
+        at ``COMMIT`` too (a full disk), and the failure itself raised, never the rollback's."""
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 yield self._db
+                self._db.execute("COMMIT")
             except BaseException:
                 if self._db.in_transaction:
-                    self._db.execute("ROLLBACK")
+                    with suppress(sqlite3.Error):
+                        self._db.execute("ROLLBACK")
                 raise
-            self._db.execute("COMMIT")

@@ -13,6 +13,7 @@ import re
 import sqlite3
 from collections import deque
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -387,12 +388,15 @@ class TestLastMemorizedAt:
         assert nerve.compactable_ids() == set(taken[:2])
 
     async def test_it_never_moves_back(
-        self, nerve: NerveDb, source: NerveTranscripts, state: StateStore, loom: ScriptedLoom
+        self, nerve: NerveDb, state: StateStore, loom: ScriptedLoom
     ) -> None:
+        """A value later than the message, but not in the future (REL-6 repairs only that)."""
         nerve.session("a")
         nerve.add("a", "user", "fact", created_at=native(1))
         nerve.set_last_memorized_at("a", "2026-12-24T18:00:00Z")
-        await sweep(source, state, loom)
+        after_it = datetime(2027, 1, 1, tzinfo=UTC).timestamp()
+        with NerveTranscripts(nerve.path, clock=lambda: after_it) as reader:
+            await sweep(reader, state, loom)
         assert nerve.last_memorized_at("a") == "2026-12-24T18:00:00Z"
 
     async def test_a_database_without_the_column_is_swept_and_left_as_it_was(

@@ -174,24 +174,28 @@ class TestLastErrorKept:
             "message": "Loom could not take the batch",
         }
 
-    async def test_the_newer_of_the_two_errors_is_shown(
+    async def test_the_error_recorded_last_is_shown_whatever_its_time(
         self, tmp_path: Path, gateway: RunningGateway
     ) -> None:
+        """REL-7: after the clock was set back, the current error has the earlier time; it
+        is still the one shown, by this process and by the next."""
         from provisioner.runtime.state import StateStore
 
         config = loom_config(tmp_path, gateway.base_url)
         with StateStore(tmp_path / "state.sqlite3") as state:
             async with LoomMemory.from_config(
                 config, state=state, wall_clock=lambda: 2_000.0
-            ) as newer:
-                newer.note_error("recall", InternalFault("newer"))
+            ) as before:
+                before.note_error("recall", InternalFault("stale"))
             async with LoomMemory.from_config(
                 config, state=state, wall_clock=lambda: 1_000.0
-            ) as older:
-                older.note_error("extract", InternalFault("older"))
-                report = older.diagnostics()
-            assert state.last_error() == (2_000.0, "recall", "InternalFault", "newer", None)
-        assert report["last_error"]["message"] == "newer"
+            ) as after:
+                after.note_error("extract", InternalFault("current"))
+                report = after.diagnostics()
+            assert state.last_error() == (1_000.0, "extract", "InternalFault", "current", None)
+            async with LoomMemory.from_config(config, state=state) as status:
+                later = status.diagnostics()
+        assert report["last_error"]["message"] == later["last_error"]["message"] == "current"
 
     async def test_a_withheld_message_is_withheld_in_the_state_file_too(
         self, tmp_path: Path, gateway: RunningGateway

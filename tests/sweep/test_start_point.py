@@ -15,6 +15,7 @@ from provisioner.integrations.nerve import NerveTranscripts
 from provisioner.runtime.state import StateStore
 from provisioner.runtime.state_schema import AUDIT_LEFT_TO_MEMU
 from provisioner.runtime.sweep.backfill import SweepSource, sweep_source
+from provisioner.runtime.sweep.realign import host_of
 from provisioner.runtime.sweep.start import Memorized, start_new_sessions, start_where_host_stopped
 from provisioner.runtime.transcripts import Message, SqliteTranscripts
 from tests.integrations.nerve_db import NerveDb, native
@@ -191,7 +192,7 @@ class TestTheSweepSource:
     ) -> None:
         view = sweep_source(reader, state, fixed_clock)
         assert isinstance(view, SweepSource) and sweep_source(view, state, fixed_clock) is view
-        assert (view.kind, view.location) == (reader.kind, reader.location)
+        assert host_of(view) is reader  # REL-1: asked of the host itself, not of the view
 
     def test_sessions_the_source_lists_as_no_text_are_listed_but_never_started(
         self, tmp_path: Path, state: StateStore

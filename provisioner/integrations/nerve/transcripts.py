@@ -39,9 +39,10 @@ copy of it anywhere else:
 ``swept_through`` keeps ``sessions.last_memorized_at`` in step (NERVE-3): Nerve's retention
 compaction drops ``blocks`` and ``thinking`` of messages older than it, and under Loom nothing
 else moves it. It is set to the time, in Nerve's format, of the message the watermark stands
-on — never later, never back — in one short transaction of its own connection, and only when
-the column exists. A file replaced under the reader (a restored backup) is opened again at the
-start of the next sweep.
+on — never later, and never later than the moment of the sweep; never back, but for a time
+in the future, which is moved back to that value (REL-6) — in one short transaction of its own
+connection, and only when the column exists. A file replaced under the reader (a restored
+backup) is opened again at the start of the next sweep.
 
 ``memorized_through`` reads the same column the other way, after a switch from memU (MIG-2):
 which of a session's messages memU already took, so the sweep starts after them
@@ -58,6 +59,7 @@ import time
 from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 from provisioner.integrations.nerve import memorized
@@ -83,6 +85,7 @@ BLANK = " \t\r\n"
 KIND = "nerve.db"
 DAMAGED = "damaged"  # REL-4: the one file fault that says the file is not a database to read
 TOOL_ROLE = "tool"  # NERVE-9: a tool's output, never conversation
+NERVE_TIME = "%Y-%m-%d %H:%M:%S"  # NERVE-3: SQLite's datetime(), the form Nerve writes, UTC
 
 log = logging.getLogger("provisioner.integrations.nerve.transcripts")
 
@@ -200,13 +203,17 @@ class NerveTranscripts:
         The value is the time of the message at ``message_id`` as SQLite's ``datetime()``
         writes it (``YYYY-MM-DD HH:MM:SS``, UTC, the form Nerve writes and compares), or the
         time of an older message still waiting after it (a row ingested late), whichever is
-        earlier: compaction must never reach a message Loom has not taken. Written only when
-        it is later than what the column holds (or that is no time), in one short
-        transaction; nothing when the column does not exist. ``sqlite3.Error`` when Nerve kept
-        its write lock past ``write_wait_ms``: the next sweep tries again.
+        earlier: compaction must never reach a message Loom has not taken. Never later than
+        the moment of the sweep (``clock``) either, whatever time a message carries (a clock
+        that ran ahead, a bogus ingested time, REL-6). Written only when it is later than what
+        the column holds (or that is no time), or when the column holds a time in the future,
+        which is moved back to this value; in one short transaction; nothing when the column
+        does not exist. ``sqlite3.Error`` when Nerve kept its write lock past
+        ``write_wait_ms``: the next sweep tries again.
         """
         if not self._shape.last_memorized_at:
             return
+        now = datetime.fromtimestamp(self._clock(), UTC).strftime(NERVE_TIME)
         with self._lock:
             row = self._db.execute(
                 "SELECT datetime(m.created_at), datetime(s.last_memorized_at)"
@@ -214,15 +221,17 @@ class NerveTranscripts:
                 " WHERE m.id = ? AND +m.session_id = ?",
                 (message_id, session_id),
             ).fetchone()
-            if row is None or row[0] is None or (row[1] is not None and row[1] >= row[0]):
+            if row is None:
                 return
+            taken, kept = row
             (waiting,) = self._db.execute(
                 "SELECT MIN(datetime(created_at)) FROM messages WHERE session_id = ? AND id > ?",
                 (session_id, message_id),
             ).fetchone()
-        value = min(row[0], waiting) if waiting is not None else row[0]
-        if row[1] is None or row[1] < value:
-            self._write_last_memorized(session_id, value)
+        value = min(when for when in (taken, waiting, now) if when is not None)
+        ahead = kept is not None and kept > now  # REL-6: a future value is repaired
+        if (taken is not None and (kept is None or kept < value)) or ahead:
+            self._write_last_memorized(session_id, value, now)
 
     def memorized_through(self, session_id: str) -> Memorized | None:
         """The last message of ``session_id`` memU already took, by ``last_memorized_at``
@@ -308,8 +317,9 @@ class NerveTranscripts:
 
     # --- writing ----------------------------------------------------------------------------
 
-    def _write_last_memorized(self, session_id: str, value: str) -> None:
-        """One short write transaction on a connection of its own, closed at once."""
+    def _write_last_memorized(self, session_id: str, value: str, now: str) -> None:
+        """One short write transaction on a connection of its own, closed at once: ``value``
+        replaces a value before it, none, or one later than ``now`` (REL-6)."""
         uri = f"{self._path.resolve().as_uri()}?mode=rw"
         database = sqlite3.connect(
             uri, uri=True, isolation_level=None, timeout=self._write_wait_ms / 1000
@@ -320,8 +330,9 @@ class NerveTranscripts:
             try:
                 database.execute(
                     "UPDATE sessions SET last_memorized_at = ? WHERE id = ? AND"
-                    " (datetime(last_memorized_at) IS NULL OR datetime(last_memorized_at) < ?)",
-                    (value, session_id, value),
+                    " (datetime(last_memorized_at) IS NULL OR datetime(last_memorized_at) < ?"
+                    " OR datetime(last_memorized_at) > ?)",
+                    (value, session_id, value, now),
                 )
             except BaseException:
                 database.execute("ROLLBACK")

@@ -25,7 +25,7 @@ from provisioner.runtime.gateway.connection import LoomConnection
 from provisioner.runtime.loom.report import CODE_MAX_CHARS, LastError, followed_by
 from provisioner.runtime.loom.types import Identity
 from provisioner.runtime.memory_contract import LOOM_SERVER
-from provisioner.runtime.state import StateStore
+from provisioner.runtime.state import StateStore, newest_kept_error
 
 # outcomes.error_kind's "Kind(CODE)", as the sweep's failed row keeps it
 FAILED_DETAIL = re.compile(rf"(?P<kind>\w+)\((?P<code>.{{1,{CODE_MAX_CHARS}}})\)")
@@ -72,20 +72,24 @@ def diagnostics_report(
 
 
 def newest_error(mine: LastError | None, state: StateStore | None) -> LastError | None:
-    """The newer of this process's last error and the one kept in the state store.
+    """The error recorded last: this process's, or one the state store kept after it.
 
-    A store that cannot be read shows this process's error alone.
+    By arrival, never by time (REL-7): the store keeps errors in the order they came, this
+    process's own among them, so its newest is the answer once this process's error is in it.
+    An error of this process the store does not hold (it could not be written) is the newest
+    this process knows of. A store that cannot be read shows this process's error alone.
     """
     kept = None
     if state is not None:
         try:
             row = state.last_error()
-        except sqlite3.Error:
-            row = None
+            own = state.last_error((mine.op,)) if mine is not None else None
+        except (sqlite3.Error, ValueError, TypeError):
+            row = own = None
         kept = LastError(*row) if row is not None else None
-    if mine is None or (kept is not None and kept.at > mine.at):
-        return kept
-    return mine
+        if mine is not None and own is not None and LastError(*own) == mine:
+            return kept
+    return mine if mine is not None else kept
 
 
 def since_last_error(state: StateStore) -> dict[str, Any] | None:
@@ -99,11 +103,11 @@ def since_last_error(state: StateStore) -> dict[str, Any] | None:
     expected.
     """
     try:
-        kept = state.last_error()
+        kept = newest_kept_error(state.read)
         if kept is None:
             return None
-        at, op, kind, _message, kept_code = kept
-        through, failed = followed_by(state.read, at)
+        at, op, kind, kept_code = kept.at, kept.op, kept.kind, kept.code
+        through, failed = followed_by(state.read, at, after_seq=kept.audit_seq)  # REL-7
     except (sqlite3.Error, ValueError, TypeError):
         return None
     code = kept_code

@@ -38,6 +38,7 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 from provisioner.runtime.loom.answers import MESSAGE_ROLES
+from provisioner.runtime.sqlite_file import faults_named
 from provisioner.runtime.state import AuditEntry, StateStore, put_audit, watermark_in
 from provisioner.runtime.state_schema import AUDIT_BACKFILL, AUDIT_BACKFILL_DONE, AUDIT_WENT_BACK
 from provisioner.runtime.sweep.followup import WAITING
@@ -51,6 +52,7 @@ from provisioner.runtime.sweep.start import (
 )
 from provisioner.runtime.transcripts import (
     RFC3339,
+    HostTranscripts,
     SourceFailed,
     TranscriptSource,
     check_message,
@@ -301,23 +303,30 @@ def backfill_line(
 
 class BackfillView:
     """``source`` as the sweep reads it: messages a backfill under way passes over are left
-    out (see the module's docstring). Reads the state; never writes it. Every other attribute
-    is the source's own, so a host source stays one (``HostTranscripts``)."""
+    out (see the module's docstring). Reads the state; never writes it.
+
+    It forwards nothing else: a host's hooks (``HostTranscripts``) are asked of the wrapped
+    source itself, through ``host``. Forwarding attributes dynamically would hide them from
+    ``isinstance`` against a runtime-checkable protocol, which looks attributes up statically
+    since Python 3.12, and the host would never hear how far the sweep got (REL-1, NERVE-3).
+    """
 
     def __init__(self, source: TranscriptSource, reader: StateReader) -> None:
         self._source = source
         self._reader = reader
         self._ledger: Ledger | None = None
 
-    def __getattr__(self, name: str) -> Any:
-        source = self.__dict__.get("_source")
-        if source is None or name.startswith("__"):
-            raise AttributeError(name)
-        return getattr(source, name)
-
     @property
     def source(self) -> TranscriptSource:
         return self._source
+
+    @property
+    def host(self) -> HostTranscripts | None:
+        """The wrapped source when it is a host's own store (NERVE-3), else None."""
+        source = self._source
+        if isinstance(source, BackfillView):
+            return source.host
+        return source if isinstance(source, HostTranscripts) else None
 
     def sessions(self) -> Sequence[str]:
         """The source's sessions; what the ledger says is read again from here on."""
@@ -384,11 +393,14 @@ class SweepSource(BackfillView):
 
     def sessions(self) -> Sequence[str]:
         """The source's sessions, after new ones were given their start; raises what the
-        source raises (the sweep then ends, SWEEP-12)."""
+        source raises (the sweep then ends, SWEEP-12), and a ``FileFault`` naming the state
+        when a start cannot be stored for a fault of its file (REL-2): a session started at 0
+        instead would send memU's share again."""
         listed = list(super().sessions())
         ids = [session_id for session_id in map(check_session_id, listed) if session_id]
         now = self._clock()
-        start_new_sessions(self.source, self._state, ids, now=now)
+        with faults_named(self._state.path):  # REL-2: the state's fault ends the sweep
+            start_new_sessions(self.source, self._state, ids, now=now)
         try:
             settle_backfills(self._state, now=now)
         except sqlite3.Error as error:  # the next sweep settles them; nothing is lost

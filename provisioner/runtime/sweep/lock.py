@@ -6,6 +6,11 @@ a second sweep — in this process or another one, Nerve's engine or ``nerve mem
 learns at once that one is running and returns. The operating system drops the lock when its
 holder dies (kill -9 included), so a crash never leaves a stale lock behind.
 
+The lock belongs to the state file, not to how its path is spelt (REL-5): the path is made
+real first — symlinks followed, ``..`` and relative parts resolved — and the lock file sits
+beside the real file. Two sweeps of one state reached through a symlink, a relative path or
+another folder's ``..`` meet on the same lock; the second one learns another sweep is running.
+
 A state store that lives in memory (``":memory:"``) has no file; its lock is held in this
 process only.
 """
@@ -35,8 +40,18 @@ def sweep_lock(state_path: str, owner: object) -> Iterator[bool]:
         with _held_in_memory(id(owner)) as held:
             yield held
         return
-    with file_lock(state_path + LOCK_SUFFIX) as held:
+    with file_lock(lock_path_of(state_path, LOCK_SUFFIX)) as held:
         yield held
+
+
+def lock_path_of(state_path: str | os.PathLike[str], suffix: str) -> str:
+    """The lock file of the state at ``state_path``: beside its real file, named by ``suffix``.
+
+    Every spelling of one file — through a symlink (of the file or of a folder above it), a
+    relative path, ``..`` — gives the same lock path (REL-5). A state file not made yet is
+    resolved as far as its path exists, as it will be once made.
+    """
+    return os.path.realpath(state_path) + suffix
 
 
 @contextmanager

@@ -47,6 +47,7 @@ from provisioner.runtime.gateway.errors import (
     ServerNotListed,
 )
 from provisioner.runtime.memory_contract import MemoryBackendUnavailable
+from provisioner.runtime.sqlite_file import FileFault
 
 # Why a sweep ended (SweepReport.stopped).
 STOPPED_DONE = "done"  # every session's window was offered
@@ -56,6 +57,7 @@ STOPPED_NO_ANSWER = "no_answer"  # SWEEP-10
 STOPPED_UNREACHABLE = "unreachable"  # SWEEP-10
 STOPPED_UNAVAILABLE = "unavailable"  # no gateway, no catalog, no ``loom``, policy refusal
 STOPPED_SOURCE = "source_failed"  # SWEEP-12: the transcript source cannot list its sessions
+STOPPED_STATE = "state_failed"  # REL-2: the state file could not be read or written
 # SWEEP-13: the stops that mean memory could not be reached at all (exit status 75)
 UNREACHED_STOPS = frozenset(
     {STOPPED_BREAKER, STOPPED_NO_ANSWER, STOPPED_UNREACHABLE, STOPPED_UNAVAILABLE}
@@ -72,8 +74,11 @@ class SweepReport:
     """What one sweep did (also what ``nerve memory sweep --json`` prints).
 
     ``stopped`` says why it ended: ``done`` (every window offered), ``already_running``,
-    ``breaker_open``, ``no_answer``, ``unreachable``, ``unavailable`` or ``source_failed``;
-    ``reason`` words an early end (``stop_reason``), and is empty after ``done``.
+    ``breaker_open``, ``no_answer``, ``unreachable``, ``unavailable``, ``source_failed`` or
+    ``state_failed``; ``reason`` words an early end (``stop_reason``), and is empty after
+    ``done``. ``fault_kind`` and ``fault_path`` name a file that could not be used (REL-2:
+    busy, full, read_only, permission, io or damaged, ``sqlite_file.FileFault``) when that is
+    what ended the sweep; every watermark stands where the last batch Loom took left it.
     ``batches_sent`` counts requests that left for the gateway, ``batches_failed`` those of
     them that did not go through, ``windows_stopped`` the windows due that stopped short for
     any failure (SWEEP-13). ``errors`` lists failed calls, windows the source could not give
@@ -98,9 +103,18 @@ class SweepReport:
     errors: list[dict[str, str]] = field(default_factory=list)
     sessions_realigned: int = 0  # NERVE-3: watermarks moved back to a source that went back
     follow_up: dict[str, int] | None = None  # SWEEP-15: the follow-up's counts (FollowUpTally)
+    fault_kind: str | None = None  # REL-2: the kind of file fault that ended the sweep
+    fault_path: str | None = None  # REL-2: the file it was met on
 
     def note_error(self, session_id: str, kind: str) -> None:
         self.errors.append({"session_id": session_id, "kind": kind})
+
+    def note_fault(self, fault: FileFault, stopped: str) -> None:
+        """The sweep ended on a file that could not be used (REL-2): named with its cause."""
+        self.stopped = stopped
+        self.reason = str(fault)
+        self.fault_kind = fault.kind
+        self.fault_path = fault.path
 
     def note_budget(self, budget: BatchBudget) -> None:
         self.budget_messages = budget.messages
@@ -211,3 +225,24 @@ long) before any call: that session's window cannot go, the others still can, an
 names the session. A message Loom would refuse never gets this far: the sweep refuses it as it
 reads it (SWEEP-12).
 """
+
+
+@dataclass(frozen=True)
+class SweepProgress:
+    """Where a sweep is: told after each session, and as each batch goes out and comes back.
+
+    ``session_id`` and ``batch`` (its number in the session's window, from 1) name the batch
+    while ``waiting`` is True: it went out and Loom has not answered yet, for up to
+    ``EXTRACT_DEADLINE_S``. A progress line that times the wait makes a hung Loom look like
+    one, not like a frozen sweep. ``in_flight`` is how many sessions' windows are under way
+    (SWEEP-14): each window's batches are told on their own, in whatever order they go.
+    """
+
+    sessions_done: int
+    sessions_total: int
+    messages_taken: int
+    budget: BatchBudget
+    session_id: str | None = None
+    batch: int = 0
+    waiting: bool = False
+    in_flight: int = 0

@@ -37,11 +37,11 @@ from typing import TYPE_CHECKING
 from provisioner.runtime.loom.answers import MESSAGE_ROLES
 from provisioner.runtime.state import AuditEntry, Mark, StateStore, put_mark
 from provisioner.runtime.state_schema import AUDIT_WENT_BACK
+from provisioner.runtime.sweep.backfill import BackfillView
 from provisioner.runtime.transcripts import (
     HostTranscripts,
     Message,
     Refused,
-    TranscriptSource,
     check_message,
 )
 
@@ -135,15 +135,18 @@ def newest_matching(count: int, matches: Callable[[int], bool]) -> int:
     return good
 
 
-def tell_host(source: TranscriptSource, state: StateStore, session_id: str) -> None:
-    """Tell a host source where the session's watermark stands; log what it raises."""
-    if not isinstance(source, HostTranscripts):
+def tell_host(host: HostTranscripts | None, state: StateStore, session_id: str) -> None:
+    """Tell a host source where the session's watermark stands; log what it raises.
+
+    ``host`` is the host's own store (``host_of``), None when the sweep reads none.
+    """
+    if host is None:
         return
     watermark = state.watermark(session_id)
     if watermark <= 0:
         return
     try:
-        source.swept_through(session_id, watermark)
+        host.swept_through(session_id, watermark)
     except Exception as error:
         log.warning(
             "session %s: the transcripts could not follow the watermark: %s",
@@ -152,15 +155,15 @@ def tell_host(source: TranscriptSource, state: StateStore, session_id: str) -> N
         )
 
 
-def note_source(source: TranscriptSource, state: StateStore, now: float) -> None:
+def note_source(host: HostTranscripts | None, state: StateStore, now: float) -> None:
     """Keep which host source the sweep reads (kind and location), for doctor.
 
     Written only when it changed, so a sweep that reads the same source writes nothing here.
-    A source whose ``kind`` or ``location`` is no text is not kept.
+    A source whose ``kind`` or ``location`` is no text is not kept; None is no host source.
     """
-    if not isinstance(source, HostTranscripts):
+    if host is None:
         return
-    kind, location = getattr(source, "kind", None), getattr(source, "location", None)
+    kind, location = getattr(host, "kind", None), getattr(host, "location", None)
     if not isinstance(kind, str) or not isinstance(location, str):
         return
     rows = state.read("SELECT kind, location FROM sweep_source WHERE id = 1")
@@ -194,3 +197,25 @@ def _marks(state: StateStore, session_id: str, *, only: int | None = None) -> li
         parameters = (session_id, only)
     rows = state.read(sql + " ORDER BY message_id", parameters)
     return [Mark(int(row[0]), row[1], str(row[2])) for row in rows]
+
+
+def host_of(source: object) -> HostTranscripts | None:
+    """The host store behind ``source`` (itself, or what a ``BackfillView`` wraps), or None.
+
+    Asked of the object that defines the hooks, never of a wrapper, so the answer is the same
+    on every Python the package runs on (REL-1).
+    """
+    if isinstance(source, BackfillView):
+        return source.host
+    return source if isinstance(source, HostTranscripts) else None
+
+
+def source_location(source: object) -> str:
+    """Where ``source`` reads from, as a fault names it: a host's ``location``, a file's
+    ``path``, else ``transcripts``. Asked of the source behind a ``BackfillView``."""
+    inner = source.source if isinstance(source, BackfillView) else source
+    for name in ("location", "path"):
+        value = getattr(inner, name, None)
+        if isinstance(value, str) and value:
+            return value
+    return "transcripts"

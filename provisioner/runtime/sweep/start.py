@@ -35,6 +35,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+from provisioner.runtime.sqlite_file import classify_file_error
 from provisioner.runtime.state import AuditEntry, StateStore, put_audit
 from provisioner.runtime.state_schema import AUDIT_BACKFILL, AUDIT_LEFT_TO_MEMU, AUDIT_WENT_BACK
 from provisioner.runtime.transcripts import SQLITE_MAX_INT, TranscriptSource
@@ -143,8 +144,10 @@ def start_new_sessions(
     source: TranscriptSource, state: StateStore, session_ids: Iterable[str], *, now: float
 ) -> int:
     """``start_where_host_stopped`` for each of ``session_ids`` without a row; how many started
-    after memU's point. One read of the state for all of them; never raises for the source,
-    and a session whose start cannot be stored is left to start at 0 (logged)."""
+    after memU's point. One read of the state for all of them; never raises for the source.
+    A state file that cannot be written (busy, full, read-only, damaged) raises: the sweep
+    ends there (REL-2), since a session started at 0 would send memU's share again. A session
+    whose start cannot be stored for another reason is left to start at 0 (logged)."""
     if not offers_memorized(source):
         return 0
     known = set(state_watermarks(state))
@@ -155,6 +158,8 @@ def start_new_sessions(
         try:
             started += start_where_host_stopped(source, state, session_id, now=now) is not None
         except sqlite3.Error as error:
+            if classify_file_error(error) is not None:  # REL-2: the file, not this session
+                raise
             log.warning(
                 "session %s: its start after memU cannot be stored: %s",
                 session_id,

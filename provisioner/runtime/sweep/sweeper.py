@@ -9,8 +9,9 @@ took, so a crash at any point loses nothing and at most the batch in flight is s
 ``Sweeper(memory, source, state)`` takes the Loom backend (or anything with its ``extract``
 method), the transcripts and the state. ``await sweeper.run_once()`` sweeps once and returns a
 ``SweepReport``; a second caller while a sweep runs returns at once with ``stopped ==
-"already_running"`` (SWEEP-11). How each failure is answered is in ``sweep_outcomes``; the
-window, its budget and the isolation of a failing batch are in ``window``.
+"already_running"`` (SWEEP-11). How each failure is answered is in ``outcomes``; the window,
+its budget and the isolation of a failing batch are in ``window``; how a window is read from
+the source, page by page, is in ``modes`` (``read_window``, ``source_page``).
 
 Sessions are swept side by side (SWEEP-14, ``concurrency``): up to ``concurrency`` windows in
 flight, never two of one session, under a limit that starts at one and follows what Loom
@@ -23,7 +24,10 @@ message ids, roles, times, counts and error kinds only.
 Whatever the source yields, ``run_once`` does not raise for it (SWEEP-12): every message is
 checked as it is read (``transcripts.check_message``) and one that cannot go is skipped with an
 audit row; a source method that raises stops only the window it was reading; a source that
-cannot list its sessions ends the sweep with ``stopped == "source_failed"``.
+cannot list its sessions ends the sweep with ``stopped == "source_failed"``. Nor does it raise
+for its state (REL-2): a state file busy past the wait, full, read-only, forbidden, failing
+or damaged ends the sweep with ``stopped == "state_failed"`` and the fault named in the report
+(``fault_kind``, ``fault_path``); every watermark stays, and the next sweep picks up there.
 """
 
 from __future__ import annotations
@@ -32,7 +36,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from provisioner.runtime.budget import BatchBudget
@@ -40,6 +43,7 @@ from provisioner.runtime.gateway.errors import NoAnswer
 from provisioner.runtime.loom.backend import EXTRACT_DEADLINE_S
 from provisioner.runtime.loom.settings import SWEEP_CONCURRENCY_DEFAULT
 from provisioner.runtime.loom.types import Extracted
+from provisioner.runtime.sqlite_file import FileFault, faults_named, file_fault
 from provisioner.runtime.state import AuditEntry, Mark, StateStore
 from provisioner.runtime.state_schema import AUDIT_BATCH, AUDIT_BUDGET, AUDIT_CUT, AUDIT_FAILED
 from provisioner.runtime.sweep.backfill import sweep_source
@@ -67,9 +71,11 @@ from provisioner.runtime.sweep.outcomes import (
     BAD_SESSION_ID_KIND,
     STOPPED_BUSY,
     STOPPED_SOURCE,
+    STOPPED_STATE,
+    SweepProgress,
     SweepReport,
 )
-from provisioner.runtime.sweep.realign import note_source, tell_host
+from provisioner.runtime.sweep.realign import host_of, note_source, source_location, tell_host
 from provisioner.runtime.sweep.window import SessionWindow, refused_entries, skip_entries
 from provisioner.runtime.transcripts import (
     Message,
@@ -94,27 +100,6 @@ class BudgetListener(Protocol):
     """A backend that shows the batch budget in its diagnostics (``LoomMemory``, LOOM-4)."""
 
     def note_batch_budget(self, budget: Any) -> None: ...
-
-
-@dataclass(frozen=True)
-class SweepProgress:
-    """Where a sweep is: told after each session, and as each batch goes out and comes back.
-
-    ``session_id`` and ``batch`` (its number in the session's window, from 1) name the batch
-    while ``waiting`` is True: it went out and Loom has not answered yet, for up to
-    ``EXTRACT_DEADLINE_S``. A progress line that times the wait makes a hung Loom look like
-    one, not like a frozen sweep. ``in_flight`` is how many sessions' windows are under way
-    (SWEEP-14): each window's batches are told on their own, in whatever order they go.
-    """
-
-    sessions_done: int
-    sessions_total: int
-    messages_taken: int
-    budget: BatchBudget
-    session_id: str | None = None
-    batch: int = 0
-    waiting: bool = False
-    in_flight: int = 0
 
 
 ProgressCallback = Callable[[SweepProgress], None]
@@ -162,33 +147,47 @@ class Sweeper:
 
     async def run_once(self, progress: ProgressCallback | None = None) -> SweepReport:
         """Sweep every session once; never raises for a gateway or Loom failure, nor for
-        anything the transcript source yields or raises (SWEEP-12).
+        anything the transcript source yields or raises (SWEEP-12), nor for a state or source
+        file that cannot be used (REL-2: ``state_failed`` or ``source_failed``, the fault named).
 
         ``progress`` is called after each session and as each batch goes out and comes back
         (``SweepProgress``). Returns at once, with ``stopped == "already_running"``, while
         another sweep over the same state runs (SWEEP-11).
         """
         report = SweepReport(self._mode.name)
-        with sweep_lock(self._state.path, self._state) as held:
-            if not held:
-                report.stopped = STOPPED_BUSY
-            else:
-                source = sweep_source(self._source, self._state, self._clock)  # MIG-2
-                run = SweepRun(
-                    self._memory, source, self._state, self._mode, self._clock, self._concurrency
-                )
-                run.progress = progress
-                run.follow_up = FollowUp.for_sweep(  # SWEEP-15: the backend itself, unwrapped
-                    self._memory, self._state, defer=self._mode.defer, clock=self._clock
-                )
-                await run.sweep(report)
-                if run.follow_up is not None:
-                    report.follow_up = run.follow_up.tally.as_dict()
-        budget = self.budget()
+        try:
+            with faults_named(self._state.path):  # REL-2: what reaches here is the state's
+                await self._sweep_locked(report, progress)
+                budget = self.budget()
+        except FileFault as fault:
+            stopped = STOPPED_STATE if fault.path == self._state.path else STOPPED_SOURCE
+            report.note_fault(fault, stopped)
+            log.warning("sweep ended: %s", fault)
+            return report
         report.note_budget(budget)
         if isinstance(self._memory, BudgetListener):
             self._memory.note_batch_budget(budget.as_dict())
         return report
+
+    async def _sweep_locked(self, report: SweepReport, progress: ProgressCallback | None) -> None:
+        """The sweep under its lock, filling ``report``; ``already_running`` without it. A
+        state file that cannot be used raises out of here as it was met (REL-2); what it cut
+        short was rolled back, so each watermark stays on the last batch Loom took."""
+        with sweep_lock(self._state.path, self._state) as held:
+            if not held:
+                report.stopped = STOPPED_BUSY
+                return
+            source = sweep_source(self._source, self._state, self._clock)  # MIG-2
+            run = SweepRun(
+                self._memory, source, self._state, self._mode, self._clock, self._concurrency
+            )
+            run.progress = progress
+            run.follow_up = FollowUp.for_sweep(  # SWEEP-15: the backend itself, unwrapped
+                self._memory, self._state, defer=self._mode.defer, clock=self._clock
+            )
+            await run.sweep(report)
+            if run.follow_up is not None:
+                report.follow_up = run.follow_up.tally.as_dict()
 
 
 class SweepRun:
@@ -212,6 +211,7 @@ class SweepRun:
         self.report = SweepReport(mode.name)
         self._calls = TalliedExtractor(memory)  # each window's calls noted for its verdict
         self._source = source
+        self._host = host_of(source)  # NERVE-3: asked of the host's store itself (REL-1)
         self._mode = mode
         self.clock = clock
         self.progress: ProgressCallback | None = None
@@ -239,15 +239,21 @@ class SweepRun:
                 return
         try:
             sessions = list(self._source.sessions())
+        except FileFault:  # the state's, met while new sessions were given their start
+            raise
         except Exception as error:
             failure = SourceFailed(error)
             log.warning("transcripts: sessions cannot be listed: %s", failure.kind)
             self.report.note_error("", failure.kind)
+            fault = file_fault(error, source_location(self._source))
+            if fault is not None:  # REL-2: a file that cannot be read, named with its cause
+                self.report.note_fault(fault, STOPPED_SOURCE)
+                return
             self.report.stopped = STOPPED_SOURCE
             self.report.reason = f"the transcripts cannot list their sessions ({failure.kind})"
             return
         self.report.sessions_seen = self._total = len(sessions)
-        note_source(self._source, self.state, self.clock())
+        note_source(self._host, self.state, self.clock())
         due: dict[str, None] = {}
         for listed in sessions:
             session_id = check_session_id(listed)
@@ -277,7 +283,7 @@ class SweepRun:
         finally:
             self._calls.finish(session_id)
             del self._batches[session_id]
-            tell_host(self._source, self.state, session_id)  # NERVE-3
+            tell_host(self._host, self.state, session_id)  # NERVE-3
         return WindowResult(ended, tally.verdict)
 
     def _window_done(self, session_id: str, result: WindowResult) -> None:
@@ -304,7 +310,7 @@ class SweepRun:
 
         At most the mode's batch size plus ``extra`` (found messages still in front) items,
         and no more pages once twice the mode's byte limit was read: no batch can use more
-        (SWEEP-1). See ``reading.read_window``; ``SourceFailed`` when the source raises.
+        (SWEEP-1). See ``modes.read_window``; ``SourceFailed`` when the source raises.
         """
         return read_window(
             self.page,

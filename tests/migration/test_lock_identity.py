@@ -1,0 +1,79 @@
+"""One migration per state file, however its path is spelt (REL-5).
+
+A real second process holds the migration lock of the state; this run reaches the same
+file through a real symlink (of the file, or of its folder) or through ``..``, and must
+return at once without a write.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from provisioner.migration.memu_store import MemuStore
+from provisioner.migration.migrate import Migration
+from provisioner.migration.report import STOPPED_BUSY, MigrationReport
+from provisioner.runtime.state import StateStore
+from tests.runtime.second_process import MIGRATION_LOCK, held_by_another_process
+
+from .conftest import fixed_clock
+from .memu_db import MemuDb
+from .scripted_loom import ScriptedLoom
+
+pytestmark = pytest.mark.anyio
+
+
+def spellings(tmp_path: Path) -> dict[str, Path]:
+    """The real state file and three other ways to reach it."""
+    real = tmp_path / "real" / "state.sqlite3"
+    real.parent.mkdir()
+    StateStore(real).close()
+    (tmp_path / "link.sqlite3").symlink_to(real)
+    (tmp_path / "folder").symlink_to(real.parent, target_is_directory=True)
+    (tmp_path / "other").mkdir()
+    return {
+        "real": real,
+        "file symlink": tmp_path / "link.sqlite3",
+        "folder symlink": tmp_path / "folder" / "state.sqlite3",
+        "dot-dot": tmp_path / "other" / ".." / "real" / "state.sqlite3",
+    }
+
+
+async def migrate(memu: MemuDb, state_path: Path, loom: ScriptedLoom) -> MigrationReport:
+    with MemuStore(memu.path) as store, StateStore(state_path) as state:
+        return await Migration(loom, store, state, clock=fixed_clock).run()
+
+
+class TestASecondMigrationThroughAnotherSpelling:
+    @pytest.mark.parametrize("spelling", ["file symlink", "folder symlink", "dot-dot"])
+    async def test_a_migration_while_another_process_migrates_the_real_file_writes_nothing(
+        self, tmp_path: Path, memu: MemuDb, loom: ScriptedLoom, spelling: str
+    ) -> None:
+        memu.add_items(3)
+        paths = spellings(tmp_path)
+        with held_by_another_process(MIGRATION_LOCK, paths["real"]):
+            report = await migrate(memu, paths[spelling], loom)
+        assert report.stopped == STOPPED_BUSY
+        assert loom.calls == []
+
+    async def test_a_migration_of_the_real_file_while_a_symlink_is_held_elsewhere_writes_nothing(
+        self, tmp_path: Path, memu: MemuDb, loom: ScriptedLoom
+    ) -> None:
+        memu.add_items(3)
+        paths = spellings(tmp_path)
+        with held_by_another_process(MIGRATION_LOCK, paths["file symlink"]):
+            report = await migrate(memu, paths["real"], loom)
+        assert report.stopped == STOPPED_BUSY
+        assert loom.calls == []
+
+    async def test_the_migration_goes_once_the_other_process_let_go(
+        self, tmp_path: Path, memu: MemuDb, loom: ScriptedLoom
+    ) -> None:
+        memu.add_items(3)
+        paths = spellings(tmp_path)
+        with held_by_another_process(MIGRATION_LOCK, paths["real"]):
+            pass
+        report = await migrate(memu, paths["file symlink"], loom)
+        assert (report.stopped, report.left) == ("done", 0)
+        assert len(loom.calls) == 3
