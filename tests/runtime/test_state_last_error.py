@@ -111,7 +111,7 @@ class TestDoctorsSweepLine:
         state.record_last_error(at=1.8e9, op="extract", kind="CodedFault", message="busy")
         state.record_last_error(at=1.8e9 + 1, op="health", kind="GatewayUnreachable", message="x")
         check = doctor_sweep.sweep_state_check(tmp_path / "cfg")
-        assert " in extract: CodedFault: busy " in check.message
+        assert " in extract: Loom could not do it now: busy " in check.message
         assert "GatewayUnreachable" not in check.message
 
     def test_an_error_dated_in_the_future_is_said_to_be_in_the_future(
