@@ -115,15 +115,26 @@ def held_by_another_process(path: Path) -> Iterator[None]:
         "print('held', flush=True)\n"
         "sys.stdin.read()\n"
     )
+    with process_holding(code, str(path)):
+        yield
+
+
+@contextmanager
+def process_holding(
+    code: str, *args: str, env: dict[str, str] | None = None
+) -> Iterator[subprocess.Popen[str]]:
+    """A second Python process running ``code``: it takes something, prints ``held`` and
+    keeps it until its stdin closes, which happens when the block ends."""
     holder = subprocess.Popen(
-        [sys.executable, "-c", code, str(path)],
+        [sys.executable, "-c", code, *args],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
+        env=env,
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline() == "held\n"
-        yield
+        yield holder
     finally:
         assert holder.stdin is not None
         holder.stdin.close()

@@ -18,6 +18,7 @@ import pytest
 from provisioner.workspace.render import MANIFEST_PATH
 from tests.conftest import REPO_ROOT, clean_environment, read_terminal
 from tests.fleet.conftest import Provision
+from tests.machine_faults import process_holding
 
 HOLD_THE_LOCK = """
 import sys
@@ -35,20 +36,8 @@ POLL_S = 0.02
 @contextmanager
 def lock_held(workspace: Path, env: dict[str, str]) -> Iterator[None]:
     """Another process holds ``workspace``'s init lock for the block."""
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLD_THE_LOCK, str(workspace)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    try:
-        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+    with process_holding(HOLD_THE_LOCK, str(workspace), env=env):
         yield
-    finally:
-        assert holder.stdin is not None
-        holder.stdin.close()
-        holder.wait(timeout=30)
 
 
 def wording(workspace: Path) -> str:

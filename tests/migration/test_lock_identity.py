@@ -15,29 +15,13 @@ from provisioner.migration.memu_store import MemuStore
 from provisioner.migration.migrate import Migration
 from provisioner.migration.report import STOPPED_BUSY, MigrationReport
 from provisioner.runtime.state import StateStore
-from tests.runtime.second_process import MIGRATION_LOCK, held_by_another_process
+from tests.runtime.second_process import MIGRATION_LOCK, held_by_another_process, spellings
 
 from .conftest import fixed_clock
 from .memu_db import MemuDb
 from .scripted_loom import ScriptedLoom
 
 pytestmark = pytest.mark.anyio
-
-
-def spellings(tmp_path: Path) -> dict[str, Path]:
-    """The real state file and three other ways to reach it."""
-    real = tmp_path / "real" / "state.sqlite3"
-    real.parent.mkdir()
-    StateStore(real).close()
-    (tmp_path / "link.sqlite3").symlink_to(real)
-    (tmp_path / "folder").symlink_to(real.parent, target_is_directory=True)
-    (tmp_path / "other").mkdir()
-    return {
-        "real": real,
-        "file symlink": tmp_path / "link.sqlite3",
-        "folder symlink": tmp_path / "folder" / "state.sqlite3",
-        "dot-dot": tmp_path / "other" / ".." / "real" / "state.sqlite3",
-    }
 
 
 async def migrate(memu: MemuDb, state_path: Path, loom: ScriptedLoom) -> MigrationReport:

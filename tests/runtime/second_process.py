@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from provisioner.runtime.state import StateStore
 from tests.conftest import REPO_ROOT
 
 HOLD_READY = "HELD"
@@ -73,3 +74,20 @@ def held_by_another_process(code: str, path: str | Path) -> Iterator[subprocess.
             except subprocess.TimeoutExpired:
                 holder.kill()
                 holder.communicate()
+
+
+def spellings(tmp_path: Path) -> dict[str, Path]:
+    """A real state file and three other ways to reach it (REL-5): a link to the file, a
+    link to its folder, and a path through ``..``."""
+    real = tmp_path / "real" / "state.sqlite3"
+    real.parent.mkdir()
+    StateStore(real).close()
+    (tmp_path / "link.sqlite3").symlink_to(real)
+    (tmp_path / "folder").symlink_to(real.parent, target_is_directory=True)
+    (tmp_path / "other").mkdir()
+    return {
+        "real": real,
+        "file symlink": tmp_path / "link.sqlite3",
+        "folder symlink": tmp_path / "folder" / "state.sqlite3",
+        "dot-dot": tmp_path / "other" / ".." / "real" / "state.sqlite3",
+    }

@@ -18,28 +18,12 @@ from provisioner.runtime.sweep.lock import LOCK_SUFFIX, lock_path_of, sweep_lock
 from provisioner.runtime.sweep.outcomes import STOPPED_BUSY
 from provisioner.runtime.sweep.sweeper import Sweeper
 from provisioner.runtime.transcripts import SqliteTranscripts
-from tests.runtime.second_process import SWEEP_LOCK, held_by_another_process
+from tests.runtime.second_process import SWEEP_LOCK, held_by_another_process, spellings
 
 from .conftest import NOW, add_session, fixed_clock
 from .scripted_loom import ScriptedLoom
 
 pytestmark = pytest.mark.anyio
-
-
-def spellings(tmp_path: Path) -> dict[str, Path]:
-    """The real state file and three other ways to reach it."""
-    real = tmp_path / "real" / "state.sqlite3"
-    real.parent.mkdir()
-    StateStore(real).close()
-    (tmp_path / "link.sqlite3").symlink_to(real)
-    (tmp_path / "folder").symlink_to(real.parent, target_is_directory=True)
-    (tmp_path / "other").mkdir()
-    return {
-        "real": real,
-        "file symlink": tmp_path / "link.sqlite3",
-        "folder symlink": tmp_path / "folder" / "state.sqlite3",
-        "dot-dot": tmp_path / "other" / ".." / "real" / "state.sqlite3",
-    }
 
 
 class TestEverySpellingLocksTheSameFile:

@@ -32,7 +32,7 @@ may have read the request, and a tool call must not run twice (GW-3, GW-5).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any, cast
 
 import httpx
@@ -156,22 +156,9 @@ async def reclaim_orphaned_connections(transport: httpx.AsyncBaseTransport) -> i
     request never sent. It would hold its slot (and maybe a socket) for ever. Returns how many
     were dropped. Transports without an httpcore pool (a test's in-process app) are left alone.
     """
-    pool = getattr(transport, "_pool", None)
-    connections = getattr(pool, "_connections", None)
-    requests = getattr(pool, "_requests", None)
-    if not isinstance(connections, list) or not isinstance(requests, list):
-        return 0
-    held = {id(getattr(request, "connection", None)) for request in requests}
-    orphans = [
-        connection
-        for connection in connections
-        if id(connection) not in held and not connection.is_idle() and not connection.is_closed()
-    ]
-    for connection in orphans:
-        connections.remove(connection)
-    for connection in orphans:
-        await finish_despite_cancellation(connection.aclose())
-    return len(orphans)
+    return await _drop_unheld_connections(
+        transport, lambda connection: not connection.is_idle() and not connection.is_closed()
+    )
 
 
 async def drop_idle_connections(transport: httpx.AsyncBaseTransport) -> int:
@@ -180,22 +167,27 @@ async def drop_idle_connections(transport: httpx.AsyncBaseTransport) -> int:
     Called when a kept-alive connection was found closed: the others were kept as long or
     longer, and the request sent again must go out on a fresh connection. Returns how many.
     """
+    return await _drop_unheld_connections(transport, lambda connection: connection.is_idle())
+
+
+async def _drop_unheld_connections(
+    transport: httpx.AsyncBaseTransport, chosen: Callable[[Any], bool]
+) -> int:
+    """Take the ``chosen`` connections that no pending request holds out of the transport's
+    httpcore pool and close them, each to its end; returns how many. A transport without
+    such a pool (a test's in-process app) is left alone."""
     pool = getattr(transport, "_pool", None)
     connections = getattr(pool, "_connections", None)
     requests = getattr(pool, "_requests", None)
     if not isinstance(connections, list) or not isinstance(requests, list):
         return 0
     held = {id(getattr(request, "connection", None)) for request in requests}
-    idle = [
-        connection
-        for connection in connections
-        if id(connection) not in held and connection.is_idle()
-    ]
-    for connection in idle:
+    dropped = [c for c in connections if id(c) not in held and chosen(c)]
+    for connection in dropped:
         connections.remove(connection)
-    for connection in idle:
+    for connection in dropped:
         await finish_despite_cancellation(connection.aclose())
-    return len(idle)
+    return len(dropped)
 
 
 class _WholeWritesBackend:
