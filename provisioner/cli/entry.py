@@ -25,7 +25,7 @@ MODULE_COMMAND = "python -m provisioner"  # NERVE-1: the same command line, as a
 MOUNTED_COMMAND = "nerve"  # NERVE-1: Nerve's command, once extend_cli mounted the package
 # NERVE-1: the package's command groups that Nerve does not have; extend_cli mounts these
 # (and only these) into Nerve's command.
-PACKAGE_GROUPS = ("golden", "render", "diff", "memory", "dev", "web")
+PACKAGE_GROUPS = ("golden", "render", "diff", "memory", "dev", "web", "fleet")
 _MODULE_MAIN = "__main__.py"
 _PACKAGE_DIR = "provisioner"
 

@@ -19,7 +19,7 @@ and then:
   A file Nerve's step wrote in that run, or one byte for byte as Nerve's installed package
   ships it, is Nerve's shipped text and is re-worded for the backend (NERVE-10,
   ``provisioner.integrations.nerve.shipped``); a file the agent edited is kept and listed.
-* the package's command groups (``PACKAGE_GROUPS``: golden, render, diff, memory, dev, web)
+* the package's command groups (``PACKAGE_GROUPS``: golden, render, diff, memory, dev, web, fleet)
   become subcommands that hand their arguments, unparsed and unchanged, to the package's
   argparse command line and exit with its status. The configuration folder Nerve resolved
   (its ``-c``, ``NERVE_CONFIG_DIR``, the current folder, its pointer file) is the package's
