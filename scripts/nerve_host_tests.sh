@@ -7,7 +7,7 @@
 # Nerve's source is $NERVE_SOURCE, else ../shared/nerve from the repository root. The venv is
 # made by the `nerve-venv` script found beside that source (one folder up), into a temporary
 # folder removed at the end. Without a source it prints one line saying so and exits 0.
-# The exit status is pytest's.
+# Both tiers run (the slow one holds the README blocks under Nerve). The exit status is pytest's.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 source_dir=${NERVE_SOURCE:-$repo/../shared/nerve}
@@ -27,4 +27,4 @@ bash "$maker" "$venv/venv"
 "$venv/venv/bin/pip" install -q --disable-pip-version-check -e "$repo[web,dev,test]" \
   >"$venv/pip.log" 2>&1 || { tail -n 5 "$venv/pip.log" >&2; exit 1; }
 cd "$repo"
-NERVE_SOURCE=$source_dir "$venv/venv/bin/python" -m pytest -p no:asyncio tests/nerve_host "$@"
+NERVE_SOURCE=$source_dir "$venv/venv/bin/python" -m pytest -p no:asyncio -m "slow or not slow" tests/nerve_host "$@"
