@@ -23,7 +23,7 @@ from provisioner.cli.main import main
 from provisioner.devgateway import RunningGateway
 from provisioner.runtime.loom import backend as backend_module
 from provisioner.runtime.loom.backend import LoomMemory
-from provisioner.runtime.sqlite_file import EXIT_LOOK_AT_FILE, EXIT_TRY_LATER
+from provisioner.runtime.sqlite_file import EXIT_LOOK_AT_FILE, EXIT_TRY_LATER, FileFault
 from provisioner.runtime.state import StateStore
 
 from .conftest import loom_config
@@ -199,6 +199,22 @@ class TestADamagedState:
         last_error = memory.diagnostics()["last_error"]
         assert (last_error["op"], last_error["kind"]) == ("recall", "FileFault")
 
+    async def test_a_state_that_cannot_be_opened_is_never_handed_to_a_sweep(
+        self, tmp_path: Path, gateway: RunningGateway
+    ) -> None:
+        """REL-2, REL-3: the recall runs on a stand-in, but ``state`` raises the fault, so no
+        sweeper keeps its watermarks where they would be lost."""
+        path = tmp_path / "state.sqlite3"
+        with StateStore(path) as state:
+            for number in range(40):
+                state.freeze_recall(f"old-{number}", source="pack", items=["x" * 400], now=1.0)
+        damage_every_page_but_the_first(path)
+        async with backend(gateway, state_path=path) as memory:
+            await memory.startup_recall("s-1")
+            with pytest.raises(FileFault) as raised:
+                memory.state  # noqa: B018 - the property is what is tested
+        assert (raised.value.kind, raised.value.path) == ("damaged", str(path))
+
 
 class TestAFullState:
     async def test_a_state_with_no_room_gives_the_recall_unfrozen(
@@ -209,6 +225,7 @@ class TestAFullState:
         for fact in facts:
             gateway.app.store.remember(fact)
         with StateStore(":memory:") as state:
+            state.read("VACUUM")  # no free page left over from the schema's steps to reuse
             (pages,) = state.read("PRAGMA page_count")[0]
             state.read(f"PRAGMA max_page_count = {pages}")  # no page more: the disk is full
             async with backend(gateway, state=state) as memory:
@@ -234,14 +251,15 @@ class TestTheRecallCommand:
     def test_a_state_file_that_is_no_database_is_one_line_and_exit_2(
         self, tmp_path: Path, gateway: RunningGateway, capsys: pytest.CaptureFixture[str]
     ) -> None:
-        """REL-4: the file and the cause on one line, the status of a file to look at."""
+        """REL-4: the file and the cause on one line, the status of a file to look at; a file
+        that is no database at all is not the package's, the one file worth moving aside."""
         state = tmp_path / "state.sqlite3"
         state.write_bytes(b"not a database at all\n" * 400)
         status, out, err = recall_command(tmp_path, gateway, state, capsys)
         assert status == EXIT_LOOK_AT_FILE
         assert out == ""
         assert len(err.splitlines()) == 1 and "Traceback" not in err
-        assert str(state) in err and "damaged" in err
+        assert f"{state}: cannot be opened as the memory state (not a database)" in err
 
     def test_a_state_another_process_holds_prints_the_block_then_one_line_and_exit_75(
         self,

@@ -169,7 +169,9 @@ class TestWhatTheMessagesSay:
     async def test_a_connect_timeout_within_a_short_deadline_is_unreachable(
         self, unaccepting_url
     ) -> None:
-        server = McpGatewayServer(unaccepting_url + "/s/loom/mcp")
+        # A clock that stands still: the message names the time the try had, which a loaded
+        # machine would otherwise shave before the try starts (0.296 s).
+        server = McpGatewayServer(unaccepting_url + "/s/loom/mcp", clock=lambda: 0.0)
         with pytest.raises(GatewayUnreachable) as caught:
             await server.call_tool("loom_search", {}, deadline_s=0.3)
         await server.aclose()

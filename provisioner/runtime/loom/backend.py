@@ -59,8 +59,8 @@ from provisioner.runtime.loom.settings import LOOM_BACKEND, ConfigLike, checked_
 from provisioner.runtime.loom.types import Extracted, Identity, MemoryWrite, Recall, WriteVerdict
 from provisioner.runtime.loom.write import write_memory
 from provisioner.runtime.memory_contract import LOOM_SERVER, MemoryBackendUnavailable
-from provisioner.runtime.sqlite_file import FileFault
-from provisioner.runtime.state import StateStore
+from provisioner.runtime.sqlite_file import FileFault, file_fault
+from provisioner.runtime.state import StateBusyError, StateStore
 from provisioner.runtime.transcripts import Message
 
 EXTRACT_DEADLINE_S = 130.0  # SWEEP-3: a little past the gateway's 120 s call limit
@@ -133,6 +133,8 @@ class LoomMemory:
         self._recall_deadline_s = recall_deadline_s or RECALL_DEADLINE_S
         self._frozen: FrozenRecalls | None = None
         self.state_fault: FileFault | None = None  # the last the recall met on its state (REL-3)
+        # REL-3: the state file could not be opened; the recall runs on a stand-in, the sweep never
+        self._state_unopened: FileFault | None = None
 
     @classmethod
     def from_settings(
@@ -200,9 +202,11 @@ class LoomMemory:
     async def open(self) -> LoomMemory:
         """Open the state and the gateway clients, and read the catalog once; returns self.
 
-        Never fails for the gateway's state (LOOM-2). Raises ``RuntimeError`` while already
-        open, and what ``StateStore`` raises for a ``state_path`` that cannot be opened; a
-        failed open leaves nothing open. Opening again after ``aclose()`` is allowed.
+        Never fails for the gateway's state (LOOM-2), nor for a state file the machine will
+        not let it use (REL-3: the recall runs unfrozen, ``state`` raises the fault). Raises
+        ``RuntimeError`` while already open, and ``StateVersionError`` for a state file of a
+        newer version; a failed open leaves nothing open. Opening again after ``aclose()`` is
+        allowed.
         """
         if self._stack is not None:
             raise RuntimeError("LoomMemory is open already; close it before opening it again")
@@ -210,7 +214,7 @@ class LoomMemory:
         try:
             if self._state is None:
                 path = IN_MEMORY_STATE if self._state_path is None else self._state_path
-                self._state = stack.enter_context(await asyncio.to_thread(StateStore, path))
+                self._state = stack.enter_context(await self._open_state(path))
             self._frozen = FrozenRecalls(self._state, on_fault=self._note_state_fault)
             stack.push_async_callback(self._frozen.aclose)
             if self._gateway_url is not None:
@@ -224,6 +228,27 @@ class LoomMemory:
         if self._catalog is not None:
             await self._catalog.current()
         return self
+
+    async def _open_state(self, path: str | os.PathLike[str]) -> StateStore:
+        """The state file at ``path``, opened off the loop; a stand-in in memory when the file
+        is busy past its wait, full, unreadable or damaged (REL-3).
+
+        The recall then runs unfrozen on the stand-in, and the fault is in ``state_fault``;
+        ``state`` raises it, so a sweeper is never built on a state that keeps no watermark.
+        A state written by a newer version still raises ``StateVersionError``, and a folder
+        named as the state file raises what SQLite says of it: those are the host's to fix.
+        """
+        self._state_unopened = None
+        try:
+            return await asyncio.to_thread(StateStore, path)
+        except (sqlite3.Error, OSError, StateBusyError) as error:
+            fault = FileFault(path, "busy") if isinstance(error, StateBusyError) else None
+            fault = fault or file_fault(error, path)
+            if fault is None or os.path.isdir(path):  # a folder named as the state: the host's
+                raise
+        self._state_unopened = fault
+        self._note_state_fault(fault)
+        return StateStore(IN_MEMORY_STATE)
 
     async def aclose(self) -> None:
         """Close every HTTP client the backend opened, and the state file it opened itself.
@@ -274,7 +299,13 @@ class LoomMemory:
 
     @property
     def state(self) -> StateStore:
-        """The state store in use while open: frozen recalls, and what a ``Sweeper`` keeps."""
+        """The state store in use while open: frozen recalls, and what a ``Sweeper`` keeps.
+
+        Raises the ``FileFault`` met when the state file could not be opened: the recall goes
+        on without it, but nothing that keeps watermarks may use a stand-in (REL-2, REL-3).
+        """
+        if self._state_unopened is not None and self._stack is not None:
+            raise self._state_unopened
         return self._require_state()
 
     @property

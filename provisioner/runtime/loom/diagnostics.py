@@ -81,13 +81,13 @@ def newest_error(mine: LastError | None, state: StateStore | None) -> LastError 
     """
     kept = None
     if state is not None:
-        try:
-            row = state.last_error()
+        try:  # this process's row first: the store may take it (off the loop) between reads,
             own = state.last_error((mine.op,)) if mine is not None else None
+            row = state.last_error()  # and then the newest is at least as new as it
         except (sqlite3.Error, ValueError, TypeError):
             row = own = None
         kept = LastError(*row) if row is not None else None
-        if mine is not None and own is not None and LastError(*own) == mine:
+        if mine is not None and own is not None and LastError(*own) == mine and kept:
             return kept
     return mine if mine is not None else kept
 
