@@ -20,7 +20,6 @@ from tests.conftest import REPO_ROOT
 PACKAGE = REPO_ROOT / "provisioner"
 TOP_LEVEL_MODULES_MAX = 10  # modules directly in provisioner/, the rest in rooms
 RUNTIME_TOP_LEVEL_MODULES_MAX = 8  # modules directly in provisioner/runtime/
-MODULE_LINES_MAX = 450
 DOTTED_NAME = re.compile(r"`(provisioner(?:\.[A-Za-z_][A-Za-z0-9_]*)+)(?:\(\))?`")
 
 
@@ -117,11 +116,6 @@ class TestRooms:
     def test_few_modules_stand_outside_a_room(self) -> None:
         assert len(_modules_directly_in(PACKAGE)) <= TOP_LEVEL_MODULES_MAX
         assert len(_modules_directly_in(PACKAGE / "runtime")) <= RUNTIME_TOP_LEVEL_MODULES_MAX
-
-    @pytest.mark.parametrize("name", sorted(MODULES))
-    def test_no_module_is_longer_than_a_reader_can_hold(self, name: str) -> None:
-        lines = MODULES[name].read_text(encoding="utf-8").count("\n")
-        assert lines <= MODULE_LINES_MAX, f"{MODULES[name]} has {lines} lines"
 
     @pytest.mark.parametrize("name", sorted(n for n in MODULES if n.startswith("provisioner.")))
     def test_the_runtime_is_imported_by_others_never_the_reverse(self, name: str) -> None:
