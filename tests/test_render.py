@@ -336,9 +336,10 @@ class TestInstalledWheel:
             check=True,
         )
         assert str(environment) in where.stdout
-        nerve = environment / "bin" / "nerve"
+        command = environment / "bin" / "nerve-provisioner"  # NERVE-1: no `nerve` script
+        assert not (environment / "bin" / "nerve").exists()
         result = subprocess.run(
-            [str(nerve), "init", "--non-interactive", "--workspace", str(tmp_path / "ws")],
+            [str(command), "init", "--non-interactive", "--workspace", str(tmp_path / "ws")],
             capture_output=True,
             text=True,
             env=env,
@@ -349,7 +350,7 @@ class TestInstalledWheel:
         assert (tmp_path / "ws" / "skills" / "nerve-dev" / "SKILL.md").is_file()
         site_packages = {p for p in environment.rglob("*") if p.is_file()}
         update = subprocess.run(
-            [str(nerve), "golden", "update", "--backend", "memu"],
+            [str(command), "golden", "update", "--backend", "memu"],
             capture_output=True,
             text=True,
             env=env,

@@ -269,7 +269,11 @@ class TestMountedIntoNerve:
         args = ("golden", "check", "--golden-dir", str(empty), "--json")
         through_nerve, direct = _mounted_answer(nerve_after, args, tmp_path)
         assert through_nerve.returncode == direct.returncode == 1
-        assert json.loads(through_nerve.stdout) == json.loads(direct.stdout)
+        mounted, standalone = json.loads(through_nerve.stdout), json.loads(direct.stdout)
+        # NERVE-1: the accept command names the command as it was invoked, and only that differs
+        assert mounted.pop("accept_command").startswith("nerve golden update ")
+        assert standalone.pop("accept_command").startswith("nerve-provisioner golden update ")
+        assert mounted == standalone
 
     @pytest.mark.parametrize(
         "args", [("render", "--help"), ("memory", "--help"), ("diff", "--help"), ("dev", "--help")]
