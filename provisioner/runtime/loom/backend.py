@@ -53,13 +53,14 @@ from provisioner.runtime.loom.recall import (
     HeldTransport,
     lookup_then_read,
     recall_from_loom,
+    state_fault_of,
 )
 from provisioner.runtime.loom.report import ErrorRecord
 from provisioner.runtime.loom.settings import LOOM_BACKEND, ConfigLike, checked_values, loom_values
 from provisioner.runtime.loom.types import Extracted, Identity, MemoryWrite, Recall, WriteVerdict
 from provisioner.runtime.loom.write import write_memory
 from provisioner.runtime.memory_contract import LOOM_SERVER, MemoryBackendUnavailable
-from provisioner.runtime.sqlite_file import FileFault, file_fault
+from provisioner.runtime.sqlite_file import FileFault
 from provisioner.runtime.state import StateBusyError, StateStore
 from provisioner.runtime.transcripts import Message
 
@@ -242,8 +243,7 @@ class LoomMemory:
         try:
             return await asyncio.to_thread(StateStore, path)
         except (sqlite3.Error, OSError, StateBusyError) as error:
-            fault = FileFault(path, "busy") if isinstance(error, StateBusyError) else None
-            fault = fault or file_fault(error, path)
+            fault = state_fault_of(error, path)
             if fault is None or os.path.isdir(path):  # a folder named as the state: the host's
                 raise
         self._state_unopened = fault

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import sqlite3
 import time
 from collections import OrderedDict
@@ -283,7 +284,7 @@ class FrozenRecalls:
             try:
                 self._bounded(wait_s, freeze)
             except (sqlite3.Error, OSError, StateBusyError) as error:
-                fault = _state_fault(error, self._state.path)
+                fault = state_fault_of(error, self._state.path)
                 if fault is None:
                     raise
                 loop.call_soon_threadsafe(self._on_fault, fault)
@@ -326,7 +327,7 @@ class FrozenRecalls:
         except TimeoutError:
             self._on_fault(FileFault(self._state.path, "busy", "no answer in time"))
         except (sqlite3.Error, OSError, StateBusyError) as error:
-            fault = _state_fault(error, self._state.path)
+            fault = state_fault_of(error, self._state.path)
             if fault is None:
                 raise
             self._on_fault(fault)
@@ -351,7 +352,7 @@ class FrozenRecalls:
             own.close()
 
 
-def _state_fault(error: BaseException, path: str) -> FileFault | None:
+def state_fault_of(error: BaseException, path: str | os.PathLike[str]) -> FileFault | None:
     """``error`` met on the state file as a ``FileFault``; None when it is no file fault."""
     if isinstance(error, StateBusyError):  # another process kept it locked while it was opened
         return FileFault(path, "busy")
