@@ -38,7 +38,7 @@ import contextlib
 import logging
 import sqlite3
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -64,6 +64,7 @@ from provisioner.migration.report import (
     DryRunReport,
     MigrationReport,
 )
+from provisioner.runtime.clock import Sleep
 from provisioner.runtime.gateway.errors import (
     CatalogError,
     CircuitOpen,
@@ -97,7 +98,6 @@ NOT_NOW_WAIT_MAX_S = 30.0  # REL-8 (our choice): the longest one wait, Retry-Aft
 # So an item waits at most 4 x 30 s = 120 s in all, and at most 1+2+4+8 s + 4 x 1 s = 19 s
 # when the gateway names no Retry-After; a Retry-After past 30 s stops the run instead.
 
-Sleep = Callable[[float], Awaitable[None]]
 
 log = logging.getLogger("provisioner.migration.migrate")
 

@@ -20,15 +20,13 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable
 from typing import Any
 
+from provisioner.runtime.clock import Clock
 from provisioner.runtime.gateway.errors import CircuitOpen
 
 BREAKER_FIRST_OPEN_S = 15.0  # GW-7: the first opening
 BREAKER_MAX_OPEN_S = 300.0  # GW-7: doubling stops at 5 min
-
-Clock = Callable[[], float]
 
 
 class Attempt:

@@ -15,12 +15,12 @@ import itertools
 import json
 import re
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
 import httpx
 
+from provisioner.runtime.clock import Clock
 from provisioner.runtime.gateway.errors import CatalogError, ServerNotListed
 from provisioner.runtime.gateway.lifecycle import ClientState, Lifecycle
 from provisioner.runtime.gateway.wire import (
@@ -51,8 +51,6 @@ _ENVELOPE_REASON_MAX = 64
 _REQUEST_ID = re.compile(
     r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 )
-
-Clock = Callable[[], float]
 
 
 @dataclass(frozen=True)

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
-Clock = Callable[[], float]
+from provisioner.runtime.clock import Clock
 
 
 @dataclass(frozen=True)

@@ -23,12 +23,13 @@ import asyncio
 import itertools
 import json
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
+from provisioner.runtime.clock import Clock, Sleep
 from provisioner.runtime.gateway.answers import read_result
 from provisioner.runtime.gateway.breaker import Breaker
 from provisioner.runtime.gateway.catalog import (
@@ -85,9 +86,6 @@ REQUEST_HEADERS: Mapping[str, str] = {  # GW-3 (contracts/gateway.md)
     "Accept": "application/json, text/event-stream",
     "MCP-Protocol-Version": MCP_PROTOCOL_VERSION,
 }
-
-Clock = Callable[[], float]
-Sleep = Callable[[float], Awaitable[None]]
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, NamedTuple
 
 from provisioner.runtime.budget import BatchBudget
+from provisioner.runtime.clock import Clock
 from provisioner.runtime.loom.answers import QUEUE_IDS_PER_CALL
 from provisioner.runtime.loom.queue import QueueCalls, extraction_queue
 from provisioner.runtime.loom.types import QUEUE_DONE, QUEUE_FAILED, QueueStates
@@ -65,7 +66,6 @@ CLOSED_STALE = "stale"  # the source went back below it (NERVE-3); read again fr
 DOUBT_KIND = "QueueStateUnknown"  # the report's error kind for a batch Loom gave no usable word on
 QUEUE_ID_SHOWN = re.compile(r"[A-Za-z0-9_.:-]{1,128}")  # our choice: what an audit row names
 
-Clock = Callable[[], float]
 QueueCall = Callable[[Sequence[str]], Awaitable[QueueStates]]
 log = logging.getLogger("provisioner.runtime.sweep.sweeper")
 

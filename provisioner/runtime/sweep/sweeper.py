@@ -39,6 +39,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from provisioner.runtime.budget import BatchBudget
+from provisioner.runtime.clock import Clock
 from provisioner.runtime.gateway.errors import NoAnswer
 from provisioner.runtime.loom.backend import EXTRACT_DEADLINE_S
 from provisioner.runtime.loom.settings import SWEEP_CONCURRENCY_DEFAULT
@@ -90,7 +91,6 @@ from provisioner.runtime.transcripts import (
 EXTRACT_GUARD_S = 10  # our choice: past this beyond the deadline, the sweep stops waiting
 READ_PAGE_MESSAGES = 25  # our choice: messages read from the source per query
 
-Clock = Callable[[], float]
 
 log = logging.getLogger("provisioner.runtime.sweep.sweeper")
 
