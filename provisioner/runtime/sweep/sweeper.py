@@ -48,7 +48,7 @@ from provisioner.runtime.loom.types import Extracted
 from provisioner.runtime.sqlite_file import FileFault, faults_named, file_fault
 from provisioner.runtime.state import StateStore
 from provisioner.runtime.sweep.backfill import sweep_source
-from provisioner.runtime.sweep.batching import Batch
+from provisioner.runtime.sweep.batching import WAITING, Batch, ExtractionMode
 from provisioner.runtime.sweep.concurrency import (
     AdaptiveLimit,
     SharedBudget,
@@ -59,9 +59,6 @@ from provisioner.runtime.sweep.concurrency import (
 from provisioner.runtime.sweep.concurrency import ExtractCall as Extractor
 from provisioner.runtime.sweep.followup import FollowUp
 from provisioner.runtime.sweep.lock import sweep_lock
-from provisioner.runtime.sweep.modes import QUEUED as QUEUED  # callers import it from here
-from provisioner.runtime.sweep.modes import WAITING, ExtractionMode
-from provisioner.runtime.sweep.modes import extraction_mode as extraction_mode  # likewise
 from provisioner.runtime.sweep.outcomes import (
     BAD_SESSION_ID_KIND,
     STOPPED_BUSY,
@@ -99,9 +96,10 @@ class Sweeper:
     """Sweeps ``source`` into ``memory``, keeping watermarks and budgets in ``state``.
 
     ``clock`` gives the wall time (seconds since the epoch) stamped on audit rows; ``mode``
-    is ``WAITING`` (default) or ``QUEUED`` — see ``extraction_mode``. ``concurrency`` is the
-    most sessions' windows in flight at once (``memory.loom.sweep_concurrency``, SWEEP-14; 1
-    sweeps one session at a time); ``ValueError`` at once for one outside 1…32.
+    is ``WAITING`` (default) or ``QUEUED`` — see ``batching.extraction_mode``.
+    ``concurrency`` is the most sessions' windows in flight at once
+    (``memory.loom.sweep_concurrency``, SWEEP-14; 1 sweeps one session at a time);
+    ``ValueError`` at once for one outside 1…32.
     """
 
     def __init__(

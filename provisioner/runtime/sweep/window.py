@@ -71,10 +71,15 @@ from provisioner.runtime.state_schema import (
     AUDIT_QUEUED,
     AUDIT_SKIPPED,
 )
-from provisioner.runtime.sweep.batching import Batch, build_batch, pick_context, wire_size
+from provisioner.runtime.sweep.batching import (
+    Batch,
+    ExtractionMode,
+    build_batch,
+    pick_context,
+    wire_size,
+)
 from provisioner.runtime.sweep.concurrency import SharedBudget
 from provisioner.runtime.sweep.followup import FollowUp, Gate
-from provisioner.runtime.sweep.modes import ExtractionMode
 from provisioner.runtime.sweep.outcomes import (
     NOTHING_TAKEN_KIND,
     REFUSED_KIND,
