@@ -198,7 +198,7 @@ def _with_sweep_facts(memory: LoomMemory, report: dict[str, Any], config: Any) -
     """
 
     from provisioner.runtime.loom.diagnostics import since_last_error
-    from provisioner.runtime.sweep.sweeper import extraction_mode
+    from provisioner.runtime.sweep.batching import extraction_mode
 
     mode = extraction_mode(config.loom.defer_extraction)
     if report.get("batch_budget") is None:

@@ -201,7 +201,8 @@ async def _sweep(
     from provisioner.cli.memory_files import open_state, open_transcripts
     from provisioner.runtime.loom.backend import LoomMemory
     from provisioner.runtime.sweep.backfill import sweep_source
-    from provisioner.runtime.sweep.sweeper import Sweeper, extraction_mode
+    from provisioner.runtime.sweep.batching import extraction_mode
+    from provisioner.runtime.sweep.sweeper import Sweeper
 
     transcripts_path, state_path = paths
     source = _nerve_db(transcripts_path) if from_nerve else open_transcripts(transcripts_path)
@@ -242,8 +243,8 @@ def _plan(
     """Print what a sweep would send now (MIG-2); 1 when a session could not be read. Nothing
     is sent or written: the state is opened read only; no transcripts database is bad input."""
     from provisioner.cli.memory_files import open_transcripts
+    from provisioner.runtime.sweep.batching import extraction_mode
     from provisioner.runtime.sweep.plan import StateUnreadable, plan_from_file
-    from provisioner.runtime.sweep.sweeper import extraction_mode
 
     transcripts_path, state_path = paths
     if not (from_nerve or transcripts_path.exists()):

@@ -10,7 +10,7 @@ import pytest
 
 from provisioner.integrations.nerve import NerveTranscripts, nerve_sweeper
 from provisioner.runtime import LoomMemory
-from provisioner.runtime.sweep.sweeper import QUEUED, WAITING
+from provisioner.runtime.sweep.batching import QUEUED, WAITING
 
 from .nerve_db import NerveDb, native
 

@@ -36,11 +36,17 @@ from provisioner.runtime.sweep.backfill import (
     run_backfill,
     sweep_source,
 )
-from provisioner.runtime.sweep.batching import ENVELOPE_BYTES, context_size, wire_size
+from provisioner.runtime.sweep.batching import (
+    ENVELOPE_BYTES,
+    QUEUED,
+    WAITING,
+    context_size,
+    wire_size,
+)
 from provisioner.runtime.sweep.lock import sweep_lock
 from provisioner.runtime.sweep.plan import ReadOnlyState, StateUnreadable, plan_sweep
 from provisioner.runtime.sweep.start import Memorized, start_new_sessions
-from provisioner.runtime.sweep.sweeper import QUEUED, WAITING, Sweeper
+from provisioner.runtime.sweep.sweeper import Sweeper
 from provisioner.runtime.transcripts import Message, SqliteTranscripts, TranscriptSource
 from tests.conftest import RunNerve, assert_one_line_error
 from tests.integrations.nerve_db import NerveDb, native

@@ -43,6 +43,7 @@ from provisioner.runtime.loom.settings import SWEEP_CONCURRENCY_DEFAULT, SWEEP_C
 from provisioner.runtime.loom.types import Extracted
 from provisioner.runtime.state import AuditEntry, StateStore
 from provisioner.runtime.state_schema import AUDIT_BUDGET
+from provisioner.runtime.sweep.batching import WAITING
 from provisioner.runtime.sweep.concurrency import (
     START_LIMIT,
     AdaptiveLimit,
@@ -55,7 +56,7 @@ from provisioner.runtime.sweep.concurrency import (
     sweep_windows,
 )
 from provisioner.runtime.sweep.outcomes import STOPPED_BREAKER, STOPPED_DONE, SweepReport
-from provisioner.runtime.sweep.sweeper import WAITING, Sweeper, SweepProgress
+from provisioner.runtime.sweep.sweeper import Sweeper, SweepProgress
 from provisioner.runtime.transcripts import Message, SqliteTranscripts
 
 from .conftest import fixed_clock

@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 
 from provisioner.runtime.loom.answers import MESSAGE_ROLES
 from provisioner.runtime.state import StateStore
-from provisioner.runtime.sweep import sweeper as sweep_module
+from provisioner.runtime.sweep import window as window_module
 from provisioner.runtime.sweep.sweeper import Sweeper
 
 from .conftest import fixed_clock
@@ -150,7 +150,7 @@ class TestHostileSourceProperty:
         source, loom = build(drawn, failure), ContractLoom(answers=list(plan))
         with (
             StateStore(":memory:") as state,
-            mock.patch.object(sweep_module, "READ_PAGE_MESSAGES", PAGE),
+            mock.patch.object(window_module, "READ_PAGE_MESSAGES", PAGE),
         ):
             reports = asyncio.run(sweep_until_idle(source, loom, state))
             check_loom_took_every_good_message_once_as_it_was(source, loom)

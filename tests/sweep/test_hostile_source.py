@@ -22,7 +22,8 @@ from provisioner.devgateway import RunningGateway, serve_in_thread
 from provisioner.runtime.loom.backend import LoomMemory
 from provisioner.runtime.loom.report import WITHHELD, ErrorRecord, LastError, quotes_any
 from provisioner.runtime.state import StateStore
-from provisioner.runtime.sweep.sweeper import READ_PAGE_MESSAGES, Sweeper
+from provisioner.runtime.sweep.sweeper import Sweeper
+from provisioner.runtime.sweep.window import READ_PAGE_MESSAGES
 from provisioner.runtime.transcripts import Message, loom_time
 
 from .conftest import fixed_clock

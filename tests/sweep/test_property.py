@@ -40,7 +40,8 @@ from provisioner.runtime.gateway.errors import (
     ToolRefused,
 )
 from provisioner.runtime.state import StateStore
-from provisioner.runtime.sweep.sweeper import QUEUED, WAITING, Sweeper
+from provisioner.runtime.sweep.batching import QUEUED, WAITING
+from provisioner.runtime.sweep.sweeper import Sweeper
 from provisioner.runtime.transcripts import SqliteTranscripts
 
 from .conftest import fixed_clock

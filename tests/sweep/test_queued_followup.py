@@ -26,8 +26,9 @@ from provisioner.runtime.state_schema import (
     AUDIT_REPLAYED,
     AUDIT_WRITTEN,
 )
+from provisioner.runtime.sweep.batching import QUEUED
 from provisioner.runtime.sweep.followup import DOUBT_KIND
-from provisioner.runtime.sweep.sweeper import QUEUED, Sweeper, SweepReport
+from provisioner.runtime.sweep.sweeper import Sweeper, SweepReport
 from provisioner.runtime.transcripts import SqliteTranscripts
 from tests.conftest import RunNerve
 from tests.devgateway.test_loom_op import loom_op_problems

@@ -31,7 +31,8 @@ from provisioner.devgateway import RunningGateway, serve_in_thread
 from provisioner.runtime.gateway.errors import CircuitOpen, CodedFault, MayPass, NoAnswer
 from provisioner.runtime.loom.backend import LoomMemory
 from provisioner.runtime.state import StateStore
-from provisioner.runtime.sweep.sweeper import QUEUED, Sweeper
+from provisioner.runtime.sweep.batching import QUEUED
+from provisioner.runtime.sweep.sweeper import Sweeper
 from provisioner.runtime.transcripts import SqliteTranscripts
 
 from .conftest import add_session, fixed_clock

@@ -40,8 +40,14 @@ from provisioner.runtime.gateway.errors import (
 from provisioner.runtime.memory_contract import MemoryBackendUnavailable
 from provisioner.runtime.state import StateStore
 from provisioner.runtime.sweep import sweeper as sweep_module
-from provisioner.runtime.sweep.batching import ENVELOPE_BYTES, wire_size
-from provisioner.runtime.sweep.sweeper import QUEUED, WAITING, Sweeper, SweepReport, extraction_mode
+from provisioner.runtime.sweep.batching import (
+    ENVELOPE_BYTES,
+    QUEUED,
+    WAITING,
+    extraction_mode,
+    wire_size,
+)
+from provisioner.runtime.sweep.sweeper import Sweeper, SweepReport
 from provisioner.runtime.transcripts import SqliteTranscripts
 
 from .conftest import add_session, fixed_clock

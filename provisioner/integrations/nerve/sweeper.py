@@ -22,7 +22,8 @@ from pathlib import Path
 from provisioner.config.paths import NERVE_DB_FILE, nerve_home
 from provisioner.integrations.nerve.transcripts import NerveTranscripts
 from provisioner.runtime.loom.backend import LoomMemory
-from provisioner.runtime.sweep.sweeper import Sweeper, extraction_mode
+from provisioner.runtime.sweep.batching import extraction_mode
+from provisioner.runtime.sweep.sweeper import Sweeper
 from provisioner.runtime.transcripts import TranscriptSource
 
 

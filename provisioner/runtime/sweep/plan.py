@@ -29,10 +29,9 @@ from provisioner.runtime.loom.answers import MESSAGE_ROLES
 from provisioner.runtime.state import kept_budget
 from provisioner.runtime.state_schema import SCHEMA_VERSION
 from provisioner.runtime.sweep.backfill import BackfillScope, BackfillView, backfill_moves
-from provisioner.runtime.sweep.batching import build_batch, pick_context
+from provisioner.runtime.sweep.batching import ExtractionMode, build_batch, pick_context
 from provisioner.runtime.sweep.outcomes import BAD_SESSION_ID_KIND
 from provisioner.runtime.sweep.start import StateReader, host_memorized, state_watermarks
-from provisioner.runtime.sweep.sweeper import ExtractionMode
 from provisioner.runtime.sweep.window import CONTEXT_KEEP
 from provisioner.runtime.transcripts import (
     Message,

@@ -32,8 +32,8 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
+from provisioner.runtime.clock import Clock
 from provisioner.runtime.loom.answers import MESSAGE_ROLES
 from provisioner.runtime.state import AuditEntry, Mark, StateStore, put_mark
 from provisioner.runtime.state_schema import AUDIT_WENT_BACK
@@ -45,8 +45,7 @@ from provisioner.runtime.transcripts import (
     check_message,
 )
 
-if TYPE_CHECKING:
-    from provisioner.runtime.sweep.sweeper import SweepRun
+Page = Callable[[str, int, int], list[object]]  # (session_id, after, limit): one page of items
 
 DIGEST_HEX_CHARS = 32  # our choice: 128 bits of SHA-256 tell two messages apart
 GONE = "its message is gone"  # NERVE-3: why a watermark was re-aligned, as the audit says
@@ -70,35 +69,35 @@ def mark_of(item: Message | Refused) -> Mark:
     return Mark(item.id, item.created_at, digest[:DIGEST_HEX_CHARS])
 
 
-def realign_if_went_back(run: SweepRun, session_id: str) -> None:
-    """Re-align the session's watermark when the source went back below it (see above).
+def realign_if_went_back(state: StateStore, session_id: str, *, page: Page, clock: Clock) -> bool:
+    """Re-align the session's watermark when the source went back below it (see above);
+    whether it did. ``page`` reads the source (``window.source_page``), ``clock`` dates the
+    audit row.
 
     One read of the source when nothing changed. Raises ``SourceFailed`` when the source
     raises; the window then stops as for any other read.
     """
-    state = run.state
     watermark = state.watermark(session_id)
     if watermark <= 0:
-        return
-    current = _found_at(run, session_id, watermark)
+        return False
+    current = _found_at(page, session_id, watermark)
     kept = _marks(state, session_id, only=watermark)
     if current is not None and (not kept or kept[0] == current):
         if not kept:  # a watermark from before marks: trust on first use
             with state.transaction() as db:
                 put_mark(db, session_id, current)
-        return
+        return False
     marks = [mark for mark in _marks(state, session_id) if mark.message_id < watermark]
 
     def still_held(index: int) -> bool:
-        return _found_at(run, session_id, marks[index].message_id) == marks[index]
+        return _found_at(page, session_id, marks[index].message_id) == marks[index]
 
     index = newest_matching(len(marks), still_held)
     target = marks[index].message_id if index >= 0 else 0
     reason = GONE if current is None else REPLACED
     detail = f"watermark {watermark} -> {target}: {reason}"
     entry = AuditEntry(AUDIT_WENT_BACK, session_id, watermark, detail=detail)
-    state.record_went_back(session_id, watermark=target, audit=entry, now=run.clock())
-    run.report.sessions_realigned += 1
+    state.record_went_back(session_id, watermark=target, audit=entry, now=clock())
     log.warning(
         "session %s: the transcripts went back below watermark %d (%s); re-aligned to %d",
         session_id,
@@ -106,6 +105,7 @@ def realign_if_went_back(run: SweepRun, session_id: str) -> None:
         reason,
         target,
     )
+    return True
 
 
 def newest_matching(count: int, matches: Callable[[int], bool]) -> int:
@@ -177,12 +177,12 @@ def note_source(host: HostTranscripts | None, state: StateStore, now: float) -> 
         )
 
 
-def _found_at(run: SweepRun, session_id: str, message_id: int) -> Mark | None:
+def _found_at(page: Page, session_id: str, message_id: int) -> Mark | None:
     """The mark of the message the source holds at ``message_id``, or None when there is none."""
-    page = run.page(session_id, message_id - 1, 1)
-    if not page:
+    items = page(session_id, message_id - 1, 1)
+    if not items:
         return None
-    item = check_message(page[0], after_id=message_id - 1, roles=MESSAGE_ROLES)
+    item = check_message(items[0], after_id=message_id - 1, roles=MESSAGE_ROLES)
     if item.id != message_id:
         return None
     return mark_of(item)

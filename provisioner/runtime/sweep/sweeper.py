@@ -9,9 +9,10 @@ took, so a crash at any point loses nothing and at most the batch in flight is s
 ``Sweeper(memory, source, state)`` takes the Loom backend (or anything with its ``extract``
 method), the transcripts and the state. ``await sweeper.run_once()`` sweeps once and returns a
 ``SweepReport``; a second caller while a sweep runs returns at once with ``stopped ==
-"already_running"`` (SWEEP-11). How each failure is answered is in ``outcomes``; the window,
-its budget and the isolation of a failing batch are in ``window``; how a window is read from
-the source, page by page, is in ``modes`` (``read_window``, ``source_page``).
+"already_running"`` (SWEEP-11). How each failure is answered is in ``outcomes``; one
+session's window — read from the source page by page, its batches, the isolation of a failing
+batch and what it records — is in ``window``; a source that went back below a watermark, and a
+host told how far the sweep got, in ``realign`` (NERVE-3).
 
 Sessions are swept side by side (SWEEP-14, ``concurrency``): up to ``concurrency`` windows in
 flight, never two of one session, under a limit that starts at one and follows what Loom
@@ -35,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 from provisioner.runtime.budget import BatchBudget
@@ -45,10 +46,9 @@ from provisioner.runtime.loom.backend import EXTRACT_DEADLINE_S
 from provisioner.runtime.loom.settings import SWEEP_CONCURRENCY_DEFAULT
 from provisioner.runtime.loom.types import Extracted
 from provisioner.runtime.sqlite_file import FileFault, faults_named, file_fault
-from provisioner.runtime.state import AuditEntry, Mark, StateStore
-from provisioner.runtime.state_schema import AUDIT_BATCH, AUDIT_BUDGET, AUDIT_CUT, AUDIT_FAILED
+from provisioner.runtime.state import StateStore
 from provisioner.runtime.sweep.backfill import sweep_source
-from provisioner.runtime.sweep.batching import Batch
+from provisioner.runtime.sweep.batching import WAITING, Batch, ExtractionMode
 from provisioner.runtime.sweep.concurrency import (
     AdaptiveLimit,
     SharedBudget,
@@ -59,15 +59,6 @@ from provisioner.runtime.sweep.concurrency import (
 from provisioner.runtime.sweep.concurrency import ExtractCall as Extractor
 from provisioner.runtime.sweep.followup import FollowUp
 from provisioner.runtime.sweep.lock import sweep_lock
-from provisioner.runtime.sweep.modes import QUEUED as QUEUED  # callers import it from here
-from provisioner.runtime.sweep.modes import (
-    WAITING,
-    ExtractionMode,
-    queued_entry,
-    read_window,
-    source_page,
-)
-from provisioner.runtime.sweep.modes import extraction_mode as extraction_mode  # likewise
 from provisioner.runtime.sweep.outcomes import (
     BAD_SESSION_ID_KIND,
     STOPPED_BUSY,
@@ -77,11 +68,8 @@ from provisioner.runtime.sweep.outcomes import (
     SweepReport,
 )
 from provisioner.runtime.sweep.realign import host_of, note_source, source_location, tell_host
-from provisioner.runtime.sweep.window import SessionWindow, refused_entries, skip_entries
+from provisioner.runtime.sweep.window import SessionWindow, SweepShared
 from provisioner.runtime.transcripts import (
-    Message,
-    ReadWindow,
-    Refused,
     SourceFailed,
     TranscriptSource,
     check_session_id,
@@ -89,7 +77,6 @@ from provisioner.runtime.transcripts import (
 )
 
 EXTRACT_GUARD_S = 10  # our choice: past this beyond the deadline, the sweep stops waiting
-READ_PAGE_MESSAGES = 25  # our choice: messages read from the source per query
 
 
 log = logging.getLogger("provisioner.runtime.sweep.sweeper")
@@ -109,9 +96,10 @@ class Sweeper:
     """Sweeps ``source`` into ``memory``, keeping watermarks and budgets in ``state``.
 
     ``clock`` gives the wall time (seconds since the epoch) stamped on audit rows; ``mode``
-    is ``WAITING`` (default) or ``QUEUED`` — see ``extraction_mode``. ``concurrency`` is the
-    most sessions' windows in flight at once (``memory.loom.sweep_concurrency``, SWEEP-14; 1
-    sweeps one session at a time); ``ValueError`` at once for one outside 1…32.
+    is ``WAITING`` (default) or ``QUEUED`` — see ``batching.extraction_mode``.
+    ``concurrency`` is the most sessions' windows in flight at once
+    (``memory.loom.sweep_concurrency``, SWEEP-14; 1 sweeps one session at a time);
+    ``ValueError`` at once for one outside 1…32.
     """
 
     def __init__(
@@ -178,24 +166,32 @@ class Sweeper:
                 report.stopped = STOPPED_BUSY
                 return
             source = sweep_source(self._source, self._state, self._clock)  # MIG-2
-            run = SweepRun(
-                self._memory, source, self._state, self._mode, self._clock, self._concurrency
-            )
-            run.progress = progress
-            run.follow_up = FollowUp.for_sweep(  # SWEEP-15: the backend itself, unwrapped
+            follow_up = FollowUp.for_sweep(  # SWEEP-15: the backend itself, unwrapped
                 self._memory, self._state, defer=self._mode.defer, clock=self._clock
             )
-            await run.sweep(report)
-            if run.follow_up is not None:
-                report.follow_up = run.follow_up.tally.as_dict()
+            run = SweepRun(
+                self._memory,
+                source,
+                self._state,
+                report,
+                mode=self._mode,
+                clock=self._clock,
+                concurrency=self._concurrency,
+                progress=progress,
+                follow_up=follow_up,
+            )
+            await run.sweep()
+            if follow_up is not None:
+                report.follow_up = follow_up.tally.as_dict()
 
 
 class SweepRun:
-    """One sweep in progress: what its windows share (state, budget, report, the call).
+    """One sweep in progress: its sessions listed, their windows run side by side under the
+    limit (SWEEP-14), the caller told where the sweep is.
 
-    Its windows run side by side (SWEEP-14), each a ``SessionWindow`` of its own session; all
-    they share is changed only between ``await``s, on the event loop's thread, so no two
-    windows' updates interleave.
+    Each window is a ``SessionWindow`` of its own session, handed what the windows share
+    (``SweepShared``): the state, the report, the batch budget and the extraction call, which
+    this run keeps (its deadline, the progress callback, each window's tally of calls).
     """
 
     def __init__(
@@ -203,27 +199,34 @@ class SweepRun:
         memory: Extractor,
         source: TranscriptSource,
         state: StateStore,
+        report: SweepReport,
+        *,
         mode: ExtractionMode,
         clock: Clock,
         concurrency: int = SWEEP_CONCURRENCY_DEFAULT,
+        progress: ProgressCallback | None = None,
+        follow_up: FollowUp | None = None,
     ) -> None:
-        self.state = state
-        self.report = SweepReport(mode.name)
         self._calls = TalliedExtractor(memory)  # each window's calls noted for its verdict
         self._source = source
         self._host = host_of(source)  # NERVE-3: asked of the host's store itself (REL-1)
+        self._state = state
+        self._report = report
         self._mode = mode
-        self.clock = clock
-        self.progress: ProgressCallback | None = None
-        self.follow_up: FollowUp | None = None  # SWEEP-15: queued batches followed up
+        self._clock = clock
         self._concurrency = concurrency
-        self._shared = SharedBudget(state.batch_budget(mode.name, mode.default_budget()))
+        self._progress = progress
+        self._follow_up = follow_up  # SWEEP-15: queued batches followed up
+        self._budget = SharedBudget(state.batch_budget(mode.name, mode.default_budget()))
+        self._shared = SweepShared(
+            state, report, mode, self._budget, source, clock, follow_up, send=self._extract
+        )
         self._done = 0  # sessions done: swept, or passed over for a bad id
         self._total = 0  # sessions listed
         self._batches: dict[str, int] = {}  # the windows in flight: batches each has sent
 
-    async def sweep(self, report: SweepReport) -> None:
-        """Offer every session's window, up to the limit at once; fill ``report`` as it goes.
+    async def sweep(self) -> None:
+        """Offer every session's window, up to the limit at once; fill the report as it goes.
 
         A source that cannot list its sessions ends the sweep (``source_failed``); a session
         id that is no text is passed over and named in the report (SWEEP-12), and one listed
@@ -231,9 +234,9 @@ class SweepRun:
         others still in flight are cancelled (``sweep_windows``). In queued mode the batches
         still in Loom's queue are asked about once first, before any window starts (SWEEP-15).
         """
-        self.report = report
-        if self.follow_up is not None:  # SWEEP-15: what Loom wrote of the queued batches
-            ended = await self.follow_up.at_sweep_start(report)
+        report = self._report
+        if self._follow_up is not None:  # SWEEP-15: what Loom wrote of the queued batches
+            ended = await self._follow_up.at_sweep_start(report)
             if ended is not None:
                 report.stopped = ended
                 return
@@ -244,31 +247,31 @@ class SweepRun:
         except Exception as error:
             failure = SourceFailed(error)
             log.warning("transcripts: sessions cannot be listed: %s", failure.kind)
-            self.report.note_error("", failure.kind)
+            report.note_error("", failure.kind)
             fault = file_fault(error, source_location(self._source))
             if fault is not None:  # REL-2: a file that cannot be read, named with its cause
-                self.report.note_fault(fault, STOPPED_SOURCE)
+                report.note_fault(fault, STOPPED_SOURCE)
                 return
-            self.report.stopped = STOPPED_SOURCE
-            self.report.reason = f"the transcripts cannot list their sessions ({failure.kind})"
+            report.stopped = STOPPED_SOURCE
+            report.reason = f"the transcripts cannot list their sessions ({failure.kind})"
             return
-        self.report.sessions_seen = self._total = len(sessions)
-        note_source(self._host, self.state, self.clock())
+        report.sessions_seen = self._total = len(sessions)
+        note_source(self._host, self._state, self._clock())
         due: dict[str, None] = {}
         for listed in sessions:
             session_id = check_session_id(listed)
             if session_id is None:
-                self.report.note_error(shown_session_id(listed), BAD_SESSION_ID_KIND)
-                self.report.windows_stopped += 1
+                report.note_error(shown_session_id(listed), BAD_SESSION_ID_KIND)
+                report.windows_stopped += 1
             if session_id is None or session_id in due:
                 self._done += 1
             else:
                 due[session_id] = None
-        self.report.sessions_swept = self._done
+        report.sessions_swept = self._done
         limit = AdaptiveLimit(self._concurrency)
         swept = await sweep_windows(due, self._window, limit, on_done=self._window_done)
         if swept.ended is not None:
-            self.report.stopped = swept.ended
+            report.stopped = swept.ended
 
     async def _window(self, session_id: str) -> WindowResult:
         """One session's window, and what it tells the limit (``CallTally.verdict``).
@@ -279,170 +282,53 @@ class SweepRun:
         tally = self._calls.start(session_id)
         self._batches[session_id] = 0
         try:
-            ended = await SessionWindow(self, session_id).run()
+            ended = await SessionWindow(self._shared, session_id).run()
         finally:
             self._calls.finish(session_id)
             del self._batches[session_id]
-            tell_host(self._host, self.state, session_id)  # NERVE-3
+            tell_host(self._host, self._state, session_id)  # NERVE-3
         return WindowResult(ended, tally.verdict)
 
     def _window_done(self, session_id: str, result: WindowResult) -> None:
         """A window ended: counted as swept unless it ended the sweep, and told."""
         if result.ended is None:
             self._done += 1
-            self.report.sessions_swept = self._done
-            self.tell()
+            self._report.sessions_swept = self._done
+            self._tell()
 
-    def tell(self, session_id: str | None = None, *, waiting: bool = False) -> None:
+    def _tell(self, session_id: str | None = None, *, waiting: bool = False) -> None:
         """Hand the caller's progress callback where the sweep is (``SweepProgress``)."""
-        if self.progress is None:
+        if self._progress is None:
             return
         batch = self._batches.get(session_id, 0) if session_id is not None else 0
-        counts = (self._done, self._total, self.report.messages_taken, self.budget())
-        self.progress(SweepProgress(*counts, session_id, batch, waiting, len(self._batches)))
+        counts = (self._done, self._total, self._report.messages_taken, self._budget.current)
+        self._progress(SweepProgress(*counts, session_id, batch, waiting, len(self._batches)))
 
-    def budget(self) -> BatchBudget:
-        """The batch budget the windows share (SWEEP-5, ``SharedBudget``): plan with this."""
-        return self._shared.current
-
-    def read_window(self, session_id: str, watermark: int, extra: int) -> ReadWindow:
-        """The session's next messages after ``watermark``, in bounded pages, checked.
-
-        At most the mode's batch size plus ``extra`` (found messages still in front) items,
-        and no more pages once twice the mode's byte limit was read: no batch can use more
-        (SWEEP-1). See ``modes.read_window``; ``SourceFailed`` when the source raises.
-        """
-        return read_window(
-            self.page,
-            session_id,
-            watermark,
-            wanted=self._mode.max_messages + extra,
-            byte_cap=2 * self._mode.max_bytes,
-            page_size=READ_PAGE_MESSAGES,
-        )
-
-    def page(self, session_id: str, after: int, limit: int) -> list[object]:
-        """One page of the source, at most ``limit`` items; ``SourceFailed`` when it raises."""
-        return source_page(self._source, session_id, after, limit)
-
-    async def extract(self, batch: Batch, session_id: str) -> Extracted:
-        """One extraction call; no answer past the deadline and its guard is ``NoAnswer``.
+    async def _extract(self, batch: Batch, session_id: str) -> Extracted:
+        """One extraction call, a window's ``send``; no answer past the deadline and its guard
+        is ``NoAnswer``.
 
         The progress callback hears that the batch went out (``waiting``) and that it came
         back, whatever the outcome — also when the window is cancelled meanwhile.
         """
         limit_s = EXTRACT_DEADLINE_S + EXTRACT_GUARD_S
         self._batches[session_id] = self._batches.get(session_id, 0) + 1
-        self.tell(session_id, waiting=True)
+        self._tell(session_id, waiting=True)
         try:
             async with asyncio.timeout(limit_s):
                 return await self._calls.extract(
                     batch.messages,
                     context=batch.context,
                     session_id=session_id,
-                    defer=self.defers(session_id),
+                    defer=self._defers(session_id),
                 )
         except TimeoutError:
             raise NoAnswer(f"no answer within {limit_s} s", deadline_s=limit_s) from None
         finally:
-            self.tell(session_id)
+            self._tell(session_id)
 
-    def defers(self, session_id: str) -> bool:
+    def _defers(self, session_id: str) -> bool:
         """Whether the session's next batch is queued: queued mode, unless its window fell
         back to waiting mode after Loom failed a batch twice (SWEEP-15)."""
-        follow_up = self.follow_up
+        follow_up = self._follow_up
         return self._mode.defer and not (follow_up is not None and follow_up.waits(session_id))
-
-    def record_taken(
-        self,
-        session_id: str,
-        taken: Sequence[Message],
-        *,
-        step: tuple[Batch, BatchBudget],
-        skipped: tuple[Message, ...],
-        refused: Sequence[Refused] = (),
-        queue_id: str | None,
-        suspect_last_id: int | None,
-        mark: Mark | None = None,
-    ) -> None:
-        """Store what Loom took, skips and audit rows included, in one transaction.
-
-        ``skipped`` are found messages (SWEEP-8), ``refused`` the refused ones the watermark
-        passes (SWEEP-12): each gets its audit row in the same transaction. ``mark`` is the
-        fingerprint of the last message taken, as the source holds it (NERVE-3). The budget
-        stored is the shared one after this batch (``SharedBudget.went_through``).
-        """
-        batch, budget = step
-        audit = skip_entries(session_id, skipped) + refused_entries(session_id, refused)
-        audit += [
-            AuditEntry(AUDIT_CUT, session_id, message.id, message.role, message.created_at)
-            for message in taken
-            if message.id in batch.cut_ids
-        ]
-        if queue_id is not None:  # SWEEP-4 (a batch sent waiting after a fall-back has none)
-            audit.append(queued_entry(session_id, taken, queue_id))
-        else:  # SWEEP-13: what `nerve memory status` counts as gone through since an error
-            audit.append(AuditEntry(AUDIT_BATCH, session_id, taken[-1].id, detail=f"{len(taken)}"))
-        kept = (self._mode.name, self._shared.went_through(budget))
-        if self.follow_up is not None and queue_id is not None and self.follow_up.follows(queue_id):
-            self.follow_up.record_queued(  # SWEEP-15: the watermark waits until it is written
-                session_id,
-                taken,
-                queue_id=queue_id,
-                budget=kept,
-                suspect_last_id=suspect_last_id,
-                audit=audit,
-                mark=mark,
-            )
-        else:
-            self.state.record_taken(
-                session_id,
-                last_taken_id=taken[-1].id,
-                budget=kept,
-                suspect_last_id=suspect_last_id,
-                audit=audit,
-                now=self.clock(),
-                mark=mark,
-            )
-        self.report.messages_taken += len(taken)
-        self.report.messages_skipped += len(skipped) + len(refused)
-        self.report.messages_cut += sum(1 for m in taken if m.id in batch.cut_ids)
-
-    def record_skips(
-        self,
-        session_id: str,
-        skipped: tuple[Message, ...],
-        *,
-        refused: Sequence[Refused] = (),
-        last_id: int,
-        mark: Mark | None = None,
-    ) -> None:
-        """Skip found (SWEEP-8) or refused (SWEEP-12) messages with no batch, in one transaction."""
-        self.state.record_taken(
-            session_id,
-            last_taken_id=last_id,
-            budget=(self._mode.name, self.budget()),
-            suspect_last_id=None,
-            audit=skip_entries(session_id, skipped) + refused_entries(session_id, refused),
-            now=self.clock(),
-            mark=mark,
-        )
-        self.report.messages_skipped += len(skipped) + len(refused)
-
-    def cut_budget(self, session_id: str, batch: Batch, planned: BatchBudget, reason: str) -> None:
-        """Halve the shared budget for the cut a batch planned with ``planned`` met (SWEEP-5),
-        stored with its audit row; nothing when that cut was made already by another window,
-        or the budget cannot shrink further (``SharedBudget.cut``)."""
-        change = self._shared.cut(planned, reason)
-        if change is None:
-            return
-        detail = f"{reason}: {change.before.describe()} -> {change.after.describe()}"
-        entry = AuditEntry(AUDIT_BUDGET, session_id, batch.first_id, detail=detail)
-        self.state.record_budget(self._mode.name, change.after, audit=[entry], now=self.clock())
-
-    def record_failed_batch(self, session_id: str, batch: Batch, kind: str) -> None:
-        """A batch sent that did not go through: counted, and kept for ``nerve memory status``
-        as an audit row naming the outcome's kind and fault code, never its message."""
-        self.report.batches_failed += 1
-        entry = AuditEntry(AUDIT_FAILED, session_id, batch.first_id, detail=kind)
-        self.state.record_audit([entry], now=self.clock())

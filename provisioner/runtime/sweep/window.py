@@ -30,6 +30,10 @@ that takes the next messages, so the messages around it are neither lost nor sen
 nothing to send after them, refused messages are passed on their own, all but the newest one
 read, which waits for a message to follow it; the report names its session meanwhile.
 
+The window reads the source itself, a step at a time (SWEEP-1): never a whole history, only as
+much as the next batch can use, in pages of ``READ_PAGE_MESSAGES`` (``read_window``). Whatever
+the source raises becomes ``SourceFailed``, which stops only the window that was reading.
+
 Found messages are not stored: the state keeps the suspect range (``suspect_last_id``), which
 covers them, so a sweep interrupted in between finds them again by halving instead of
 trusting a failure seen in an earlier sweep.
@@ -38,38 +42,68 @@ In queued mode with the follow-up (SWEEP-15, ``followup``), a window is not offe
 batch of its session is in Loom's queue, and it ends at the batch it queues: the watermark
 moves once Loom reports that batch written. A window whose batch Loom failed twice is cut
 into waiting batches (SWEEP-3) until it has passed that batch.
+
+The run (``sweeper.SweepRun``) hands each window what the windows of one sweep share
+(``SweepShared``): the state and the report it records into, the mode, the shared batch
+budget, the source, the follow-up and the extraction call. What a window did is recorded here,
+each step in one transaction of the state, and counted in the report; the run only lists the
+sessions, schedules their windows and tells the caller's progress callback.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
-from collections.abc import Sequence
+import re
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from provisioner.runtime.budget import WAITING_MAX_BYTES, WAITING_MAX_MESSAGES, BatchBudget
+from provisioner.runtime.clock import Clock
+from provisioner.runtime.loom.answers import MESSAGE_ROLES
 from provisioner.runtime.loom.types import Extracted
-from provisioner.runtime.state import AuditEntry, SweepSession
-from provisioner.runtime.state_schema import AUDIT_SKIPPED
-from provisioner.runtime.sweep.batching import Batch, build_batch, pick_context
+from provisioner.runtime.state import AuditEntry, Mark, StateStore, SweepSession
+from provisioner.runtime.state_schema import (
+    AUDIT_BATCH,
+    AUDIT_BUDGET,
+    AUDIT_CUT,
+    AUDIT_FAILED,
+    AUDIT_QUEUED,
+    AUDIT_SKIPPED,
+)
+from provisioner.runtime.sweep.batching import (
+    Batch,
+    ExtractionMode,
+    build_batch,
+    pick_context,
+    wire_size,
+)
+from provisioner.runtime.sweep.concurrency import SharedBudget
 from provisioner.runtime.sweep.followup import FollowUp, Gate
 from provisioner.runtime.sweep.outcomes import (
     NOTHING_TAKEN_KIND,
     REFUSED_KIND,
     SWEEP_ERRORS,
+    SweepReport,
     error_kind,
     reaction_to,
     stop_reason,
 )
-from provisioner.runtime.sweep.realign import mark_of, realign_if_went_back
-from provisioner.runtime.transcripts import Message, ReadWindow, Refused, SourceFailed
-
-if TYPE_CHECKING:
-    from provisioner.runtime.sweep.sweeper import SweepRun
+from provisioner.runtime.sweep.realign import Page, mark_of, realign_if_went_back
+from provisioner.runtime.transcripts import (
+    Message,
+    ReadWindow,
+    Refused,
+    SourceFailed,
+    TranscriptSource,
+    check_message,
+)
 
 FAILURES_TO_ISOLATE = 3  # SWEEP-8: three sweeps in a row
 MAX_FOUND_AT_ONCE = 3  # our choice (SWEEP-8): found messages awaiting proof before giving up
 CONTEXT_KEEP = 64  # our choice: recent taken messages kept for context (a cap, not a share)
+READ_PAGE_MESSAGES = 25  # our choice: messages read from the source per query
+QUEUE_ID_PATTERN = re.compile(r"[A-Za-z0-9_.:-]{1,128}")  # our choice: what an audit row keeps
 
 REFUSED_DETAIL = "refused: "  # SWEEP-12: how a refused message's audit row begins its detail
 
@@ -77,6 +111,28 @@ _STOP = "stop"  # the window stops; the sweep goes on with the next session
 _HELD = "held"  # SWEEP-15: the window's batch is in Loom's queue; the window ends there
 
 log = logging.getLogger("provisioner.runtime.sweep.sweeper")
+
+Send = Callable[[Batch, str], Awaitable[Extracted]]
+
+
+@dataclass(frozen=True)
+class SweepShared:
+    """What the windows of one sweep share, handed to each by the run (SWEEP-14).
+
+    ``send`` is the run's extraction call for a batch of a session: it keeps the deadline and
+    its guard, tells the caller's progress callback, and notes each call for the window's
+    verdict. Windows run side by side; all of this is changed only between ``await``s, on the
+    event loop's thread, so no two windows' updates interleave.
+    """
+
+    state: StateStore
+    report: SweepReport
+    mode: ExtractionMode
+    budget: SharedBudget
+    source: TranscriptSource
+    clock: Clock
+    follow_up: FollowUp | None
+    send: Send
 
 
 @dataclass(frozen=True)
@@ -93,8 +149,10 @@ class _Step:
 class SessionWindow:
     """Sweeps one session's window; ``run()`` says whether the whole sweep must end."""
 
-    def __init__(self, run: SweepRun, session_id: str) -> None:
-        self._run = run
+    def __init__(self, shared: SweepShared, session_id: str) -> None:
+        self._shared = shared
+        self._state = shared.state
+        self._report = shared.report  # what the window counts: batches, skips, stops, errors
         self._session = session_id
         self._found: list[Message] = []  # found messages awaiting proof, oldest first
         self._went_through = False  # a batch went through since the isolation began
@@ -107,13 +165,17 @@ class SessionWindow:
         went back below it (NERVE-3, ``realign``).
         """
         try:
-            realign_if_went_back(self._run, self._session)
+            realigned = realign_if_went_back(
+                self._state, self._session, page=self._page, clock=self._shared.clock
+            )
         except SourceFailed as failure:
             self._source_failed(failure)
             return None
+        if realigned:
+            self._report.sessions_realigned += 1
         follow_up = self._follow_up
         if follow_up is not None:  # SWEEP-15: not while a batch of it is in Loom's queue
-            gate = await follow_up.before_window(self._session, self._run.report)
+            gate = await follow_up.before_window(self._session, self._report)
             if not gate.go:
                 return self._held(gate)
         while True:
@@ -125,37 +187,37 @@ class SessionWindow:
             if step is None:
                 return None
             try:
-                extracted = await self._run.extract(step.batch, self._session)
+                extracted = await self._shared.send(step.batch, self._session)
             except SWEEP_ERRORS as error:
                 outcome = self._failed(step, error)
             else:
-                self._run.report.batches_sent += 1
+                self._report.batches_sent += 1
                 outcome = self._took(step, extracted)
             if outcome == _HELD:
                 return None
             if outcome is not None:  # the window stopped short (SWEEP-13)
-                self._run.report.windows_stopped += 1
+                self._report.windows_stopped += 1
                 return None if outcome == _STOP else outcome
 
     @property
     def _follow_up(self) -> FollowUp | None:
         """The sweep's follow-up of queued batches (SWEEP-15), when it has one."""
-        return self._run.follow_up
+        return self._shared.follow_up
 
     def _held(self, gate: Gate) -> str | None:
         """The window does not go (SWEEP-15): a batch of it is in flight, or a follow-up call
         failed, which stops the window ("not now", SWEEP-7) or ends the sweep (SWEEP-10)."""
         if gate.error is None:
             return None
-        self._run.report.windows_stopped += 1
-        if gate.ended is not None and not self._run.report.reason:  # the first end says why
-            self._run.report.reason = stop_reason(gate.error, self._run.clock())
+        self._report.windows_stopped += 1
+        if gate.ended is not None and not self._report.reason:  # the first end says why
+            self._report.reason = stop_reason(gate.error, self._shared.clock())
         return gate.ended
 
     def _source_failed(self, failure: SourceFailed) -> None:
         """SWEEP-12: the source raised; this session's window stops, the sweep goes on."""
-        self._run.report.windows_stopped += 1
-        self._run.report.note_error(self._session, failure.kind)
+        self._report.windows_stopped += 1
+        self._report.note_error(self._session, failure.kind)
         log.info("session %s: transcripts cannot be read: %s", self._session, failure.kind)
 
     # --- planning -----------------------------------------------------------------------------
@@ -167,9 +229,9 @@ class SessionWindow:
         moves the watermark forward, so the loop ends.
         """
         while True:
-            state = self._run.state.sweep_session(self._session)
-            budget = self._run.budget()
-            read = self._run.read_window(self._session, state.watermark, len(self._found))
+            state = self._state.sweep_session(self._session)
+            budget = self._shared.budget.current  # SWEEP-5: the budget the windows share
+            read = self._read(state.watermark, len(self._found))
             rest = self._after_found(read)
             if state.isolating:
                 planned = self._plan_isolating(state, budget, read, rest)
@@ -186,6 +248,27 @@ class SessionWindow:
                 return None
             if not self._pass_refused_alone(read):
                 return None
+
+    def _read(self, watermark: int, extra: int) -> ReadWindow:
+        """The session's next messages after ``watermark``, in bounded pages, checked.
+
+        At most the mode's batch size plus ``extra`` (found messages still in front) items,
+        and no more pages once twice the mode's byte limit was read: no batch can use more
+        (SWEEP-1). ``SourceFailed`` when the source raises.
+        """
+        mode = self._shared.mode
+        return read_window(
+            self._page,
+            self._session,
+            watermark,
+            wanted=mode.max_messages + extra,
+            byte_cap=2 * mode.max_bytes,
+            page_size=READ_PAGE_MESSAGES,
+        )
+
+    def _page(self, session_id: str, after: int, limit: int) -> list[object]:
+        """One page of the source, at most ``limit`` items; ``SourceFailed`` when it raises."""
+        return source_page(self._shared.source, session_id, after, limit)
 
     def _batch_limits(self, budget: BatchBudget) -> BatchBudget:
         """What a batch is cut to: a window that fell back to waiting mode (SWEEP-15) sends
@@ -235,13 +318,11 @@ class SessionWindow:
         through = read.refused_alone_through()
         if through is None:
             if read.refused:
-                self._run.report.note_error(self._session, REFUSED_KIND)
+                self._report.note_error(self._session, REFUSED_KIND)
             return False
         refused = read.refused_before(through)
         last = next(item for item in read.refused if item.id == through)
-        self._run.record_skips(
-            self._session, (), refused=refused, last_id=through, mark=mark_of(last)
-        )
+        self._record_skips((), refused=refused, last_id=through, mark=mark_of(last))
         return True
 
     # --- answers ------------------------------------------------------------------------------
@@ -250,8 +331,8 @@ class SessionWindow:
         """Loom answered: move the watermark past what it took, skip found messages proven."""
         accepted = max(0, min(extracted.accepted, len(step.batch.messages)))
         if accepted == 0:  # Loom took nothing: offer the window again next sweep
-            self._run.report.note_error(self._session, NOTHING_TAKEN_KIND)
-            self._run.record_failed_batch(self._session, step.batch, NOTHING_TAKEN_KIND)
+            self._report.note_error(self._session, NOTHING_TAKEN_KIND)
+            self._record_failed_batch(step.batch, NOTHING_TAKEN_KIND)
             return _STOP
         taken = step.batch.messages[:accepted]
         as_read = next(m for m in step.read.messages if m.id == taken[-1].id)  # not cut
@@ -262,10 +343,9 @@ class SessionWindow:
             suspect_last_id = None  # SWEEP-8: after a skip, or without suspects, it is over
         follow_up = self._follow_up
         held = follow_up is not None and follow_up.follows(extracted.queue_id)
-        self._run.record_taken(
-            self._session,
+        self._record_taken(
+            step,
             taken,
-            step=(step.batch, step.budget),
             skipped=skipped,
             refused=refused,
             queue_id=extracted.queue_id,
@@ -283,16 +363,16 @@ class SessionWindow:
         """The call failed: stop, end the sweep, cut the budget or count it against the batch."""
         reaction = reaction_to(error)
         kind = error_kind(error)
-        self._run.report.note_error(self._session, kind)
+        self._report.note_error(self._session, kind)
         log.info("session %s: extraction failed: %s", self._session, kind)
         if reaction.sent:  # SWEEP-13: a batch that never left is not counted at all
-            self._run.report.batches_sent += 1
-            self._run.record_failed_batch(self._session, step.batch, kind)
+            self._report.batches_sent += 1
+            self._record_failed_batch(step.batch, kind)
         if reaction.cut is not None:
             self._cut_budget(step, reaction.cut)
         if reaction.ends_sweep is not None:
-            if not self._run.report.reason:  # SWEEP-14: the first window to end it says why
-                self._run.report.reason = stop_reason(error, self._run.clock())
+            if not self._report.reason:  # SWEEP-14: the first window to end it says why
+                self._report.reason = stop_reason(error, self._shared.clock())
             return reaction.ends_sweep
         if not reaction.counts_against_batch:
             return _STOP  # SWEEP-7: not now; the watermark stays, nothing is counted
@@ -311,7 +391,7 @@ class SessionWindow:
             return None
         failures = state.failures + 1
         if failures < FAILURES_TO_ISOLATE:
-            self._run.state.record_failure(self._session, failures=failures, suspect_last_id=None)
+            self._state.record_failure(self._session, failures=failures, suspect_last_id=None)
             return _STOP
         log.info("session %s: isolating messages up to %d", self._session, step.batch.last_id)
         self._went_through = False
@@ -321,7 +401,7 @@ class SessionWindow:
     # --- isolation bookkeeping ----------------------------------------------------------------
 
     def _store_isolation(self, failures: int, suspect_last_id: int) -> None:
-        self._run.state.record_failure(
+        self._state.record_failure(
             self._session, failures=failures, suspect_last_id=suspect_last_id
         )
 
@@ -329,12 +409,12 @@ class SessionWindow:
         """Loom fails batches without the found messages too: skip nothing, start over."""
         log.info("session %s: isolation dropped, nothing skipped", self._session)
         self._found.clear()
-        self._run.state.record_failure(self._session, failures=0, suspect_last_id=None)
+        self._state.record_failure(self._session, failures=0, suspect_last_id=None)
         return _STOP
 
     def _end_isolation(self, state: SweepSession) -> SweepSession:
         """No suspect is left (all taken): the isolation is over."""
-        self._run.state.record_failure(self._session, failures=0, suspect_last_id=None)
+        self._state.record_failure(self._session, failures=0, suspect_last_id=None)
         return SweepSession(self._session, state.watermark)
 
     def _close_found_at_window_end(self, read: ReadWindow) -> None:
@@ -344,15 +424,106 @@ class SessionWindow:
             return
         last = self._found[-1]
         refused = read.refused_before(last.id)
-        self._run.record_skips(
-            self._session, tuple(self._found), refused=refused, last_id=last.id, mark=mark_of(last)
-        )
+        self._record_skips(tuple(self._found), refused=refused, last_id=last.id, mark=mark_of(last))
         self._found.clear()
 
+    # --- what the window records: the state in one transaction a step, the report's counts -----
+
+    def _record_taken(
+        self,
+        step: _Step,
+        taken: Sequence[Message],
+        *,
+        skipped: tuple[Message, ...],
+        refused: Sequence[Refused],
+        queue_id: str | None,
+        suspect_last_id: int | None,
+        mark: Mark,
+    ) -> None:
+        """Store what Loom took of ``step``'s batch, skips and audit rows included, in one
+        transaction.
+
+        ``skipped`` are found messages (SWEEP-8), ``refused`` the refused ones the watermark
+        passes (SWEEP-12): each gets its audit row in the same transaction. ``mark`` is the
+        fingerprint of the last message taken, as the source holds it (NERVE-3). The budget
+        stored is the shared one after this batch (``SharedBudget.went_through``).
+        """
+        session_id, batch, shared = self._session, step.batch, self._shared
+        audit = skip_entries(session_id, skipped) + refused_entries(session_id, refused)
+        audit += [
+            AuditEntry(AUDIT_CUT, session_id, message.id, message.role, message.created_at)
+            for message in taken
+            if message.id in batch.cut_ids
+        ]
+        if queue_id is not None:  # SWEEP-4 (a batch sent waiting after a fall-back has none)
+            audit.append(queued_entry(session_id, taken, queue_id))
+        else:  # SWEEP-13: what `nerve memory status` counts as gone through since an error
+            audit.append(AuditEntry(AUDIT_BATCH, session_id, taken[-1].id, detail=f"{len(taken)}"))
+        kept = (shared.mode.name, shared.budget.went_through(step.budget))
+        follow_up = shared.follow_up
+        if follow_up is not None and queue_id is not None and follow_up.follows(queue_id):
+            follow_up.record_queued(  # SWEEP-15: the watermark waits until it is written
+                session_id,
+                taken,
+                queue_id=queue_id,
+                budget=kept,
+                suspect_last_id=suspect_last_id,
+                audit=audit,
+                mark=mark,
+            )
+        else:
+            self._state.record_taken(
+                session_id,
+                last_taken_id=taken[-1].id,
+                budget=kept,
+                suspect_last_id=suspect_last_id,
+                audit=audit,
+                now=shared.clock(),
+                mark=mark,
+            )
+        self._report.messages_taken += len(taken)
+        self._report.messages_skipped += len(skipped) + len(refused)
+        self._report.messages_cut += sum(1 for m in taken if m.id in batch.cut_ids)
+
+    def _record_skips(
+        self,
+        skipped: tuple[Message, ...],
+        *,
+        refused: Sequence[Refused],
+        last_id: int,
+        mark: Mark,
+    ) -> None:
+        """Skip found (SWEEP-8) or refused (SWEEP-12) messages with no batch, in one transaction."""
+        session_id, shared = self._session, self._shared
+        self._state.record_taken(
+            session_id,
+            last_taken_id=last_id,
+            budget=(shared.mode.name, shared.budget.current),
+            suspect_last_id=None,
+            audit=skip_entries(session_id, skipped) + refused_entries(session_id, refused),
+            now=shared.clock(),
+            mark=mark,
+        )
+        self._report.messages_skipped += len(skipped) + len(refused)
+
     def _cut_budget(self, step: _Step, reason: str) -> None:
-        """Halve the shared budget (SWEEP-5) with an audit row, once for a cut that several
-        windows meet together, and not when it cannot shrink further (SWEEP-14)."""
-        self._run.cut_budget(self._session, step.batch, step.budget, reason)
+        """Halve the shared budget for the cut ``step``'s batch met (SWEEP-5), stored with its
+        audit row; nothing when that cut was made already by another window, or the budget
+        cannot shrink further (``SharedBudget.cut``, SWEEP-14)."""
+        shared = self._shared
+        change = shared.budget.cut(step.budget, reason)
+        if change is None:
+            return
+        detail = f"{reason}: {change.before.describe()} -> {change.after.describe()}"
+        entry = AuditEntry(AUDIT_BUDGET, self._session, step.batch.first_id, detail=detail)
+        self._state.record_budget(shared.mode.name, change.after, audit=[entry], now=shared.clock())
+
+    def _record_failed_batch(self, batch: Batch, kind: str) -> None:
+        """A batch sent that did not go through: counted, and kept for ``nerve memory status``
+        as an audit row naming the outcome's kind and fault code, never its message."""
+        self._report.batches_failed += 1
+        entry = AuditEntry(AUDIT_FAILED, self._session, batch.first_id, detail=kind)
+        self._state.record_audit([entry], now=self._shared.clock())
 
 
 def fallback_budget(budget: BatchBudget) -> BatchBudget:
@@ -392,3 +563,60 @@ def refused_entries(session_id: str, refused: Sequence[Refused]) -> list[AuditEn
         )
         for item in refused
     ]
+
+
+def queued_entry(session_id: str, taken: Sequence[Message], queue_id: str | None) -> AuditEntry:
+    """The audit row naming a queued batch (SWEEP-4): its queue id, size and last message."""
+    shown = queue_id if queue_id and QUEUE_ID_PATTERN.fullmatch(queue_id) else "?"
+    return AuditEntry(
+        AUDIT_QUEUED,
+        session_id,
+        taken[0].id,
+        detail=f"queue_id={shown} messages={len(taken)} last_id={taken[-1].id}",
+    )
+
+
+def read_window(
+    page: Page, session_id: str, watermark: int, *, wanted: int, byte_cap: int, page_size: int
+) -> ReadWindow:
+    """The session's next messages after ``watermark``, read through ``page``, checked.
+
+    At most ``wanted`` items, in pages of ``page_size``, and no more pages once ``byte_cap``
+    bytes were read: the caller asks for what one batch can use (SWEEP-1). Each item goes
+    through ``check_message`` (SWEEP-12). The next page starts after the last usable id, so
+    refused items behind that id are dropped from this page (the next one yields them again);
+    a page without a usable id ends the reading, since the source cannot be asked past it.
+    ``SourceFailed`` when ``page`` raises it.
+    """
+    messages: list[Message] = []
+    refused: list[Refused] = []
+    size = 0
+    after = watermark
+    while len(messages) + len(refused) < wanted and size <= byte_cap:
+        limit = min(page_size, wanted - len(messages) - len(refused))
+        last, behind = after, len(refused)  # refused[behind:] lie after ``last``
+        for raw in page(session_id, after, limit):
+            item = check_message(raw, after_id=last, roles=MESSAGE_ROLES)
+            if isinstance(item, Message):
+                messages.append(item)
+                size += wire_size(item)
+                last, behind = item.id, len(refused)
+            else:
+                refused.append(item)
+                if item.usable and item.id is not None:
+                    last, behind = item.id, len(refused)
+        if last == after:
+            break
+        del refused[behind:]
+        after = last
+    return ReadWindow(tuple(messages), tuple(refused))
+
+
+def source_page(source: TranscriptSource, session_id: str, after: int, limit: int) -> list[object]:
+    """One page of ``source``, at most ``limit`` items whatever it yields; ``SourceFailed``
+    when it raises, on the call or while its items are read (SWEEP-12)."""
+    try:
+        items = source.messages_after(session_id, after, limit)
+        return list(itertools.islice(items, limit))
+    except Exception as error:
+        raise SourceFailed(error) from error
