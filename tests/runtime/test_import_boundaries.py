@@ -31,7 +31,7 @@ class TestImportBoundaries:
         [
             "provisioner.runtime.loom.backend",
             "provisioner.runtime.sweep.sweeper",
-            "provisioner.runtime.gateway.server",
+            "provisioner.runtime.gateway.client",
             "provisioner.runtime.gateway.connection",
         ],
     )

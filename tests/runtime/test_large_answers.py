@@ -19,7 +19,7 @@ import pytest
 
 from provisioner.runtime.gateway.answers import _with_long_text_decoded
 from provisioner.runtime.gateway.errors import ToolRefused
-from provisioner.runtime.gateway.outcomes import outcome_of_message
+from provisioner.runtime.gateway.protocol import outcome_of_message
 from provisioner.runtime.gateway.wire import (
     INLINE_DECODE_MAX_CHARS,
     NotJson,

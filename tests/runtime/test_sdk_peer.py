@@ -12,8 +12,12 @@ import json
 import httpx
 import pytest
 
-from provisioner.runtime import GatewayCatalog, LoomConnection, McpGatewayServer, ToolRefused
-from provisioner.runtime.gateway.server import MCP_PROTOCOL_VERSION, REQUEST_HEADERS
+from provisioner.runtime import GatewayCatalog, LoomConnection, ToolRefused
+from provisioner.runtime.gateway.client import (
+    MCP_PROTOCOL_VERSION,
+    REQUEST_HEADERS,
+    McpGatewayServer,
+)
 
 from .sdk_peer import MCP_PATH, PROGRESS_STEPS
 

@@ -17,7 +17,7 @@ import httpx
 
 from provisioner.runtime.gateway.errors import BrokenAnswer, GatewayError
 from provisioner.runtime.gateway.event_stream import EventStreamDecoder
-from provisioner.runtime.gateway.outcomes import (
+from provisioner.runtime.gateway.protocol import (
     ToolResult,
     error_for_status,
     error_of_response,

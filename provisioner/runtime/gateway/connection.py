@@ -28,10 +28,7 @@ import httpx
 
 from provisioner.runtime.gateway.breaker import Breaker
 from provisioner.runtime.gateway.catalog import Catalog
-from provisioner.runtime.gateway.deadline import Deadline
-from provisioner.runtime.gateway.errors import CatalogError, ClientClosed, NoAnswer
-from provisioner.runtime.gateway.lifecycle import ClientState, Lifecycle
-from provisioner.runtime.gateway.server import (
+from provisioner.runtime.gateway.client import (
     READ,
     CallPolicy,
     Clock,
@@ -39,6 +36,9 @@ from provisioner.runtime.gateway.server import (
     Sleep,
     ToolResult,
 )
+from provisioner.runtime.gateway.deadline import Deadline
+from provisioner.runtime.gateway.errors import CatalogError, ClientClosed, NoAnswer
+from provisioner.runtime.gateway.lifecycle import ClientState, Lifecycle
 from provisioner.runtime.memory_contract import LOOM_SERVER
 
 Answer = TypeVar("Answer")

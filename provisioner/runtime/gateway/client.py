@@ -13,7 +13,7 @@ after waiting out a ``Retry-After`` of up to 2 s; a longer one fails it at once.
 calls use the ``EXTRACTION`` policy: one attempt, never a wait (GW-6). A breaker opens
 when the gateway is not reached or does not answer in time (GW-7).
 
-This module also re-exports the catalog reader, so ``provisioner.runtime.gateway.server`` is the one
+This module also re-exports the catalog reader, so ``provisioner.runtime.gateway.client`` is the one
 place to import the gateway's public names from.
 """
 
@@ -49,7 +49,7 @@ from provisioner.runtime.gateway.errors import (
     NoAnswer,
 )
 from provisioner.runtime.gateway.lifecycle import ClientState, Lifecycle
-from provisioner.runtime.gateway.outcomes import (
+from provisioner.runtime.gateway.protocol import (
     ToolResult,
     listed_tools,
     tool_result,
