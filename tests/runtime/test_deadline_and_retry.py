@@ -13,7 +13,7 @@ from provisioner.runtime.gateway.client import (
     McpGatewayServer,
 )
 from provisioner.runtime.gateway.protocol import ToolResult
-from provisioner.runtime.gateway.wire import CONNECT_TIMEOUT_S
+from provisioner.runtime.gateway.transport import CONNECT_TIMEOUT_S
 
 from .fault_gateway import ANSWER_ENDED, CLIENT_LEFT, HANG_LIMIT_S, TRICKLE_EVERY_S, key_of
 

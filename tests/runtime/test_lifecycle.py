@@ -10,7 +10,7 @@ import pytest
 
 from provisioner.runtime import GatewayCatalog, LoomConnection
 from provisioner.runtime.gateway.client import McpGatewayServer
-from provisioner.runtime.gateway.lifecycle import ClientState
+from provisioner.runtime.gateway.transport import ClientState
 
 from .sdk_peer import MCP_PATH
 from .tracking import TransportLog

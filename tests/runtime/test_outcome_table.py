@@ -23,8 +23,7 @@ from provisioner.runtime import (
     ToolRefused,
 )
 from provisioner.runtime.gateway.client import EXTRACTION, McpGatewayServer
-from provisioner.runtime.gateway.protocol import ToolResult
-from provisioner.runtime.gateway.retry_after import RETRY_AFTER_CAP_S
+from provisioner.runtime.gateway.protocol import RETRY_AFTER_CAP_S, ToolResult
 
 pytestmark = pytest.mark.anyio
 

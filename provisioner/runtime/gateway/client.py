@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -30,7 +29,6 @@ from typing import Any
 import httpx
 
 from provisioner.runtime.clock import Clock, Sleep
-from provisioner.runtime.gateway.answers import read_result
 from provisioner.runtime.gateway.breaker import Breaker
 from provisioner.runtime.gateway.catalog import (
     Catalog,
@@ -48,19 +46,23 @@ from provisioner.runtime.gateway.errors import (
     MayPass,
     NoAnswer,
 )
-from provisioner.runtime.gateway.lifecycle import ClientState, Lifecycle
 from provisioner.runtime.gateway.protocol import (
+    REQUEST_HEADERS,
     ToolResult,
     listed_tools,
+    request_body,
     tool_result,
 )
-from provisioner.runtime.gateway.transport import KeptConnectionClosed
-from provisioner.runtime.gateway.wire import (
+from provisioner.runtime.gateway.transport import (
     CONNECT_TIMEOUT_S,
+    ClientState,
     ConnectProgress,
+    KeptConnectionClosed,
+    Lifecycle,
     check_gateway_url,
     describe,
     new_http_client,
+    read_result,
 )
 
 __all__ = [
@@ -76,16 +78,9 @@ __all__ = [
     "parse_catalog",
 ]
 
-MCP_PROTOCOL_VERSION = "2025-06-18"  # GW-3
 RETRY_AFTER_MAX_WAIT_S = 2.0  # GW-6: a read waits out a Retry-After of up to 2 s, once
 TOOLS_CALL = "tools/call"  # GW-3: the one method a tool call sends
 TOOLS_LIST = "tools/list"  # MCP: what a server declares of its tools (REL-8)
-
-REQUEST_HEADERS: Mapping[str, str] = {  # GW-3 (contracts/gateway.md)
-    "Content-Type": "application/json",
-    "Accept": "application/json, text/event-stream",
-    "MCP-Protocol-Version": MCP_PROTOCOL_VERSION,
-}
 
 
 @dataclass(frozen=True)
@@ -263,7 +258,7 @@ class McpGatewayServer:
         """Send the request and read its answer's result, mapping transport failures to
         outcomes."""
         request_id = next(self._ids)
-        body = _request_body(request_id, method, params)
+        body = request_body(request_id, method, params)
         remaining = max(deadline.left_s(), 0.001)
         request = self._client.build_request(
             "POST", self._url, content=body, headers=REQUEST_HEADERS
@@ -312,20 +307,6 @@ class McpGatewayServer:
         if isinstance(error, httpx.HTTPError):
             return BrokenAnswer(f"the answer broke off or could not be read: {describe(error)}")
         raise error
-
-
-def _request_body(request_id: int, method: str, params: Mapping[str, Any]) -> bytes:
-    """The JSON-RPC request (``tools/call``, ``tools/list``), compact UTF-8 JSON.
-
-    Arguments that JSON cannot carry (NaN, infinities, objects) raise ``ValueError`` or
-    ``TypeError``: a caller's bug, not a gateway outcome.
-    """
-    request = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": dict(params)}
-    return _REQUEST_ENCODER.encode(request).encode("utf-8")
-
-
-# Compact UTF-8 JSON, refusing NaN and infinities; built once, not on every call.
-_REQUEST_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
 def _no_answer(deadline: Deadline, attempt_s: float) -> NoAnswer:

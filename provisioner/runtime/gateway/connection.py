@@ -38,7 +38,7 @@ from provisioner.runtime.gateway.client import (
 )
 from provisioner.runtime.gateway.deadline import Deadline
 from provisioner.runtime.gateway.errors import CatalogError, ClientClosed, NoAnswer
-from provisioner.runtime.gateway.lifecycle import ClientState, Lifecycle
+from provisioner.runtime.gateway.transport import ClientState, Lifecycle
 from provisioner.runtime.memory_contract import LOOM_SERVER
 
 Answer = TypeVar("Answer")
