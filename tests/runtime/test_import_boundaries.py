@@ -32,7 +32,6 @@ class TestImportBoundaries:
             "provisioner.runtime.loom.backend",
             "provisioner.runtime.sweep.sweeper",
             "provisioner.runtime.gateway.client",
-            "provisioner.runtime.gateway.connection",
         ],
     )
     def test_importing_the_runtime_loads_no_sdk_and_no_template_engine(self, module: str) -> None:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from provisioner.runtime import GatewayCatalog, LoomConnection
-from provisioner.runtime.gateway.client import McpGatewayServer
+from provisioner.runtime import GatewayCatalog
+from provisioner.runtime.gateway.client import LoomConnection, McpGatewayServer
 from provisioner.runtime.gateway.transport import ClientState
 
 from .sdk_peer import MCP_PATH

@@ -42,8 +42,7 @@ import httpx
 
 from provisioner.runtime.clock import Clock, Sleep
 from provisioner.runtime.gateway.catalog import GatewayCatalog
-from provisioner.runtime.gateway.client import EXTRACTION, READ
-from provisioner.runtime.gateway.connection import LoomConnection
+from provisioner.runtime.gateway.client import EXTRACTION, READ, LoomConnection
 from provisioner.runtime.gateway.errors import GatewayError, NoAnswer
 from provisioner.runtime.loom import contract
 from provisioner.runtime.loom.answers import extracted_from, extraction_arguments, identity_from

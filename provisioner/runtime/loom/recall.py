@@ -31,8 +31,7 @@ from typing import Any, TypeVar
 import httpx
 
 from provisioner.runtime.clock import Clock
-from provisioner.runtime.gateway.client import READ
-from provisioner.runtime.gateway.connection import LoomConnection
+from provisioner.runtime.gateway.client import READ, LoomConnection
 from provisioner.runtime.gateway.errors import BrokenAnswer, NoAnswer, PolicyRefused
 from provisioner.runtime.gateway.protocol import ToolResult
 from provisioner.runtime.loom import contract

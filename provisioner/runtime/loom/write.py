@@ -21,8 +21,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Protocol
 
-from provisioner.runtime.gateway.client import EXTRACTION
-from provisioner.runtime.gateway.connection import LoomConnection
+from provisioner.runtime.gateway.client import EXTRACTION, LoomConnection
 from provisioner.runtime.gateway.errors import BrokenAnswer, GatewayError
 from provisioner.runtime.loom import contract
 from provisioner.runtime.loom.answers import WRITE_DATES, write_arguments, written_from
