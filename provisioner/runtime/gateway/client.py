@@ -80,6 +80,9 @@ TOOLS_CALL = "tools/call"  # GW-3: the one method a tool call sends
 TOOLS_LIST = "tools/list"  # MCP: what a server declares of its tools (REL-8)
 
 
+# --- the call's deadline (GW-4), on an injectable monotonic clock --------------------------
+
+
 @dataclass(frozen=True)
 class Deadline:
     """How long a call was given (``given_s``) and when, on ``clock``, that time is up.
