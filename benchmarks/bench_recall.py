@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from provisioner.runtime.gateway.server import REQUEST_HEADERS
+from provisioner.runtime.gateway.protocol import REQUEST_HEADERS
 from provisioner.runtime.loom.backend import LoomMemory
 from provisioner.runtime.state import StateStore
 

@@ -279,7 +279,7 @@ GATEWAY_CLAIMS = [
         r"The read has (5 s) in all \((2 s) to connect\), stops at\s+(8 MiB)",
         [
             "runtime.gateway.catalog.CATALOG_DEADLINE_S",
-            "runtime.gateway.wire.CONNECT_TIMEOUT_S",
+            "runtime.gateway.transport.CONNECT_TIMEOUT_S",
             "runtime.gateway.catalog.CATALOG_MAX_BYTES",
         ],
     ),
@@ -287,10 +287,10 @@ GATEWAY_CLAIMS = [
     (r"has its own (5 s)", ["runtime.gateway.catalog.CATALOG_DEADLINE_S"]),
     (r"the only read of the\s+next (30 s)", ["runtime.gateway.catalog.CATALOG_MIN_INTERVAL_S"]),
     (r"capped at (300 characters)", ["runtime.gateway.errors.MESSAGE_MAX_CHARS"]),
-    (r"Tool answers are capped at (8 MiB)", ["runtime.gateway.answers.ANSWER_MAX_BYTES"]),
-    (r"keeps reading for up to (50 ms)", ["runtime.gateway.answers.STREAM_TAIL_WAIT_S"]),
-    (r"if it is at most (2 s)", ["runtime.gateway.server.RETRY_AFTER_MAX_WAIT_S"]),
-    (r"longer than (2 s) or than", ["runtime.gateway.server.RETRY_AFTER_MAX_WAIT_S"]),
+    (r"Tool answers are capped at (8 MiB)", ["runtime.gateway.transport.ANSWER_MAX_BYTES"]),
+    (r"keeps reading for up to (50 ms)", ["runtime.gateway.transport.STREAM_TAIL_WAIT_S"]),
+    (r"if it is at most (2 s)", ["runtime.gateway.client.RETRY_AFTER_MAX_WAIT_S"]),
+    (r"longer than (2 s) or than", ["runtime.gateway.client.RETRY_AFTER_MAX_WAIT_S"]),
     (r"opens the breaker for\s+(15 s)", ["runtime.gateway.breaker.BREAKER_FIRST_OPEN_S"]),
 ]
 # Numbers on the gateway page that are not constants: examples and the soak tests' sizes.

@@ -27,7 +27,7 @@ from provisioner.cli.entry import command, program
 from provisioner.cli.memory_files import add_path_options
 from provisioner.config.paths import default_paths
 from provisioner.counts import counted
-from provisioner.runtime.gateway.json_depth import nested_deeper_than
+from provisioner.runtime.gateway.protocol import nested_deeper_than
 from provisioner.runtime.sqlite_file import FileFault, file_fault
 from provisioner.runtime.transcripts_sqlite import instant_of, parsed_time
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from provisioner.runtime.gateway.wire import INLINE_DECODE_MAX_CHARS
+from provisioner.runtime.gateway.protocol import INLINE_DECODE_MAX_CHARS
 from provisioner.runtime.loom import recall as recall_module
 from provisioner.runtime.loom.backend import LoomMemory
 from provisioner.runtime.loom.recall import YIELD_AFTER_S, pack_lines

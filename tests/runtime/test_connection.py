@@ -12,13 +12,13 @@ from provisioner.runtime import (
     ClientClosed,
     GatewayCatalog,
     GatewayError,
-    LoomConnection,
     NoAnswer,
     PolicyRefused,
     ServerNotListed,
     parse_catalog,
 )
 from provisioner.runtime.gateway.catalog import CATALOG_MIN_INTERVAL_S
+from provisioner.runtime.gateway.client import LoomConnection
 
 from .fault_gateway import SLOW_CATALOG_S, catalog_payload, key_of
 from .tracking import TransportLog

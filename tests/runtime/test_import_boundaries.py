@@ -31,8 +31,7 @@ class TestImportBoundaries:
         [
             "provisioner.runtime.loom.backend",
             "provisioner.runtime.sweep.sweeper",
-            "provisioner.runtime.gateway.server",
-            "provisioner.runtime.gateway.connection",
+            "provisioner.runtime.gateway.client",
         ],
     )
     def test_importing_the_runtime_loads_no_sdk_and_no_template_engine(self, module: str) -> None:

@@ -17,13 +17,13 @@ from typing import Any
 
 import pytest
 
-from provisioner.runtime.gateway.answers import _with_long_text_decoded
 from provisioner.runtime.gateway.errors import ToolRefused
-from provisioner.runtime.gateway.outcomes import outcome_of_message
-from provisioner.runtime.gateway.wire import (
+from provisioner.runtime.gateway.protocol import (
     INLINE_DECODE_MAX_CHARS,
     NotJson,
     decode_json_off_loop,
+    outcome_of_message,
+    with_long_text_decoded,
 )
 
 DECODED_BEFORE_THE_WAIT = 100  # objects parsed before the decoder waits for the loop to run
@@ -138,7 +138,7 @@ class TestLongTextResults:
     async def test_a_long_json_text_gives_the_tool_result_it_would_have_given(self) -> None:
         """GW-5: decoded off the loop beforehand, the result sorts to the very same value."""
         message = text_result(json.dumps(BIG))
-        prepared = await _with_long_text_decoded(message)
+        prepared = await with_long_text_decoded(message)
         assert prepared is not message
         assert outcome_of_message(prepared, 7) == outcome_of_message(message, 7)
 
@@ -154,11 +154,11 @@ class TestLongTextResults:
     )
     async def test_any_other_text_is_left_for_the_result_sorting_as_it_is(self, text: str) -> None:
         message = text_result(text)
-        assert await _with_long_text_decoded(message) is message
+        assert await with_long_text_decoded(message) is message
 
     async def test_a_refusal_keeps_its_text(self) -> None:
         """GW-5: a tool that refused is told by ``isError``, whatever its text holds."""
         message = text_result(json.dumps(BIG))
         message["result"]["isError"] = True
         with pytest.raises(ToolRefused, match="fact 0"):
-            outcome_of_message(await _with_long_text_decoded(message), 7)
+            outcome_of_message(await with_long_text_decoded(message), 7)

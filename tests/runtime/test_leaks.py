@@ -19,12 +19,12 @@ from provisioner.runtime import (
     BrokenAnswer,
     GatewayCatalog,
     GatewayUnreachable,
-    LoomConnection,
     NoAnswer,
     PolicyRefused,
     parse_catalog,
 )
 from provisioner.runtime.gateway.breaker import BREAKER_MAX_OPEN_S
+from provisioner.runtime.gateway.client import LoomConnection
 
 from .fault_gateway import catalog_payload
 from .tracking import TrackedTransport, settled_fds

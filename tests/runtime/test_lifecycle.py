@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from provisioner.runtime import GatewayCatalog, LoomConnection, McpGatewayServer
-from provisioner.runtime.gateway.lifecycle import ClientState
+from provisioner.runtime import GatewayCatalog
+from provisioner.runtime.gateway.client import LoomConnection, McpGatewayServer
+from provisioner.runtime.gateway.transport import ClientState
 
 from .sdk_peer import MCP_PATH
 from .tracking import TransportLog

@@ -18,14 +18,12 @@ from provisioner.runtime import (
     GatewayUnreachable,
     InternalFault,
     MayPass,
-    McpGatewayServer,
     NoAnswer,
     PolicyRefused,
     ToolRefused,
-    ToolResult,
 )
-from provisioner.runtime.gateway.retry_after import RETRY_AFTER_CAP_S
-from provisioner.runtime.gateway.server import EXTRACTION
+from provisioner.runtime.gateway.client import EXTRACTION, McpGatewayServer
+from provisioner.runtime.gateway.protocol import RETRY_AFTER_CAP_S, ToolResult
 
 pytestmark = pytest.mark.anyio
 

@@ -6,7 +6,7 @@ from email.utils import formatdate
 
 import pytest
 
-from provisioner.runtime.gateway.retry_after import parse_retry_after
+from provisioner.runtime.gateway.protocol import parse_retry_after
 
 NOW = 1_800_000_000.0
 

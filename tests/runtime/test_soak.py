@@ -16,8 +16,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from provisioner.runtime import GatewayCatalog, LoomConnection, McpGatewayServer
-from provisioner.runtime.gateway.answers import STREAM_TAIL_WAIT_S
+from provisioner.runtime import GatewayCatalog
+from provisioner.runtime.gateway.client import LoomConnection, McpGatewayServer
+from provisioner.runtime.gateway.transport import STREAM_TAIL_WAIT_S
 
 from .fault_gateway import STREAM_TAIL_S
 from .tracking import TrackedTransport, TransportLog, settled_fds

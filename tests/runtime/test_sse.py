@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from provisioner.runtime.gateway.event_stream import EventStreamDecoder, ServerSentEvent
+from provisioner.runtime.gateway.protocol import EventStreamDecoder, ServerSentEvent
 
 STREAM_LINES = [
     "\ufeff: ping",

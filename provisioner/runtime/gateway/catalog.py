@@ -22,12 +22,12 @@ import httpx
 
 from provisioner.runtime.clock import Clock
 from provisioner.runtime.gateway.errors import CatalogError, ServerNotListed
-from provisioner.runtime.gateway.lifecycle import ClientState, Lifecycle
-from provisioner.runtime.gateway.wire import (
+from provisioner.runtime.gateway.protocol import NotJson, decode_json
+from provisioner.runtime.gateway.transport import (
     BodyOverLimit,
-    NotJson,
+    ClientState,
+    Lifecycle,
     check_gateway_url,
-    decode_json,
     describe,
     media_type,
     new_http_client,

@@ -1,7 +1,28 @@
-"""A transport wrapper that keeps httpcore's connection pool sound under cancellation.
+"""The gateway client's HTTP transport: the one kind of httpx client the catalog reader and the
+tool client use, one tool answer read off the wire, and the life of the objects that own a
+client.
 
-Two gaps in httpcore 1.0 let a cancelled request spoil the pool for good, and both are met
-every day by a client whose calls have deadlines and whose callers give up:
+Both talk only to the gateway, which knows the agent from its connection: requests carry no
+credential, read no proxy or ``.netrc`` settings from the environment (``trust_env=False``),
+and follow no redirect (a redirect would send the request somewhere the configuration did not
+name). Bodies are read with a byte cap, so a runaway answer cannot fill memory. What the bytes
+mean is ``provisioner.runtime.gateway.protocol``'s to say; this module only reads them.
+
+One answer (``read_result``, GW-3, GW-5): the status decides first; then the body is read by
+its media type — one JSON body, or an event stream whose first JSON-RPC response is taken
+(notifications and pings before it are skipped) and whose tail is read on for a moment, so its
+connection can serve the next call.
+
+``McpGatewayServer``, ``GatewayCatalog`` and ``LoomConnection`` are async context managers, as
+httpx's clients are. Each holds one ``Lifecycle`` (unopened, opened, closed), so "used after
+close" is one check of one field, made again after every wait, instead of a race between a
+call and a shutdown. An object may also be used without ``async with`` (it opens on first use)
+and closed with ``aclose()``.
+
+Every client's transport is wrapped (``CancellationSafeTransport``) so that a cancellation —
+the call's deadline or a caller's — cannot leave a pooled connection busy for good. Two gaps
+in httpcore 1.0 let a cancelled request do that, and both are met every day by a client whose
+calls have deadlines and whose callers give up:
 
 * httpcore frees a pooled connection only at the end of the response's close. A cancellation
   landing inside that close (the close waits on a lock) stops it half-way, and the connection
@@ -32,13 +53,299 @@ may have read the request, and a tool call must not run twice (GW-3, GW-5).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Coroutine
+import enum
+import ssl
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, Mapping
+from functools import cache
 from typing import Any, cast
+from urllib.parse import urlsplit
 
 import httpx
 
+from provisioner.runtime.gateway.errors import BrokenAnswer, GatewayError
+from provisioner.runtime.gateway.protocol import (
+    EventStreamDecoder,
+    NotJson,
+    decode_json_off_loop,
+    error_for_other_status,
+    error_for_status,
+    first_response_in,
+    result_of_message,
+    retry_after_s,
+    with_long_text_decoded,
+)
+
+CONNECT_TIMEOUT_S = 2.0  # GW-2 (contracts/gateway.md): connect within 2 s
+ANSWER_MAX_BYTES = 8 * 1024 * 1024  # our choice: no tool answer Nerve reads comes near this
+ERROR_BODY_MAX_BYTES = 64 * 1024  # our choice: a non-200 body is read only for a JSON-RPC error
+STREAM_TAIL_WAIT_S = 0.05  # our choice: how long to read on after a stream's answer
+STREAM_TAIL_MAX_BYTES = 64 * 1024  # our choice: how much to read on after it
 # Our choice: a request up to this size goes out in one write (a tool call is far smaller).
 WHOLE_WRITE_MAX_BYTES = 1024 * 1024
+
+
+# --- the life of a client's owner ----------------------------------------------------------
+
+
+class ClientState(enum.Enum):
+    """Where an object is in its life; it only ever moves forward."""
+
+    UNOPENED = "unopened"
+    OPENED = "opened"
+    CLOSED = "closed"
+
+
+class Lifecycle:
+    """The state of one object; ``what`` names the object in error messages."""
+
+    def __init__(self, what: str) -> None:
+        self._what = what
+        self.state = ClientState.UNOPENED
+
+    @property
+    def closed(self) -> bool:
+        """True once the object was closed; nothing it starts afterwards goes on the wire."""
+        return self.state is ClientState.CLOSED
+
+    def enter(self) -> None:
+        """``async with``: open an unopened object; raises ``RuntimeError`` otherwise."""
+        if self.state is ClientState.OPENED:
+            raise RuntimeError(f"{self._what} is already open")
+        if self.state is ClientState.CLOSED:
+            raise RuntimeError(f"{self._what} is closed and cannot be opened again")
+        self.state = ClientState.OPENED
+
+    def use(self) -> None:
+        """Before any work: opens an unopened object; raises ``RuntimeError`` once closed."""
+        if self.state is ClientState.CLOSED:
+            raise RuntimeError(f"{self._what} is closed")
+        self.state = ClientState.OPENED
+
+    def close(self) -> bool:
+        """Mark the object closed; True the first time, so the closing work runs once."""
+        first = self.state is not ClientState.CLOSED
+        self.state = ClientState.CLOSED
+        return first
+
+
+# --- the httpx client ----------------------------------------------------------------------
+
+
+def check_gateway_url(url: str, what: str) -> str:
+    """``url`` without a trailing slash, or ``ValueError`` unless it is a plain http(s) URL.
+
+    Plain means absolute ``http``/``https`` with a host, and no credentials, query or fragment:
+    the gateway gets no secret from Nerve, and the URL is joined with paths as text.
+    """
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{what} must be an absolute http or https URL, got {url!r}")
+    if parts.username is not None or parts.password is not None:
+        raise ValueError(f"{what} must not carry credentials")
+    if parts.query or parts.fragment:
+        raise ValueError(f"{what} must not have a query or fragment, got {url!r}")
+    return url.rstrip("/")
+
+
+def new_http_client(transport: httpx.AsyncBaseTransport | None) -> httpx.AsyncClient:
+    """An ``httpx.AsyncClient`` that ignores the environment and follows no redirect.
+
+    ``transport`` is the test seam (an in-process app, a stand-in resolver); None uses httpx's
+    own connection pool. Either way the transport is wrapped so that cancellations cannot
+    spoil its pool (``CancellationSafeTransport``).
+
+    The client's own timeout is the connect limit alone (``CONNECT_TIMEOUT_S``): the caller
+    bounds each request as a whole with its deadline (``asyncio.timeout``), which no read,
+    write or wait for the pool can outlast, so per-request httpx timeouts would only repeat
+    it. A caller may still pass them (``request_timeout``).
+    """
+    inner = transport or httpx.AsyncHTTPTransport(verify=_tls_context(), trust_env=False)
+    return httpx.AsyncClient(
+        transport=CancellationSafeTransport(inner),
+        trust_env=False,
+        follow_redirects=False,
+        timeout=httpx.Timeout(None, connect=CONNECT_TIMEOUT_S),
+    )
+
+
+@cache
+def _tls_context() -> ssl.SSLContext:
+    """httpx's default TLS context, built once: loading the CA bundle costs tens of ms.
+
+    Every client shares it, so replacing a client (GW-8) stays cheap.
+    """
+    return httpx.create_ssl_context()
+
+
+class ConnectProgress:
+    """Follows httpcore's trace events to know whether a timeout struck while connecting.
+
+    A deadline that passes before the connection is made means the gateway was not reached
+    (nothing went upstream), not that it failed to answer.
+
+    Given the request's ``extensions`` (the dict httpx hands to httpcore), it stops the
+    tracing once the request is being sent: connecting is over by then, and every further
+    event would cost the call an await for nothing. Without them it follows every event.
+    """
+
+    __slots__ = ("_extensions", "connecting")
+
+    def __init__(self, extensions: dict[str, Any] | None = None) -> None:
+        self.connecting = False
+        self._extensions = extensions
+
+    async def trace(self, event: str, info: Mapping[str, Any]) -> None:
+        if event in _CONNECT_STARTED:
+            self.connecting = True
+        elif event in _CONNECT_ENDED:
+            self.connecting = False
+        elif event.startswith("http") and self._extensions is not None:
+            self._extensions.pop("trace", None)  # sending: httpcore asks this hook no more
+
+
+_CONNECT_STARTED = frozenset({"connection.connect_tcp.started", "connection.start_tls.started"})
+# A connect that failed (or was cut off by the deadline) leaves ``connecting`` set.
+_CONNECT_ENDED = frozenset({"connection.connect_tcp.complete", "connection.start_tls.complete"})
+
+
+def describe(error: BaseException) -> str:
+    """An exception as a short text: its class name, and its message when it has one."""
+    text = str(error).strip()
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+def request_timeout(remaining_s: float) -> httpx.Timeout:
+    """httpx timeouts for a request that must end within ``remaining_s`` seconds."""
+    return httpx.Timeout(remaining_s, connect=min(CONNECT_TIMEOUT_S, remaining_s))
+
+
+# --- bodies --------------------------------------------------------------------------------
+
+
+class BodyOverLimit(Exception):
+    """An answer's body went past the reader's byte cap."""
+
+
+def media_type(response: httpx.Response) -> str:
+    """The response's media type, lower-cased and without parameters (``""`` if none)."""
+    value = response.headers.get("content-type", "")
+    return value.split(";", 1)[0].strip().lower()
+
+
+async def read_capped(response: httpx.Response, limit: int) -> bytes:
+    """The whole body of a streamed response, or ``BodyOverLimit`` past ``limit`` bytes.
+
+    A ``Content-Length`` over the limit fails before any byte is read.
+    """
+    declared = response.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise BodyOverLimit(f"body of {declared} bytes is over the {limit}-byte limit")
+    parts: list[bytes] = []
+    size = 0
+    async for chunk in response.aiter_bytes():
+        size += len(chunk)
+        if size > limit:
+            raise BodyOverLimit(f"body is over the {limit}-byte limit")
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+# --- one answer ----------------------------------------------------------------------------
+
+
+async def read_result(response: httpx.Response, request_id: int, budget: asyncio.Timeout) -> Any:
+    """The JSON-RPC result of one HTTP answer, as sent, or the outcome exception it means:
+    status first, then the body by its media type.
+
+    ``budget`` is the call's deadline; a stream's tail is read only well within it.
+    """
+    retry_after = retry_after_s(response.headers)
+    status_error = error_for_status(response.status_code, retry_after_s=retry_after)
+    if status_error is not None:
+        raise status_error
+    if response.status_code != 200:
+        raise await _other_status_error(response, request_id, retry_after)
+    kind = media_type(response)
+    if kind == "application/json":
+        message = await _json_body(response)
+    elif kind == "text/event-stream":
+        message = await _message_from_stream(response, budget)
+    else:
+        raise BrokenAnswer(f"unexpected content type {kind or 'none'!r}")
+    message = await with_long_text_decoded(message)
+    return result_of_message(message, request_id, retry_after_s=retry_after)
+
+
+async def _other_status_error(
+    response: httpx.Response, request_id: int, retry_after: float | None
+) -> GatewayError:
+    """A JSON-RPC error carried by a status the table does not name, else ``BrokenAnswer``."""
+    try:
+        body: bytes | None = await read_capped(response, ERROR_BODY_MAX_BYTES)
+    except BodyOverLimit:
+        body = None
+    return error_for_other_status(response.status_code, body, request_id, retry_after_s=retry_after)
+
+
+async def _json_body(response: httpx.Response) -> Any:
+    try:
+        return await decode_json_off_loop(await read_capped(response, ANSWER_MAX_BYTES))
+    except BodyOverLimit as error:
+        raise BrokenAnswer(f"the answer is larger than {ANSWER_MAX_BYTES} bytes") from error
+    except NotJson as error:
+        raise BrokenAnswer("the answer is not valid JSON") from error
+
+
+async def _message_from_stream(response: httpx.Response, budget: asyncio.Timeout) -> Any:
+    """The first JSON-RPC response in an event stream; notifications and requests are skipped.
+
+    Raises ``BrokenAnswer`` for an event that is not JSON, a stream over the byte cap, or a
+    stream that ends before the response.
+    """
+    decoder = EventStreamDecoder()
+    chunks = cast(AsyncGenerator[bytes, None], response.aiter_bytes())
+    size = 0
+    try:
+        async for chunk in chunks:
+            size += len(chunk)
+            if size > ANSWER_MAX_BYTES:
+                raise BrokenAnswer(f"the event stream passed {ANSWER_MAX_BYTES} bytes")
+            found = await first_response_in(decoder.feed(chunk))
+            if found is not None:
+                await _read_tail(chunks, budget)
+                return found
+        found = await first_response_in(decoder.close())
+    except ValueError as error:
+        raise BrokenAnswer(f"the event stream is broken: {error}") from error
+    finally:
+        await chunks.aclose()
+    if found is None:
+        raise BrokenAnswer("the event stream ended before the answer")
+    return found
+
+
+async def _read_tail(chunks: AsyncIterator[bytes], budget: asyncio.Timeout) -> None:
+    """Read what follows the answer for a moment, so the connection can serve the next call.
+
+    A server closes the stream right after the response; reading to its end returns the
+    connection to the pool instead of dropping it. A stream that goes on is left after
+    ``STREAM_TAIL_WAIT_S`` (the connection is then closed), and never past the deadline.
+    """
+    when = budget.when()
+    if when is not None and when - asyncio.get_running_loop().time() < 2 * STREAM_TAIL_WAIT_S:
+        return
+    size = 0
+    try:
+        async with asyncio.timeout(STREAM_TAIL_WAIT_S):
+            async for chunk in chunks:
+                size += len(chunk)
+                if size > STREAM_TAIL_MAX_BYTES:
+                    return
+    except (TimeoutError, httpx.TransportError):
+        return
+
+
+# --- the pool under cancellation -----------------------------------------------------------
 
 
 class KeptConnectionClosed(Exception):

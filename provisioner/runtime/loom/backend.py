@@ -42,9 +42,8 @@ import httpx
 
 from provisioner.runtime.clock import Clock, Sleep
 from provisioner.runtime.gateway.catalog import GatewayCatalog
-from provisioner.runtime.gateway.connection import LoomConnection
+from provisioner.runtime.gateway.client import EXTRACTION, READ, LoomConnection
 from provisioner.runtime.gateway.errors import GatewayError, NoAnswer
-from provisioner.runtime.gateway.server import EXTRACTION, READ
 from provisioner.runtime.loom import contract
 from provisioner.runtime.loom.answers import extracted_from, extraction_arguments, identity_from
 from provisioner.runtime.loom.diagnostics import agent_tools_of, diagnostics_report, newest_error

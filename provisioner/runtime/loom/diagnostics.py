@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from provisioner.runtime.gateway.catalog import GatewayCatalog
-from provisioner.runtime.gateway.connection import LoomConnection
+from provisioner.runtime.gateway.client import LoomConnection
 from provisioner.runtime.loom.report import CODE_MAX_CHARS, LastError, followed_by
 from provisioner.runtime.loom.types import Identity
 from provisioner.runtime.memory_contract import LOOM_SERVER

@@ -21,9 +21,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from provisioner.runtime.gateway.connection import LoomConnection
+from provisioner.runtime.gateway.client import EXTRACTION, LoomConnection
 from provisioner.runtime.gateway.errors import GatewayError
-from provisioner.runtime.gateway.server import EXTRACTION
 from provisioner.runtime.loom import contract
 from provisioner.runtime.loom.answers import queue_arguments, queue_states_from
 from provisioner.runtime.loom.backend import LoomMemory

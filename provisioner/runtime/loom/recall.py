@@ -31,10 +31,9 @@ from typing import Any, TypeVar
 import httpx
 
 from provisioner.runtime.clock import Clock
-from provisioner.runtime.gateway.connection import LoomConnection
+from provisioner.runtime.gateway.client import READ, LoomConnection
 from provisioner.runtime.gateway.errors import BrokenAnswer, NoAnswer, PolicyRefused
-from provisioner.runtime.gateway.outcomes import ToolResult
-from provisioner.runtime.gateway.server import READ
+from provisioner.runtime.gateway.protocol import ToolResult
 from provisioner.runtime.loom import contract
 from provisioner.runtime.loom.recalled import BLOCK_MAX_BYTES, line_bytes, sanitize_recalled
 from provisioner.runtime.loom.report import LastError

@@ -21,9 +21,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Protocol
 
-from provisioner.runtime.gateway.connection import LoomConnection
+from provisioner.runtime.gateway.client import EXTRACTION, LoomConnection
 from provisioner.runtime.gateway.errors import BrokenAnswer, GatewayError
-from provisioner.runtime.gateway.server import EXTRACTION
 from provisioner.runtime.loom import contract
 from provisioner.runtime.loom.answers import WRITE_DATES, write_arguments, written_from
 from provisioner.runtime.loom.types import MemoryWrite, WriteVerdict
