@@ -36,8 +36,7 @@ from provisioner.runtime.gateway.errors import (
     ServerNotListed,
 )
 from provisioner.runtime.memory_contract import MemoryBackendUnavailable
-from provisioner.runtime.state import StateStore
-from provisioner.runtime.state_schema import AUDIT_FAILED
+from provisioner.runtime.state import AUDIT_FAILED, StateStore
 from provisioner.runtime.sweep.lock import sweep_lock
 from provisioner.runtime.sweep.sweeper import Sweeper
 from provisioner.runtime.transcripts import SqliteTranscripts

@@ -39,8 +39,15 @@ from typing import Any
 
 from provisioner.runtime.loom.answers import MESSAGE_ROLES
 from provisioner.runtime.sqlite_file import faults_named
-from provisioner.runtime.state import AuditEntry, StateStore, put_audit, watermark_in
-from provisioner.runtime.state_schema import AUDIT_BACKFILL, AUDIT_BACKFILL_DONE, AUDIT_WENT_BACK
+from provisioner.runtime.state import (
+    AUDIT_BACKFILL,
+    AUDIT_BACKFILL_DONE,
+    AUDIT_WENT_BACK,
+    AuditEntry,
+    StateStore,
+    put_audit,
+    watermark_in,
+)
 from provisioner.runtime.sweep.followup import WAITING
 from provisioner.runtime.sweep.lock import sweep_lock
 from provisioner.runtime.sweep.start import (

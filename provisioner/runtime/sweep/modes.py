@@ -23,8 +23,7 @@ from provisioner.runtime.budget import (
     BatchBudget,
 )
 from provisioner.runtime.loom.answers import MESSAGE_ROLES
-from provisioner.runtime.state import AuditEntry
-from provisioner.runtime.state_schema import AUDIT_QUEUED
+from provisioner.runtime.state import AUDIT_QUEUED, AuditEntry
 from provisioner.runtime.sweep.batching import wire_size
 from provisioner.runtime.transcripts import (
     Message,

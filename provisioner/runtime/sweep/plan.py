@@ -26,8 +26,7 @@ from pathlib import Path
 
 from provisioner.runtime.budget import KIB, BatchBudget
 from provisioner.runtime.loom.answers import MESSAGE_ROLES
-from provisioner.runtime.state import kept_budget
-from provisioner.runtime.state_schema import SCHEMA_VERSION
+from provisioner.runtime.state import SCHEMA_VERSION, kept_budget
 from provisioner.runtime.sweep.backfill import BackfillScope, BackfillView, backfill_moves
 from provisioner.runtime.sweep.batching import build_batch, pick_context
 from provisioner.runtime.sweep.outcomes import BAD_SESSION_ID_KIND

@@ -45,8 +45,15 @@ from provisioner.runtime.loom.backend import EXTRACT_DEADLINE_S
 from provisioner.runtime.loom.settings import SWEEP_CONCURRENCY_DEFAULT
 from provisioner.runtime.loom.types import Extracted
 from provisioner.runtime.sqlite_file import FileFault, faults_named, file_fault
-from provisioner.runtime.state import AuditEntry, Mark, StateStore
-from provisioner.runtime.state_schema import AUDIT_BATCH, AUDIT_BUDGET, AUDIT_CUT, AUDIT_FAILED
+from provisioner.runtime.state import (
+    AUDIT_BATCH,
+    AUDIT_BUDGET,
+    AUDIT_CUT,
+    AUDIT_FAILED,
+    AuditEntry,
+    Mark,
+    StateStore,
+)
 from provisioner.runtime.sweep.backfill import sweep_source
 from provisioner.runtime.sweep.batching import Batch
 from provisioner.runtime.sweep.concurrency import (

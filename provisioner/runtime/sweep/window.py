@@ -49,8 +49,7 @@ from typing import TYPE_CHECKING
 
 from provisioner.runtime.budget import WAITING_MAX_BYTES, WAITING_MAX_MESSAGES, BatchBudget
 from provisioner.runtime.loom.types import Extracted
-from provisioner.runtime.state import AuditEntry, SweepSession
-from provisioner.runtime.state_schema import AUDIT_SKIPPED
+from provisioner.runtime.state import AUDIT_SKIPPED, AuditEntry, SweepSession
 from provisioner.runtime.sweep.batching import Batch, build_batch, pick_context
 from provisioner.runtime.sweep.followup import FollowUp, Gate
 from provisioner.runtime.sweep.outcomes import (
