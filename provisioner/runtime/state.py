@@ -43,6 +43,7 @@ from typing import Any
 
 from provisioner.runtime import sqlite_file
 from provisioner.runtime.budget import BatchBudget
+from provisioner.runtime.errors import OperatorMustAct, StoreFault
 from provisioner.runtime.sqlite_file import is_busy, open_database
 
 # The sweep (SWEEP-4, SWEEP-5, SWEEP-8, SWEEP-11, NERVE-3).
@@ -313,11 +314,11 @@ Read = Callable[[str, Sequence[object]], Sequence[Sequence[object]]]  # SQL, val
 ErrorRow = tuple[float, str, str, str, str | None]  # at, op, kind, message, code
 
 
-class StateVersionError(RuntimeError):
+class StateVersionError(OperatorMustAct, RuntimeError):
     """The state file was written by a newer schema than this package knows."""
 
 
-class StateBusyError(RuntimeError):
+class StateBusyError(StoreFault, RuntimeError):
     """Another process kept the state file locked for longer than we wait for it.
 
     Raised only while the file is opened. The file is fine (it was neither read as damaged nor

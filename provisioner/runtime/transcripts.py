@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol, cast, runtime_checkable
 
+from provisioner.runtime.errors import OperatorMustAct, StoreFault
 from provisioner.runtime.sqlite_file import open_database
 
 TIME_MAX_CHARS = 64  # our choice: no timestamp is longer; a longer value is not parsed at all
@@ -97,7 +98,7 @@ class HostTranscripts(Protocol):
     def swept_through(self, session_id: str, message_id: int) -> None: ...
 
 
-class SourceFailed(Exception):
+class SourceFailed(StoreFault):
     """A ``TranscriptSource`` method raised, or answered with something that is no list.
 
     Only the session being read is affected: its window stops and the report names it with
@@ -443,7 +444,7 @@ KEY_STEP = 1  # the index of the step that adds the key, after which old rows ar
 Text = str | bytes | None
 
 
-class TranscriptsVersionError(sqlite3.DatabaseError):
+class TranscriptsVersionError(OperatorMustAct, sqlite3.DatabaseError):
     """The transcripts file was written by a newer schema than this package knows.
 
     It is refused rather than misread, and left as it is; upgrading the package reads it. A

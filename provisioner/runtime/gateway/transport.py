@@ -37,11 +37,13 @@ from typing import Any, cast
 
 import httpx
 
+from provisioner.runtime.errors import MemoryUnavailable
+
 # Our choice: a request up to this size goes out in one write (a tool call is far smaller).
 WHOLE_WRITE_MAX_BYTES = 1024 * 1024
 
 
-class KeptConnectionClosed(Exception):
+class KeptConnectionClosed(MemoryUnavailable):
     """A kept-alive connection was found closed by the gateway before the request was written.
 
     No byte of the request went out, so it cannot have reached the gateway: the one failure

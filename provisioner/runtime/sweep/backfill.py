@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any
 
+from provisioner.runtime.errors import StoreFault
 from provisioner.runtime.loom.answers import MESSAGE_ROLES
 from provisioner.runtime.sqlite_file import faults_named
 from provisioner.runtime.state import (
@@ -75,7 +76,7 @@ READ_PAGE = 64  # our choice: messages read at once while looking for DATE
 log = logging.getLogger("provisioner.runtime.sweep.sweeper")
 
 
-class BackfillBusy(RuntimeError):
+class BackfillBusy(StoreFault, RuntimeError):
     """Another sweep holds the lock of this state file; nothing was moved. Try again later."""
 
 

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from provisioner.runtime.budget import KIB, BatchBudget
+from provisioner.runtime.errors import OperatorMustAct
 from provisioner.runtime.loom.answers import MESSAGE_ROLES
 from provisioner.runtime.state import SCHEMA_VERSION, kept_budget
 from provisioner.runtime.sweep.backfill import BackfillScope, BackfillView, backfill_moves
@@ -46,7 +47,7 @@ PLAN_PAGE = 64  # our choice: messages read at once while planning
 STATE_TABLES = ("sweep_session", "sweep_budget", "sweep_audit")
 
 
-class StateUnreadable(ValueError):
+class StateUnreadable(OperatorMustAct, ValueError):
     """The state file cannot be read for a plan: one line naming it, what is wrong and what
     is expected. Nothing was changed."""
 
