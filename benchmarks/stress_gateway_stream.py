@@ -36,7 +36,8 @@ from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Any
 
-from provisioner.runtime import GatewayError, McpGatewayServer
+from provisioner.runtime.gateway.errors import GatewayError
+from provisioner.runtime.gateway.server import McpGatewayServer
 
 MCP_PATH = "/s/loom/mcp"
 SHOWN_PER_RUN = 10  # failures printed per run; all are counted

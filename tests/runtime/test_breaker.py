@@ -5,16 +5,14 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from provisioner.runtime import (
-    Breaker,
+from provisioner.runtime.gateway.breaker import BREAKER_FIRST_OPEN_S, BREAKER_MAX_OPEN_S, Breaker
+from provisioner.runtime.gateway.errors import (
     CircuitOpen,
     GatewayError,
     GatewayUnreachable,
-    McpGatewayServer,
     NoAnswer,
 )
-from provisioner.runtime.gateway.breaker import BREAKER_FIRST_OPEN_S, BREAKER_MAX_OPEN_S
-from provisioner.runtime.gateway.server import EXTRACTION
+from provisioner.runtime.gateway.server import EXTRACTION, McpGatewayServer
 
 from .fault_gateway import key_of
 

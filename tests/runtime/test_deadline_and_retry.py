@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from provisioner.runtime import (
-    GatewayUnreachable,
-    MayPass,
+from provisioner.runtime.gateway.errors import GatewayUnreachable, MayPass, NoAnswer
+from provisioner.runtime.gateway.outcomes import ToolResult
+from provisioner.runtime.gateway.server import (
+    EXTRACTION,
+    READ,
+    RETRY_AFTER_MAX_WAIT_S,
+    CallPolicy,
     McpGatewayServer,
-    NoAnswer,
-    ToolResult,
 )
-from provisioner.runtime.gateway.server import EXTRACTION, READ, RETRY_AFTER_MAX_WAIT_S, CallPolicy
 from provisioner.runtime.gateway.wire import CONNECT_TIMEOUT_S
 
 from .fault_gateway import ANSWER_ENDED, CLIENT_LEFT, HANG_LIMIT_S, TRICKLE_EVERY_S, key_of

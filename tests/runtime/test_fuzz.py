@@ -19,15 +19,10 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from provisioner.runtime import (
-    Catalog,
-    CatalogError,
-    GatewayCatalog,
-    GatewayError,
-    McpGatewayServer,
-    ToolResult,
-)
-from provisioner.runtime.gateway.server import EXTRACTION
+from provisioner.runtime.gateway.catalog import Catalog, GatewayCatalog
+from provisioner.runtime.gateway.errors import CatalogError, GatewayError
+from provisioner.runtime.gateway.outcomes import ToolResult
+from provisioner.runtime.gateway.server import EXTRACTION, McpGatewayServer
 
 from .fault_gateway import DEEP_NESTING, catalog_payload
 

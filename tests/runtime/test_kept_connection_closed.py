@@ -23,7 +23,8 @@ import time
 
 import pytest
 
-from provisioner.runtime import BrokenAnswer, McpGatewayServer
+from provisioner.runtime.gateway.errors import BrokenAnswer
+from provisioner.runtime.gateway.server import McpGatewayServer
 
 from .tracking import TrackedTransport as _Tracked
 

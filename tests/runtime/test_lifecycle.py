@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from provisioner.runtime import GatewayCatalog, LoomConnection, McpGatewayServer
+from provisioner.runtime.gateway.catalog import GatewayCatalog
+from provisioner.runtime.gateway.connection import LoomConnection
 from provisioner.runtime.gateway.lifecycle import ClientState
+from provisioner.runtime.gateway.server import McpGatewayServer
 
 from .sdk_peer import MCP_PATH
 from .tracking import TransportLog

@@ -10,7 +10,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from provisioner.runtime import (
+from provisioner.runtime.gateway.errors import (
     BodyTooLarge,
     BrokenAnswer,
     CodedFault,
@@ -18,14 +18,13 @@ from provisioner.runtime import (
     GatewayUnreachable,
     InternalFault,
     MayPass,
-    McpGatewayServer,
     NoAnswer,
     PolicyRefused,
     ToolRefused,
-    ToolResult,
 )
+from provisioner.runtime.gateway.outcomes import ToolResult
 from provisioner.runtime.gateway.retry_after import RETRY_AFTER_CAP_S
-from provisioner.runtime.gateway.server import EXTRACTION
+from provisioner.runtime.gateway.server import EXTRACTION, McpGatewayServer
 
 pytestmark = pytest.mark.anyio
 

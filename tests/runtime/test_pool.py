@@ -15,9 +15,10 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from provisioner.runtime import McpGatewayServer, NoAnswer
 from provisioner.runtime.gateway.answers import STREAM_TAIL_WAIT_S
 from provisioner.runtime.gateway.breaker import BREAKER_MAX_OPEN_S
+from provisioner.runtime.gateway.errors import NoAnswer
+from provisioner.runtime.gateway.server import McpGatewayServer
 
 from .tracking import TrackedTransport
 

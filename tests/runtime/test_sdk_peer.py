@@ -12,8 +12,14 @@ import json
 import httpx
 import pytest
 
-from provisioner.runtime import GatewayCatalog, LoomConnection, McpGatewayServer, ToolRefused
-from provisioner.runtime.gateway.server import MCP_PROTOCOL_VERSION, REQUEST_HEADERS
+from provisioner.runtime.gateway.catalog import GatewayCatalog
+from provisioner.runtime.gateway.connection import LoomConnection
+from provisioner.runtime.gateway.errors import ToolRefused
+from provisioner.runtime.gateway.server import (
+    MCP_PROTOCOL_VERSION,
+    REQUEST_HEADERS,
+    McpGatewayServer,
+)
 
 from .sdk_peer import MCP_PATH, PROGRESS_STEPS
 

@@ -16,8 +16,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from provisioner.runtime import GatewayCatalog, LoomConnection, McpGatewayServer
 from provisioner.runtime.gateway.answers import STREAM_TAIL_WAIT_S
+from provisioner.runtime.gateway.catalog import GatewayCatalog
+from provisioner.runtime.gateway.connection import LoomConnection
+from provisioner.runtime.gateway.server import McpGatewayServer
 
 from .fault_gateway import STREAM_TAIL_S
 from .tracking import TrackedTransport, TransportLog, settled_fds
