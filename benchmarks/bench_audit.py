@@ -33,8 +33,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from provisioner.runtime.state import StateStore  # noqa: E402
-from provisioner.runtime.state_schema import AUDIT_BATCH, AUDIT_LEFT_TO_MEMU  # noqa: E402
+from provisioner.runtime.state import (  # noqa: E402
+    AUDIT_BATCH,
+    AUDIT_LEFT_TO_MEMU,
+    StateStore,
+)
 from provisioner.runtime.sweep.start import read_ledger  # noqa: E402
 
 INDEX = "sweep_audit_by_kind"

@@ -30,8 +30,7 @@ from pathlib import Path
 
 import httpx
 
-from provisioner.runtime.gateway.client import McpGatewayServer
-from provisioner.runtime.gateway.protocol import REQUEST_HEADERS
+from provisioner.runtime.gateway.client import REQUEST_HEADERS, McpGatewayServer
 
 PEER = Path(__file__).resolve().parent.parent / "tests" / "runtime" / "sdk_peer.py"
 MCP_PATH = "/s/loom/mcp"

@@ -36,8 +36,8 @@ from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Any
 
-from provisioner.runtime import GatewayError
 from provisioner.runtime.gateway.client import McpGatewayServer
+from provisioner.runtime.gateway.errors import GatewayError
 
 MCP_PATH = "/s/loom/mcp"
 SHOWN_PER_RUN = 10  # failures printed per run; all are counted

@@ -11,8 +11,9 @@ The package has two halves that never import each other's internals:
   ``integrations``;
 * ``provisioner.runtime``, which Nerve's engine imports and which never loads Copier or Jinja.
 
-Both may use ``runtime.memory_contract`` (the server names and ``MemoryBackendUnavailable``)
-and ``runtime.loom.recalled`` (making recalled text safe), which import nothing heavy.
+Both may use ``runtime.memory_contract`` (the server names), ``runtime.errors`` (the runtime's
+errors, ``MemoryBackendUnavailable`` among them) and ``runtime.loom.recalled`` (making recalled
+text safe), which import nothing heavy.
 docs/architecture.md maps every room and module.
 """
 

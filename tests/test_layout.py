@@ -20,6 +20,36 @@ from tests.conftest import REPO_ROOT
 PACKAGE = REPO_ROOT / "provisioner"
 TOP_LEVEL_MODULES_MAX = 10  # modules directly in provisioner/, the rest in rooms
 RUNTIME_TOP_LEVEL_MODULES_MAX = 8  # modules directly in provisioner/runtime/
+# The host API (docs/host-api.md): the only public names; every module path under them may move.
+HOST_API = [
+    "LoomMemory",
+    "MemoryUnavailable",
+    "NerveTranscripts",
+    "OperatorMustAct",
+    "ProvisionerRuntimeError",
+    "StateStore",
+    "StoreFault",
+    "Sweeper",
+    "TranscriptSource",
+    "extend_cli",
+    "fastapi_router",
+    "load_cron_jobs",
+    "memory_backend",
+    "nerve_settings",
+    "nerve_sweeper",
+    "session_context",
+]
+RUNTIME_FACE = [
+    "LoomMemory",
+    "MemoryUnavailable",
+    "OperatorMustAct",
+    "ProvisionerRuntimeError",
+    "StateStore",
+    "StoreFault",
+    "Sweeper",
+    "TranscriptSource",
+    "memory_backend",
+]
 DOTTED_NAME = re.compile(r"`(provisioner(?:\.[A-Za-z_][A-Za-z0-9_]*)+)(?:\(\))?`")
 
 
@@ -122,11 +152,31 @@ class TestRooms:
 
 
 class TestDocumentedNames:
-    def test_every_public_name_of_the_runtime_imports_from_the_runtime(self) -> None:
+    @pytest.mark.parametrize(
+        ("face", "names"),
+        [("provisioner.integrations.nerve", HOST_API), ("provisioner.runtime", RUNTIME_FACE)],
+    )
+    def test_every_public_name_of_the_runtime_imports_from_the_runtime(
+        self, face: str, names: list[str]
+    ) -> None:
+        """The host API (docs/host-api.md) and the runtime's half of it: exactly these names."""
+        package = importlib.import_module(face)
+        assert sorted(package.__all__) == sorted(names)
+        for name in package.__all__:
+            assert getattr(package, name) is not None, name
+
+    def test_the_host_api_page_names_each_name_and_the_rule(self) -> None:
+        text = (REPO_ROOT / "docs" / "host-api.md").read_text(encoding="utf-8")
+        assert "only these names are public" in text
+        for name in HOST_API:
+            assert f"| `{name}` |" in text, name
+
+    def test_the_runtime_face_is_the_runtime_half_of_the_host_api(self) -> None:
+        host = importlib.import_module("provisioner.integrations.nerve")
         runtime = importlib.import_module("provisioner.runtime")
-        assert len(runtime.__all__) >= 40
-        for name in runtime.__all__:
-            assert getattr(runtime, name) is not None, name
+        assert set(RUNTIME_FACE) <= set(HOST_API)
+        for name in RUNTIME_FACE:
+            assert getattr(host, name) is getattr(runtime, name), name
 
     @pytest.mark.parametrize(
         "page",

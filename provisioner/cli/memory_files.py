@@ -53,8 +53,7 @@ def open_state(path: Path) -> StateStore:
 
 def open_transcripts(path: Path) -> SqliteTranscripts:
     """The built-in transcripts file; a ``FileFault`` or ``UsageError`` when it cannot be opened."""
-    from provisioner.runtime.transcripts import SqliteTranscripts
-    from provisioner.runtime.transcripts_sqlite import TranscriptsVersionError
+    from provisioner.runtime.transcripts import SqliteTranscripts, TranscriptsVersionError
 
     try:
         return SqliteTranscripts(path)

@@ -29,7 +29,7 @@ from provisioner.config.paths import default_paths
 from provisioner.counts import counted
 from provisioner.runtime.gateway.protocol import nested_deeper_than
 from provisioner.runtime.sqlite_file import FileFault, file_fault
-from provisioner.runtime.transcripts_sqlite import instant_of, parsed_time
+from provisioner.runtime.transcripts import instant_of, parsed_time
 
 IMPORT_FIELDS = ("session_id", "role", "content", "created_at")
 ID_FIELD = "id"  # IMP-1: the record's own key, optional

@@ -161,9 +161,9 @@ def _run_status(args: argparse.Namespace) -> int:
         return _kept_in_memu(args, status=True)
     import asyncio
 
+    from provisioner.runtime.errors import MemoryBackendUnavailable
     from provisioner.runtime.gateway.errors import GatewayError
     from provisioner.runtime.loom.backend import LoomMemory
-    from provisioner.runtime.memory_contract import MemoryBackendUnavailable
 
     _progress(config)
 

@@ -1,7 +1,7 @@
 """The migration's ledger: per memU item, what became of it in Loom (MIG-1).
 
 It lives in the runtime's state file (``migration_item`` and ``migration_run``, step 5 of
-``provisioner.runtime.state_schema``), so ``nerve doctor`` finds it where it finds the sweep's
+``provisioner.runtime.state``), so ``nerve doctor`` finds it where it finds the sweep's
 state. One row per item id, written in its own transaction right after Loom answered:
 
 * ``written`` (Loom took it: ``clear``, ``merge``, ``duplicate`` or ``refines``),
@@ -28,8 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from provisioner.runtime.loom.types import WriteVerdict
-from provisioner.runtime.state import AuditEntry, StateStore, put_audit
-from provisioner.runtime.state_schema import AUDIT_MIGRATION_SKIPPED
+from provisioner.runtime.state import AUDIT_MIGRATION_SKIPPED, AuditEntry, StateStore, put_audit
 from provisioner.runtime.sweep.lock import file_lock, lock_path_of
 
 STATUS_WRITTEN = "written"

@@ -65,6 +65,7 @@ from provisioner.migration.report import (
     MigrationReport,
 )
 from provisioner.runtime.clock import Sleep
+from provisioner.runtime.errors import MemoryBackendUnavailable
 from provisioner.runtime.gateway.errors import (
     CatalogError,
     CircuitOpen,
@@ -77,7 +78,6 @@ from provisioner.runtime.gateway.errors import (
 )
 from provisioner.runtime.loom.types import MemoryWrite, WriteVerdict
 from provisioner.runtime.loom.write import WRITE_DEADLINE_S
-from provisioner.runtime.memory_contract import MemoryBackendUnavailable
 from provisioner.runtime.sqlite_file import classify_file_error
 from provisioner.runtime.state import StateStore
 from provisioner.runtime.sweep.outcomes import SWEEP_ERRORS, error_kind, reaction_to

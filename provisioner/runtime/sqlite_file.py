@@ -45,6 +45,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal
 
+from provisioner.runtime.errors import StoreFault
+
 BUSY_TIMEOUT_MS = 5_000  # our choice: how long another process's write lock is waited out
 BUSY_RETRY_FIRST_S = 0.005  # our choice: first pause before asking again for a busy journal mode
 BUSY_RETRY_MAX_S = 0.1  # our choice: the pauses double up to this
@@ -179,7 +181,7 @@ _SQLITE_TEXT_KIND: tuple[tuple[str, FaultKind], ...] = (
 )
 
 
-class FileFault(Exception):
+class FileFault(StoreFault):
     """A file could not be used; ``kind`` says how, ``path`` which file.
 
     ``str()`` is one line: ``<path>: <cause>``. ``exit_status`` is the status every command

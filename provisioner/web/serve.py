@@ -40,9 +40,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from provisioner.config.loader import Config
 from provisioner.loopback import is_loopback_request
+from provisioner.runtime.errors import MemoryBackendUnavailable
 from provisioner.runtime.gateway.errors import GatewayError
 from provisioner.runtime.loom.backend import LoomMemory
-from provisioner.runtime.memory_contract import MemoryBackendUnavailable
 from provisioner.web.page import PAGE_HEADERS
 from provisioner.web.routes import SafeJSONResponse, memory_router
 

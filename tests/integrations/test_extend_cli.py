@@ -320,3 +320,28 @@ class TestImportCost:
             timeout=60,
         )
         assert result.stdout.split() == ["False", "True"], result.stderr
+
+    def test_importing_the_host_api_loads_no_click_http_client_jinja_or_web_framework(
+        self, tmp_path: Path
+    ) -> None:
+        """Each of the host API's names is imported on first use (docs/host-api.md)."""
+        code = (
+            "import json, sys\n"
+            "import provisioner.integrations.nerve as nerve\n"
+            "print(json.dumps(sorted({name.split('.')[0] for name in sys.modules})))\n"
+            "nerve.ProvisionerRuntimeError, nerve.StoreFault\n"
+            "print(json.dumps(sorted({name.split('.')[0] for name in sys.modules})))\n"
+        )
+        result = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            env=clean_environment(tmp_path, {"PYTHONPATH": str(REPO_ROOT)}),
+            cwd=tmp_path,
+            timeout=60,
+        )
+        heavy = {"click", "httpx", "httpcore", "jinja2", "copier", "starlette", "fastapi", "yaml"}
+        imported, after_the_errors = (set(json.loads(line)) for line in result.stdout.splitlines())
+        assert "provisioner" in imported, result.stderr
+        assert not imported & heavy
+        assert not after_the_errors & heavy

@@ -25,8 +25,13 @@ from provisioner.integrations.nerve import NerveTranscripts
 from provisioner.integrations.nerve.transcripts import PROBE_MIN_IDS, PROBE_ROWS, NerveDatabaseError
 from provisioner.runtime.budget import WAITING_MAX_BYTES, WAITING_MAX_MESSAGES
 from provisioner.runtime.gateway.errors import CodedFault
-from provisioner.runtime.state import AuditEntry, StateStore
-from provisioner.runtime.state_schema import AUDIT_CUT, AUDIT_SKIPPED, AUDIT_WENT_BACK
+from provisioner.runtime.state import (
+    AUDIT_CUT,
+    AUDIT_SKIPPED,
+    AUDIT_WENT_BACK,
+    AuditEntry,
+    StateStore,
+)
 from provisioner.runtime.sweep.realign import GONE, REPLACED, newest_matching
 from provisioner.runtime.sweep.sweeper import Sweeper, SweepReport
 from provisioner.runtime.transcripts import RFC3339, Message

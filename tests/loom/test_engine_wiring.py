@@ -25,8 +25,9 @@ from typing import Any
 import pytest
 
 from provisioner.devgateway import RunningGateway
-from provisioner.runtime import LoomMemory, SqliteTranscripts, StateStore, memory_backend
+from provisioner.runtime import LoomMemory, StateStore, memory_backend
 from provisioner.runtime.loom.backend import NOT_RECALLED
+from provisioner.runtime.transcripts import SqliteTranscripts
 from provisioner.templating.texts import job_prompt
 from provisioner.workspace.render import Answers, render_workspace
 from tests.runtime.tracking import TransportLog, settled_fds

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from provisioner.devgateway import RunningGateway
+from provisioner.runtime.errors import MemoryBackendUnavailable
 from provisioner.runtime.gateway.errors import InternalFault, ServerNotListed
 from provisioner.runtime.loom.backend import LoomMemory
 from provisioner.runtime.loom.types import Extracted, WrittenMemory
-from provisioner.runtime.memory_contract import MemoryBackendUnavailable
 from provisioner.runtime.transcripts import Message
 
 from .conftest import loom_config

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from provisioner.devgateway import RunningGateway, serve_in_thread
+from provisioner.runtime.errors import MemoryBackendUnavailable
 from provisioner.runtime.gateway.errors import InternalFault
 from provisioner.runtime.loom.backend import LoomMemory
 from provisioner.runtime.loom.report import WITHHELD, ErrorRecord
 from provisioner.runtime.loom.types import Identity
-from provisioner.runtime.memory_contract import MemoryBackendUnavailable
 
 from .conftest import FakeClock, loom_config
 

@@ -18,8 +18,7 @@ import pytest
 from provisioner.cli.main import main
 from provisioner.devgateway import RunningGateway, serve_in_thread
 from provisioner.doctor.failures import failure_words
-from provisioner.runtime.state import AuditEntry, StateStore
-from provisioner.runtime.state_schema import AUDIT_BATCH
+from provisioner.runtime.state import AUDIT_BATCH, AuditEntry, StateStore
 
 HEALTH = "loom_namespace_summary"
 

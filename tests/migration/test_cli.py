@@ -19,7 +19,7 @@ from provisioner.devgateway import RunningGateway, serve_in_thread
 from provisioner.doctor.check import OK, WARN
 from provisioner.doctor.migration import migration_checks
 from provisioner.migration.migrate import NOT_NOW_WAIT_MAX_S
-from provisioner.runtime.state_schema import AUDIT_MIGRATION_SKIPPED
+from provisioner.runtime.state import AUDIT_MIGRATION_SKIPPED
 from tests.conftest import read_terminal
 
 from .conftest import Nerve

@@ -38,8 +38,7 @@ from provisioner.runtime.gateway.errors import (
     MayPass,
     ToolRefused,
 )
-from provisioner.runtime.state import StateStore
-from provisioner.runtime.state_schema import AUDIT_MIGRATION_SKIPPED
+from provisioner.runtime.state import AUDIT_MIGRATION_SKIPPED, StateStore
 
 from .conftest import RecordedSleep, fixed_clock, no_wait
 from .memu_db import MemuDb

@@ -26,8 +26,7 @@ from provisioner.runtime.gateway.errors import (
     NoAnswer,
     ToolRefused,
 )
-from provisioner.runtime.state import StateStore
-from provisioner.runtime.state_schema import AUDIT_MIGRATION_SKIPPED
+from provisioner.runtime.state import AUDIT_MIGRATION_SKIPPED, StateStore
 
 from .conftest import fixed_clock, no_wait
 from .memu_db import MemuDb

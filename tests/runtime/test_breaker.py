@@ -5,9 +5,14 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from provisioner.runtime import Breaker, CircuitOpen, GatewayError, GatewayUnreachable, NoAnswer
-from provisioner.runtime.gateway.breaker import BREAKER_FIRST_OPEN_S, BREAKER_MAX_OPEN_S
+from provisioner.runtime.gateway.breaker import BREAKER_FIRST_OPEN_S, BREAKER_MAX_OPEN_S, Breaker
 from provisioner.runtime.gateway.client import EXTRACTION, McpGatewayServer
+from provisioner.runtime.gateway.errors import (
+    CircuitOpen,
+    GatewayError,
+    GatewayUnreachable,
+    NoAnswer,
+)
 
 from .fault_gateway import key_of
 

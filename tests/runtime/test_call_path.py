@@ -14,8 +14,8 @@ import asyncio
 import anyio
 import pytest
 
-from provisioner.runtime import GatewayUnreachable, NoAnswer
 from provisioner.runtime.gateway.client import McpGatewayServer
+from provisioner.runtime.gateway.errors import GatewayUnreachable, NoAnswer
 from provisioner.runtime.gateway.transport import finish_despite_cancellation
 
 from .fault_gateway import key_of

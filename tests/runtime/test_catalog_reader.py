@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from provisioner.runtime import GatewayCatalog
-from provisioner.runtime.gateway.catalog import CATALOG_DEADLINE_S, CATALOG_MIN_INTERVAL_S
+from provisioner.runtime.gateway.catalog import (
+    CATALOG_DEADLINE_S,
+    CATALOG_MIN_INTERVAL_S,
+    GatewayCatalog,
+)
 
 from .fault_gateway import CLIENT_LEFT, REQUEST_ID, key_of
 

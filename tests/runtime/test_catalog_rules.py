@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from provisioner.runtime import CatalogError, ServerNotListed, parse_catalog
-from provisioner.runtime.gateway.catalog import decode_catalog_json
+from provisioner.runtime.gateway.catalog import decode_catalog_json, parse_catalog
+from provisioner.runtime.gateway.errors import CatalogError, ServerNotListed
 
 BASE = "http://127.0.0.1:8787"
 

@@ -6,19 +6,21 @@ import asyncio
 
 import pytest
 
-from provisioner.runtime import (
+from provisioner.runtime.gateway.catalog import (
+    CATALOG_MIN_INTERVAL_S,
+    GatewayCatalog,
+    parse_catalog,
+)
+from provisioner.runtime.gateway.client import LoomConnection
+from provisioner.runtime.gateway.errors import (
     CatalogError,
     CircuitOpen,
     ClientClosed,
-    GatewayCatalog,
     GatewayError,
     NoAnswer,
     PolicyRefused,
     ServerNotListed,
-    parse_catalog,
 )
-from provisioner.runtime.gateway.catalog import CATALOG_MIN_INTERVAL_S
-from provisioner.runtime.gateway.client import LoomConnection
 
 from .fault_gateway import SLOW_CATALOG_S, catalog_payload, key_of
 from .tracking import TransportLog

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from provisioner.runtime import GatewayUnreachable, MayPass, NoAnswer
 from provisioner.runtime.gateway.client import (
     EXTRACTION,
     READ,
@@ -12,6 +11,7 @@ from provisioner.runtime.gateway.client import (
     CallPolicy,
     McpGatewayServer,
 )
+from provisioner.runtime.gateway.errors import GatewayUnreachable, MayPass, NoAnswer
 from provisioner.runtime.gateway.protocol import ToolResult
 from provisioner.runtime.gateway.transport import CONNECT_TIMEOUT_S
 

@@ -1,14 +1,28 @@
-"""The outcome hierarchy (GW-5): one tree, every class in it, all under GatewayError."""
+"""The outcome hierarchy (GW-5): one tree, every class in it, all under GatewayError; and every
+error the runtime raises under one root, through a group named for what the caller does."""
 
 from __future__ import annotations
 
+import importlib
+import inspect
+import pkgutil
 import re
+import sqlite3
 
 import pytest
 
-from provisioner import runtime
+import provisioner.integrations
+import provisioner.runtime
+from provisioner.runtime import errors as runtime_errors
+from provisioner.runtime.errors import (
+    ERROR_GROUPS,
+    MemoryBackendUnavailable,
+    MemoryUnavailable,
+    OperatorMustAct,
+    ProvisionerRuntimeError,
+    StoreFault,
+)
 from provisioner.runtime.gateway import errors
-from provisioner.runtime.memory_contract import MemoryBackendUnavailable
 
 
 class TestOutcomeHierarchy:
@@ -53,9 +67,11 @@ class TestOutcomeHierarchy:
         assert errors.InternalFault("boom").code is None
 
     @pytest.mark.parametrize("cls", errors.OUTCOME_ERRORS, ids=lambda cls: cls.__name__)
-    def test_every_outcome_is_a_gateway_error_exported_by_the_runtime(self, cls: type) -> None:
+    def test_every_outcome_is_a_gateway_error_and_so_memory_unavailable(self, cls: type) -> None:
+        """A host catches the runtime's groups (docs/host-api.md); the outcome classes are the
+        gateway client's own, each a ``MemoryUnavailable`` through ``GatewayError``."""
         assert issubclass(cls, errors.GatewayError)
-        assert getattr(runtime, cls.__name__) is cls
+        assert issubclass(cls, MemoryUnavailable)
 
     def test_messages_are_one_bounded_line(self) -> None:
         error = errors.PolicyRefused("line one\nline two\x1b[31m" + "x" * 1000)
@@ -67,3 +83,97 @@ class TestOutcomeHierarchy:
         error = MemoryBackendUnavailable("memory is unavailable", backend="loom")
         assert not isinstance(error, errors.GatewayError)
         assert error.backend == "loom"
+
+
+# The gateway client's own readers raise these and turn each into a ``GatewayError`` (a broken
+# answer, an unreadable catalog) before the call returns: no caller ever sees them.
+TRANSLATED_INSIDE_THE_GATEWAY_CLIENT = {"BodyOverLimit", "NotJson"}
+
+
+def defined_exception_classes() -> dict[str, type[BaseException]]:
+    """Every exception class a module of the runtime or of the host's integration defines,
+    found by importing each module of both packages."""
+    found: dict[str, type[BaseException]] = {}
+    for package in (provisioner.runtime, provisioner.integrations):
+        walked = pkgutil.walk_packages(package.__path__, prefix=f"{package.__name__}.")
+        for module_info in walked:
+            module = importlib.import_module(module_info.name)
+            for name, value in vars(module).items():
+                if (
+                    inspect.isclass(value)
+                    and issubclass(value, BaseException)
+                    and value.__module__ == module.__name__
+                ):
+                    found[f"{module.__name__}.{name}"] = value
+    return found
+
+
+DEFINED = defined_exception_classes()
+BY_NAME = {cls.__name__: cls for cls in DEFINED.values()}
+RAISED = {
+    path: cls
+    for path, cls in DEFINED.items()
+    if cls.__name__ not in TRANSLATED_INSIDE_THE_GATEWAY_CLIENT
+    and cls is not ProvisionerRuntimeError
+}
+
+
+class TestOneRoot:
+    def test_the_walk_finds_the_errors_of_every_room_each_under_one_name(self) -> None:
+        names = set(BY_NAME)
+        assert len(names) == len(DEFINED)
+        assert {"GatewayError", "StateBusyError", "SourceFailed", "FileFault"} <= names
+        assert {"BackfillBusy", "UndeclaredField", "NerveDatabaseError"} <= names
+        assert names >= TRANSLATED_INSIDE_THE_GATEWAY_CLIENT
+
+    @pytest.mark.parametrize("path", sorted(RAISED))
+    def test_every_runtime_error_is_under_the_root_through_a_group(self, path: str) -> None:
+        cls = RAISED[path]
+        assert issubclass(cls, ProvisionerRuntimeError)
+        if cls not in ERROR_GROUPS:
+            assert any(issubclass(cls, group) for group in ERROR_GROUPS), path
+
+    def test_the_errors_module_draws_every_error_outside_the_gateway_tree(self) -> None:
+        drawn = set(re.findall(r"\b[A-Z]\w+\b", runtime_errors.__doc__ or ""))
+        outside_gateway = {
+            cls.__name__ for cls in RAISED.values() if not issubclass(cls, errors.GatewayError)
+        }
+        assert outside_gateway <= drawn
+
+    @pytest.mark.parametrize(
+        ("name", "group", "builtin"),
+        [
+            ("MemoryBackendUnavailable", MemoryUnavailable, RuntimeError),
+            ("GatewayError", MemoryUnavailable, Exception),
+            ("KeptConnectionClosed", MemoryUnavailable, Exception),
+            ("FileFault", StoreFault, Exception),
+            ("StateBusyError", StoreFault, RuntimeError),
+            ("BackfillBusy", StoreFault, RuntimeError),
+            ("SourceFailed", StoreFault, Exception),
+            ("StateVersionError", OperatorMustAct, RuntimeError),
+            ("TranscriptsVersionError", OperatorMustAct, sqlite3.DatabaseError),
+            ("StateUnreadable", OperatorMustAct, ValueError),
+            ("UndeclaredField", OperatorMustAct, LookupError),
+            ("NerveDatabaseError", OperatorMustAct, ValueError),
+            ("ContractBroken", OperatorMustAct, Exception),
+            ("PolicyRefused", OperatorMustAct, Exception),
+        ],
+        ids=lambda value: value if isinstance(value, str) else "",
+    )
+    def test_each_error_sits_in_the_group_of_what_its_caller_does_and_keeps_its_builtin_base(
+        self, name: str, group: type, builtin: type
+    ) -> None:
+        cls = BY_NAME[name]
+        assert issubclass(cls, group)
+        assert issubclass(cls, builtin)
+
+    def test_a_gateway_failure_that_needs_a_person_is_in_both_groups(self) -> None:
+        """A contract broken or a policy refusal: memory is unavailable now, and nothing changes
+        until someone acts; every other outcome only degrades."""
+        both = {
+            cls.__name__
+            for cls in errors.OUTCOME_ERRORS
+            if issubclass(cls, OperatorMustAct) and issubclass(cls, MemoryUnavailable)
+        }
+        assert both == {"BrokenAnswer", "PolicyRefused"}
+        assert not any(issubclass(cls, StoreFault) for cls in errors.OUTCOME_ERRORS)

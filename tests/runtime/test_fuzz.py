@@ -19,8 +19,9 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from provisioner.runtime import Catalog, CatalogError, GatewayCatalog, GatewayError
+from provisioner.runtime.gateway.catalog import Catalog, GatewayCatalog
 from provisioner.runtime.gateway.client import EXTRACTION, McpGatewayServer
+from provisioner.runtime.gateway.errors import CatalogError, GatewayError
 from provisioner.runtime.gateway.protocol import ToolResult
 
 from .fault_gateway import DEEP_NESTING, catalog_payload

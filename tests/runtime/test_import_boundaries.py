@@ -44,6 +44,7 @@ class TestImportBoundaries:
         [
             "provisioner.runtime",
             "provisioner.runtime.memory_contract",
+            "provisioner.runtime.errors",
             "provisioner.runtime.loom.recalled",
         ],
     )

@@ -23,8 +23,8 @@ import time
 
 import pytest
 
-from provisioner.runtime import BrokenAnswer
 from provisioner.runtime.gateway.client import McpGatewayServer
+from provisioner.runtime.gateway.errors import BrokenAnswer
 
 from .tracking import TrackedTransport as _Tracked
 

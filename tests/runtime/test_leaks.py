@@ -14,17 +14,15 @@ from itertools import cycle
 
 import pytest
 
-from provisioner.runtime import (
-    Breaker,
+from provisioner.runtime.gateway.breaker import BREAKER_MAX_OPEN_S, Breaker
+from provisioner.runtime.gateway.catalog import GatewayCatalog, parse_catalog
+from provisioner.runtime.gateway.client import LoomConnection
+from provisioner.runtime.gateway.errors import (
     BrokenAnswer,
-    GatewayCatalog,
     GatewayUnreachable,
     NoAnswer,
     PolicyRefused,
-    parse_catalog,
 )
-from provisioner.runtime.gateway.breaker import BREAKER_MAX_OPEN_S
-from provisioner.runtime.gateway.client import LoomConnection
 
 from .fault_gateway import catalog_payload
 from .tracking import TrackedTransport, settled_fds

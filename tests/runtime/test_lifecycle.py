@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from provisioner.runtime import GatewayCatalog
+from provisioner.runtime.gateway.catalog import GatewayCatalog
 from provisioner.runtime.gateway.client import LoomConnection, McpGatewayServer
 from provisioner.runtime.gateway.transport import ClientState
 

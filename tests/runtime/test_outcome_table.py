@@ -10,7 +10,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from provisioner.runtime import (
+from provisioner.runtime.gateway.client import EXTRACTION, McpGatewayServer
+from provisioner.runtime.gateway.errors import (
     BodyTooLarge,
     BrokenAnswer,
     CodedFault,
@@ -22,7 +23,6 @@ from provisioner.runtime import (
     PolicyRefused,
     ToolRefused,
 )
-from provisioner.runtime.gateway.client import EXTRACTION, McpGatewayServer
 from provisioner.runtime.gateway.protocol import RETRY_AFTER_CAP_S, ToolResult
 
 pytestmark = pytest.mark.anyio

@@ -15,9 +15,9 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from provisioner.runtime import NoAnswer
 from provisioner.runtime.gateway.breaker import BREAKER_MAX_OPEN_S
 from provisioner.runtime.gateway.client import McpGatewayServer
+from provisioner.runtime.gateway.errors import NoAnswer
 from provisioner.runtime.gateway.transport import STREAM_TAIL_WAIT_S
 
 from .tracking import TrackedTransport

@@ -12,8 +12,9 @@ import json
 import httpx
 import pytest
 
-from provisioner.runtime import GatewayCatalog, ToolRefused
+from provisioner.runtime.gateway.catalog import GatewayCatalog
 from provisioner.runtime.gateway.client import LoomConnection, McpGatewayServer
+from provisioner.runtime.gateway.errors import ToolRefused
 from provisioner.runtime.gateway.protocol import MCP_PROTOCOL_VERSION, REQUEST_HEADERS
 
 from .sdk_peer import MCP_PATH, PROGRESS_STEPS

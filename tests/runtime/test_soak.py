@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from provisioner.runtime import GatewayCatalog
+from provisioner.runtime.gateway.catalog import GatewayCatalog
 from provisioner.runtime.gateway.client import LoomConnection, McpGatewayServer
 from provisioner.runtime.gateway.transport import STREAM_TAIL_WAIT_S
 

@@ -22,8 +22,13 @@ from provisioner.doctor import sweep as doctor_sweep
 from provisioner.runtime.loom.diagnostics import since_last_error
 from provisioner.runtime.loom.queue import RETRY_OP, STATUS_OP
 from provisioner.runtime.loom.report import SWEEP_OPS
-from provisioner.runtime.state import SCHEMA_VERSION, AuditEntry, StateStore
-from provisioner.runtime.state_schema import AUDIT_BATCH, MIGRATIONS
+from provisioner.runtime.state import (
+    AUDIT_BATCH,
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    AuditEntry,
+    StateStore,
+)
 
 HOUR_S = 3600.0
 

@@ -19,12 +19,13 @@ from provisioner.devgateway import RunningGateway, serve_in_thread
 from provisioner.integrations.nerve import NerveTranscripts
 from provisioner.runtime.budget import CUT_TOO_LARGE
 from provisioner.runtime.gateway.errors import CodedFault
-from provisioner.runtime.state import AuditEntry, StateStore
-from provisioner.runtime.state_schema import (
+from provisioner.runtime.state import (
     AUDIT_BACKFILL,
     AUDIT_BACKFILL_DONE,
     AUDIT_BUDGET,
     AUDIT_WENT_BACK,
+    AuditEntry,
+    StateStore,
 )
 from provisioner.runtime.sweep.backfill import (
     IN_LOOM_QUEUE_KIND,

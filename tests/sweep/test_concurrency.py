@@ -41,8 +41,7 @@ from provisioner.runtime.gateway.errors import (
 )
 from provisioner.runtime.loom.settings import SWEEP_CONCURRENCY_DEFAULT, SWEEP_CONCURRENCY_MAX
 from provisioner.runtime.loom.types import Extracted
-from provisioner.runtime.state import AuditEntry, StateStore
-from provisioner.runtime.state_schema import AUDIT_BUDGET
+from provisioner.runtime.state import AUDIT_BUDGET, AuditEntry, StateStore
 from provisioner.runtime.sweep.batching import WAITING
 from provisioner.runtime.sweep.concurrency import (
     START_LIMIT,

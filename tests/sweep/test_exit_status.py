@@ -24,6 +24,7 @@ import pytest
 from provisioner.cli.common import EXIT_INCOMPLETE, EXIT_OK, EXIT_TEMPFAIL, EXIT_USAGE
 from provisioner.cli.memory_sweep import exit_status, why_it_stopped
 from provisioner.devgateway import RunningGateway, serve_in_thread
+from provisioner.runtime.errors import MemoryBackendUnavailable
 from provisioner.runtime.gateway.errors import (
     BrokenAnswer,
     CatalogError,
@@ -35,9 +36,7 @@ from provisioner.runtime.gateway.errors import (
     PolicyRefused,
     ServerNotListed,
 )
-from provisioner.runtime.memory_contract import MemoryBackendUnavailable
-from provisioner.runtime.state import StateStore
-from provisioner.runtime.state_schema import AUDIT_FAILED
+from provisioner.runtime.state import AUDIT_FAILED, StateStore
 from provisioner.runtime.sweep.lock import sweep_lock
 from provisioner.runtime.sweep.sweeper import Sweeper
 from provisioner.runtime.transcripts import SqliteTranscripts

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from provisioner.cli.memory_import import IMPORT_LINE_MAX_BYTES, RECORD_ID_MAX_CHARS
-from provisioner.runtime.transcripts_sqlite import TRANSCRIPTS_VERSION
+from provisioner.runtime.transcripts import TRANSCRIPTS_VERSION
 from tests.conftest import RunNerve, assert_one_line_error
 
 GOOD = {

@@ -19,12 +19,12 @@ from provisioner.runtime.gateway.errors import BrokenAnswer, CircuitOpen, CodedF
 from provisioner.runtime.loom import contract
 from provisioner.runtime.loom.answers import QUEUE_IDS_PER_CALL, queue_states_from
 from provisioner.runtime.loom.backend import LoomMemory
-from provisioner.runtime.state import StateStore
-from provisioner.runtime.state_schema import (
+from provisioner.runtime.state import (
     AUDIT_FELL_BACK,
     AUDIT_FOLLOW_UP_KINDS,
     AUDIT_REPLAYED,
     AUDIT_WRITTEN,
+    StateStore,
 )
 from provisioner.runtime.sweep.batching import QUEUED
 from provisioner.runtime.sweep.followup import DOUBT_KIND

@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 from provisioner.integrations.nerve import NerveTranscripts
-from provisioner.runtime.state import StateStore
-from provisioner.runtime.state_schema import AUDIT_LEFT_TO_MEMU
+from provisioner.runtime.state import AUDIT_LEFT_TO_MEMU, StateStore
 from provisioner.runtime.sweep.backfill import SweepSource, sweep_source
 from provisioner.runtime.sweep.realign import host_of
 from provisioner.runtime.sweep.start import Memorized, start_new_sessions, start_where_host_stopped

@@ -28,7 +28,7 @@ from provisioner.cli.main import main
 from provisioner.devgateway import RunningGateway, serve_in_thread
 from provisioner.doctor import sweep as doctor_sweep
 from provisioner.doctor.check import OK, WARN
-from provisioner.runtime import sqlite_file, state, state_schema
+from provisioner.runtime import sqlite_file, state
 from provisioner.runtime.sqlite_file import open_database
 from provisioner.runtime.state import MIGRATIONS, SCHEMA_VERSION, StateStore
 from provisioner.runtime.sweep.lock import sweep_lock
@@ -140,7 +140,7 @@ class TestOpeningAtOnce:
 
         def migrate_as_another_process() -> None:
             for script in MIGRATIONS:
-                for statement in state_schema._statements(script):
+                for statement in state._statements(script):
                     other.execute(statement)
             other.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             other.execute("INSERT INTO sweep_session (session_id, watermark) VALUES ('kept', 41)")

@@ -20,8 +20,13 @@ from provisioner.cli.memory_recall import age_words
 from provisioner.devgateway import RunningGateway, serve_in_thread
 from provisioner.doctor import sweep as doctor_sweep
 from provisioner.runtime.loom.diagnostics import since_last_error
-from provisioner.runtime.state import AuditEntry, StateStore
-from provisioner.runtime.state_schema import AUDIT_BATCH, AUDIT_FAILED, AUDIT_QUEUED
+from provisioner.runtime.state import (
+    AUDIT_BATCH,
+    AUDIT_FAILED,
+    AUDIT_QUEUED,
+    AuditEntry,
+    StateStore,
+)
 from tests.conftest import RunNerve
 
 EXTRACTION = "loom_memory_set_from_messages"

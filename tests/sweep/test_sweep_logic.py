@@ -22,6 +22,7 @@ from provisioner.runtime.budget import (
     WAITING_MAX_BYTES,
     WAITING_MAX_MESSAGES,
 )
+from provisioner.runtime.errors import MemoryBackendUnavailable
 from provisioner.runtime.gateway.errors import (
     BodyTooLarge,
     BrokenAnswer,
@@ -37,7 +38,6 @@ from provisioner.runtime.gateway.errors import (
     ServerNotListed,
     ToolRefused,
 )
-from provisioner.runtime.memory_contract import MemoryBackendUnavailable
 from provisioner.runtime.state import StateStore
 from provisioner.runtime.sweep import sweeper as sweep_module
 from provisioner.runtime.sweep.batching import (

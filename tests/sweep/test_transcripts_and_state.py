@@ -12,12 +12,11 @@ from pathlib import Path
 import pytest
 
 from provisioner.runtime.budget import BatchBudget
-from provisioner.runtime.state import SCHEMA_VERSION, AuditEntry, StateStore, kept_budget
-from provisioner.runtime.state_schema import AUDIT_CUT
+from provisioner.runtime.state import AUDIT_CUT, SCHEMA_VERSION, AuditEntry, StateStore, kept_budget
 from provisioner.runtime.sweep.plan import ReadOnlyState
-from provisioner.runtime.transcripts import SqliteTranscripts
-from provisioner.runtime.transcripts_sqlite import (
+from provisioner.runtime.transcripts import (
     TRANSCRIPTS_VERSION,
+    SqliteTranscripts,
     TranscriptsVersionError,
     message_key,
     record_key,
@@ -98,7 +97,7 @@ class TestTranscriptsSchema:
     def test_keys_are_the_same_in_another_process_with_another_hash_seed(self) -> None:
         """IMP-1: never Python's ``hash()``, which changes with every process."""
         code = (
-            "from provisioner.runtime.transcripts_sqlite import message_key, record_key;"
+            "from provisioner.runtime.transcripts import message_key, record_key;"
             "print(message_key('s', '2026-11-30T10:00:00Z', 'user', 'x'), record_key('s', '1'))"
         )
         keys = []

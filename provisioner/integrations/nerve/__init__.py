@@ -1,31 +1,74 @@
-"""Nerve's side of the package: what a Nerve engineer calls to adopt it (NERVE-1…NERVE-11).
+"""The host API: every name Nerve calls to adopt the package, and the only public ones.
+
+These sixteen names are the package's promise to a host (docs/host-api.md, NERVE-1…NERVE-11);
+every module path under them is internal and may move. The engine's part (NERVE-5):
+
+* ``memory_backend`` — the backend Nerve's configuration names, ``memu`` or ``loom``;
+* ``nerve_settings`` — Nerve's merged settings, as the two below read them (NERVE-8);
+* ``LoomMemory`` — the Loom backend: startup recall, extraction, health, diagnostics;
+* ``session_context`` — the recall text: the session-context block of a prompt (REC-4);
+* ``nerve_sweeper`` — the sweeper built for the backend's configuration (NERVE-11), a
+  ``Sweeper`` (``run_once``, ``close``);
+* ``TranscriptSource`` — what a transcripts source answers; ``NerveTranscripts`` reads
+  Nerve's ``nerve.db`` as one (NERVE-2);
+* ``StateStore`` — the SQLite state the backend and the sweep keep (SWEEP-2, REC-3);
+* ``load_cron_jobs`` — the cron jobs, a shipped memU prompt worded for the backend (TXT-7);
+
+the command line's and the web app's (NERVE-1, NERVE-4): ``extend_cli``, which mounts the
+package into Nerve's click group, and ``fastapi_router``, the Memory card's routes; and the
+errors (``provisioner.runtime.errors``): ``ProvisionerRuntimeError``, the root of every error
+the runtime raises, and its groups named for what the caller does, ``MemoryUnavailable``
+(degrade, try later), ``StoreFault`` (keep the watermarks, try again) and ``OperatorMustAct``.
 
 Each name is imported on first use, so importing this package costs nothing until Nerve asks
-for a piece: ``extend_cli`` (mounting the package into Nerve's click group) needs click, and
-``NerveTranscripts`` (reading Nerve's ``nerve.db`` for the sweep) only the standard library,
-``nerve_settings`` (Nerve's merged settings, NERVE-8) the package's config loader, and
-``nerve_sweeper`` (the sweeper built for the backend's configuration, NERVE-11) the runtime.
+for a piece: no click, no HTTP client, no Jinja2, no web framework.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from provisioner.runtime.lazy import lazy_names
 
+if TYPE_CHECKING:  # the names for type checkers; at run time each comes from _HOME
+    from provisioner.integrations.nerve.cli import extend_cli  # noqa: F401
+    from provisioner.integrations.nerve.settings import nerve_settings  # noqa: F401
+    from provisioner.integrations.nerve.sweeper import nerve_sweeper  # noqa: F401
+    from provisioner.integrations.nerve.transcripts import NerveTranscripts  # noqa: F401
+    from provisioner.runtime import (  # noqa: F401
+        LoomMemory,
+        MemoryUnavailable,
+        OperatorMustAct,
+        ProvisionerRuntimeError,
+        StateStore,
+        StoreFault,
+        Sweeper,
+        TranscriptSource,
+        memory_backend,
+    )
+    from provisioner.templating.jobs import load_cron_jobs  # noqa: F401
+    from provisioner.templating.texts import session_context  # noqa: F401
+    from provisioner.web import fastapi_router  # noqa: F401
+
 _HOME: dict[str, str] = {
-    "extend_cli": "provisioner.integrations.nerve.cli",
-    "NerveTranscripts": "provisioner.integrations.nerve.transcripts",
+    "memory_backend": "provisioner.runtime",
     "nerve_settings": "provisioner.integrations.nerve.settings",
+    "LoomMemory": "provisioner.runtime",
+    "session_context": "provisioner.templating.texts",
     "nerve_sweeper": "provisioner.integrations.nerve.sweeper",
-    "NerveSweeper": "provisioner.integrations.nerve.sweeper",
+    "Sweeper": "provisioner.runtime",
+    "TranscriptSource": "provisioner.runtime",
+    "NerveTranscripts": "provisioner.integrations.nerve.transcripts",
+    "StateStore": "provisioner.runtime",
+    "load_cron_jobs": "provisioner.templating.jobs",
+    "extend_cli": "provisioner.integrations.nerve.cli",
+    "fastapi_router": "provisioner.web",
+    "ProvisionerRuntimeError": "provisioner.runtime",
+    "MemoryUnavailable": "provisioner.runtime",
+    "StoreFault": "provisioner.runtime",
+    "OperatorMustAct": "provisioner.runtime",
 }
 
-__all__: list[str] = [
-    "NerveSweeper",
-    "NerveTranscripts",
-    "extend_cli",
-    "nerve_settings",
-    "nerve_sweeper",
-]
-
+__all__ = sorted(_HOME)
 
 __getattr__, __dir__ = lazy_names(__name__, _HOME, globals())

@@ -63,6 +63,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from provisioner.integrations.nerve import memorized
+from provisioner.runtime.errors import OperatorMustAct
 from provisioner.runtime.sqlite_file import file_fault
 from provisioner.runtime.sweep.start import Memorized
 from provisioner.runtime.transcripts import Message, loom_time
@@ -116,7 +117,7 @@ _TOOL_ROW = (
 _NOT_TOOL_ROLE = f"lower(trim(COALESCE(m.role, ''), '{BLANK}')) != '{TOOL_ROLE}'"
 
 
-class NerveDatabaseError(ValueError):
+class NerveDatabaseError(OperatorMustAct, ValueError):
     """The file cannot be read as Nerve's ``nerve.db``: one line naming it, what is wrong and
     what is expected (a missing file, no SQLite database, no ``messages`` table, …)."""
 

@@ -4,7 +4,8 @@ A call either returns a ``ToolResult`` or raises exactly one of these. The inter
 (in brackets) group the outcomes by what the caller does next, so callers branch on a group,
 never on a list of classes. The tree, with when each happens and what the caller should do::
 
-    GatewayError               base class: catch it to treat any failure as "memory unavailable".
+    GatewayError               base class: catch it to treat any failure as "memory unavailable"
+    │                          (it is a ``provisioner.runtime.errors.MemoryUnavailable``).
     ├── [NotNow]               a condition about the gateway or Loom, not about the request:
     │   │                      stop for now, keep every watermark, count nothing against it.
     │   ├── MayPass            JSON-RPC -32002, HTTP 429/502/503: upstream unavailable, a limit,
@@ -26,7 +27,8 @@ never on a list of classes. The tree, with when each happens and what the caller
     │   │                      ran upstream is unknown.
     │   └── GatewayUnreachable connection refused, DNS failure, connect timeout: nothing went
     │                          upstream.
-    ├── [ContractBroken]       one side broke the wire contract: a bug to report, never retried.
+    ├── [ContractBroken]       one side broke the wire contract: a bug to report, never retried
+    │   │                      (also an ``OperatorMustAct``).
     │   └── BrokenAnswer       bad JSON, a wrong shape, an unexpected status or content type, a
     │                          stream cut before its answer, -32601/-32602.
     ├── ServerFault            JSON-RPC -32000: the server failed the op; base of CodedFault
@@ -35,7 +37,8 @@ never on a list of classes. The tree, with when each happens and what the caller
     │                          be about the request itself, such as one message Loom cannot take.
     ├── PolicyRefused          JSON-RPC -32001: the gateway's policy refused the call (no
     │                          credential set yet, tool not allowed). The message is safe to
-    │                          show; do not retry soon. The client is kept.
+    │                          show; do not retry soon. The client is kept. Also an
+    │                          ``OperatorMustAct``: a person changes the policy.
     ├── ToolRefused            a result with ``isError: true``: the tool ran and refused, and
     │                          ``text`` says why. Do not retry the same call.
     └── CatalogError           the catalog could not be read or broke the contract (``reason``);
@@ -56,6 +59,8 @@ from __future__ import annotations
 
 import re
 
+from provisioner.runtime.errors import MemoryUnavailable, OperatorMustAct
+
 MESSAGE_MAX_CHARS = 300  # our choice: keeps log lines and diagnostics bounded
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
@@ -69,7 +74,7 @@ def bounded_message(text: str) -> str:
     return flat
 
 
-class GatewayError(Exception):
+class GatewayError(MemoryUnavailable):
     """Base class of every gateway failure; ``message`` is bounded and safe to log."""
 
     def __init__(self, message: str) -> None:
@@ -89,11 +94,11 @@ class CountsForBreaker(GatewayError):
     """Group: the gateway was not reached or gave no answer in time; the breaker counts it."""
 
 
-class ContractBroken(GatewayError):
+class ContractBroken(GatewayError, OperatorMustAct):
     """Group: an answer or a call broke the wire contract; a bug on one side, never retried."""
 
 
-class PolicyRefused(GatewayError):
+class PolicyRefused(GatewayError, OperatorMustAct):
     """The gateway's policy refused the call (-32001); the message is safe to show a human."""
 
 

@@ -62,6 +62,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from provisioner.runtime.errors import MemoryUnavailable
 from provisioner.runtime.gateway.errors import BrokenAnswer, GatewayError
 from provisioner.runtime.gateway.protocol import (
     EventStreamDecoder,
@@ -348,7 +349,7 @@ async def _read_tail(chunks: AsyncIterator[bytes], budget: asyncio.Timeout) -> N
 # --- the pool under cancellation -----------------------------------------------------------
 
 
-class KeptConnectionClosed(Exception):
+class KeptConnectionClosed(MemoryUnavailable):
     """A kept-alive connection was found closed by the gateway before the request was written.
 
     No byte of the request went out, so it cannot have reached the gateway: the one failure

@@ -41,6 +41,7 @@ from typing import Any
 import httpx
 
 from provisioner.runtime.clock import Clock, Sleep
+from provisioner.runtime.errors import MemoryBackendUnavailable
 from provisioner.runtime.gateway.catalog import GatewayCatalog
 from provisioner.runtime.gateway.client import EXTRACTION, READ, LoomConnection
 from provisioner.runtime.gateway.errors import GatewayError, NoAnswer
@@ -59,7 +60,7 @@ from provisioner.runtime.loom.report import ErrorRecord
 from provisioner.runtime.loom.settings import LOOM_BACKEND, ConfigLike, checked_values, loom_values
 from provisioner.runtime.loom.types import Extracted, Identity, MemoryWrite, Recall, WriteVerdict
 from provisioner.runtime.loom.write import write_memory
-from provisioner.runtime.memory_contract import LOOM_SERVER, MemoryBackendUnavailable
+from provisioner.runtime.memory_contract import LOOM_SERVER
 from provisioner.runtime.sqlite_file import FileFault
 from provisioner.runtime.state import StateBusyError, StateStore
 from provisioner.runtime.transcripts import Message

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from provisioner.runtime.errors import OperatorMustAct
 from provisioner.runtime.gateway.errors import BrokenAnswer
 
 CONTEXT_PACK = "context.pack"
@@ -63,7 +64,7 @@ DECLARED_READS: dict[str, frozenset[str]] = {  # CON-2: the answer fields the ba
 }
 
 
-class UndeclaredField(LookupError):
+class UndeclaredField(OperatorMustAct, LookupError):
     """The backend asked for an answer field the contract does not declare (a bug here)."""
 
 

@@ -18,8 +18,7 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 from provisioner.runtime.gateway.errors import GatewayError, ServerFault, bounded_message
-from provisioner.runtime.state import Read
-from provisioner.runtime.state_schema import AUDIT_BATCH, AUDIT_FAILED, AUDIT_QUEUED
+from provisioner.runtime.state import AUDIT_BATCH, AUDIT_FAILED, AUDIT_QUEUED, Read
 
 QUOTE_WINDOW_CHARS = 24  # our choice: a shared run this long means the message quotes a text
 QUOTE_MIN_CHARS = 6  # our choice: a whole text shorter than this is too common to look for

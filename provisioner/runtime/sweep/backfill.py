@@ -37,10 +37,18 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any
 
+from provisioner.runtime.errors import StoreFault
 from provisioner.runtime.loom.answers import MESSAGE_ROLES
 from provisioner.runtime.sqlite_file import faults_named
-from provisioner.runtime.state import AuditEntry, StateStore, put_audit, watermark_in
-from provisioner.runtime.state_schema import AUDIT_BACKFILL, AUDIT_BACKFILL_DONE, AUDIT_WENT_BACK
+from provisioner.runtime.state import (
+    AUDIT_BACKFILL,
+    AUDIT_BACKFILL_DONE,
+    AUDIT_WENT_BACK,
+    AuditEntry,
+    StateStore,
+    put_audit,
+    watermark_in,
+)
 from provisioner.runtime.sweep.followup import WAITING
 from provisioner.runtime.sweep.lock import sweep_lock
 from provisioner.runtime.sweep.start import (
@@ -68,7 +76,7 @@ READ_PAGE = 64  # our choice: messages read at once while looking for DATE
 log = logging.getLogger("provisioner.runtime.sweep.sweeper")
 
 
-class BackfillBusy(RuntimeError):
+class BackfillBusy(StoreFault, RuntimeError):
     """Another sweep holds the lock of this state file; nothing was moved. Try again later."""
 
 

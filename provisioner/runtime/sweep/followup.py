@@ -40,6 +40,9 @@ from provisioner.runtime.loom.answers import QUEUE_IDS_PER_CALL
 from provisioner.runtime.loom.queue import QueueCalls, extraction_queue
 from provisioner.runtime.loom.types import QUEUE_DONE, QUEUE_FAILED, QueueStates
 from provisioner.runtime.state import (
+    AUDIT_FELL_BACK,
+    AUDIT_REPLAYED,
+    AUDIT_WRITTEN,
     AuditEntry,
     Mark,
     StateStore,
@@ -47,7 +50,6 @@ from provisioner.runtime.state import (
     put_mark,
     watermark_in,
 )
-from provisioner.runtime.state_schema import AUDIT_FELL_BACK, AUDIT_REPLAYED, AUDIT_WRITTEN
 from provisioner.runtime.sweep.outcomes import (
     SWEEP_ERRORS,
     SweepReport,

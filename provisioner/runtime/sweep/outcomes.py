@@ -31,6 +31,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from provisioner.runtime.budget import CUT_TIMEOUT, CUT_TOO_LARGE, BatchBudget
+from provisioner.runtime.errors import MemoryBackendUnavailable
 from provisioner.runtime.gateway.errors import (
     BodyTooLarge,
     CatalogError,
@@ -46,7 +47,6 @@ from provisioner.runtime.gateway.errors import (
     ServerFault,
     ServerNotListed,
 )
-from provisioner.runtime.memory_contract import MemoryBackendUnavailable
 from provisioner.runtime.sqlite_file import FileFault
 
 # Why a sweep ended (SweepReport.stopped).

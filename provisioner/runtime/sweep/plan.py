@@ -25,9 +25,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from provisioner.runtime.budget import KIB, BatchBudget
+from provisioner.runtime.errors import OperatorMustAct
 from provisioner.runtime.loom.answers import MESSAGE_ROLES
-from provisioner.runtime.state import kept_budget
-from provisioner.runtime.state_schema import SCHEMA_VERSION
+from provisioner.runtime.state import SCHEMA_VERSION, kept_budget
 from provisioner.runtime.sweep.backfill import BackfillScope, BackfillView, backfill_moves
 from provisioner.runtime.sweep.batching import ExtractionMode, build_batch, pick_context
 from provisioner.runtime.sweep.outcomes import BAD_SESSION_ID_KIND
@@ -46,7 +46,7 @@ PLAN_PAGE = 64  # our choice: messages read at once while planning
 STATE_TABLES = ("sweep_session", "sweep_budget", "sweep_audit")
 
 
-class StateUnreadable(ValueError):
+class StateUnreadable(OperatorMustAct, ValueError):
     """The state file cannot be read for a plan: one line naming it, what is wrong and what
     is expected. Nothing was changed."""
 

@@ -35,8 +35,7 @@ from collections.abc import Callable
 
 from provisioner.runtime.clock import Clock
 from provisioner.runtime.loom.answers import MESSAGE_ROLES
-from provisioner.runtime.state import AuditEntry, Mark, StateStore, put_mark
-from provisioner.runtime.state_schema import AUDIT_WENT_BACK
+from provisioner.runtime.state import AUDIT_WENT_BACK, AuditEntry, Mark, StateStore, put_mark
 from provisioner.runtime.sweep.backfill import BackfillView
 from provisioner.runtime.transcripts import (
     HostTranscripts,

@@ -36,8 +36,14 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from provisioner.runtime.sqlite_file import classify_file_error
-from provisioner.runtime.state import AuditEntry, StateStore, put_audit
-from provisioner.runtime.state_schema import AUDIT_BACKFILL, AUDIT_LEFT_TO_MEMU, AUDIT_WENT_BACK
+from provisioner.runtime.state import (
+    AUDIT_BACKFILL,
+    AUDIT_LEFT_TO_MEMU,
+    AUDIT_WENT_BACK,
+    AuditEntry,
+    StateStore,
+    put_audit,
+)
 from provisioner.runtime.transcripts import SQLITE_MAX_INT, TranscriptSource
 
 THROUGH_RESUME = re.compile(r"through=(\d+) resume=(\d+)")  # a backfill row's detail

@@ -62,14 +62,17 @@ from provisioner.runtime.budget import WAITING_MAX_BYTES, WAITING_MAX_MESSAGES, 
 from provisioner.runtime.clock import Clock
 from provisioner.runtime.loom.answers import MESSAGE_ROLES
 from provisioner.runtime.loom.types import Extracted
-from provisioner.runtime.state import AuditEntry, Mark, StateStore, SweepSession
-from provisioner.runtime.state_schema import (
+from provisioner.runtime.state import (
     AUDIT_BATCH,
     AUDIT_BUDGET,
     AUDIT_CUT,
     AUDIT_FAILED,
     AUDIT_QUEUED,
     AUDIT_SKIPPED,
+    AuditEntry,
+    Mark,
+    StateStore,
+    SweepSession,
 )
 from provisioner.runtime.sweep.batching import (
     Batch,
