@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from provisioner.backends import BACKEND_NAMES, LOOM_KEYS, NERVE_MEMORY_KEYS
 from provisioner.config.checks import KeyChecker
 from provisioner.config.loader import (
     SKIPPED_ABSENT,
@@ -23,7 +24,6 @@ from provisioner.runtime.loom.settings import (
     SWEEP_CONCURRENCY_MAX,
     loom_values,
 )
-from provisioner.templating.backends import BACKEND_NAMES, LOOM_KEYS, NERVE_MEMORY_KEYS
 
 
 @pytest.fixture

@@ -9,8 +9,8 @@ import venv
 import pytest
 import yaml
 
+from provisioner.backends import BACKEND_NAMES, PROFILES
 from provisioner.templating import assets
-from provisioner.templating.backends import BACKEND_NAMES, PROFILES
 from provisioner.templating.questions import load_questions, question_named
 from provisioner.workspace.render import (
     MANIFEST_PATH,
@@ -363,7 +363,7 @@ class TestInstalledWheel:
             [
                 str(python),
                 "-c",
-                "import provisioner.templating.backends as b; print(sorted(b.loom_core_tools()))",
+                "import provisioner.templating.folder as f; print(sorted(f.loom_core_tools()))",
             ],
             capture_output=True,
             text=True,

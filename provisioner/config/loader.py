@@ -30,6 +30,12 @@ from typing import Any
 
 import yaml
 
+from provisioner.backends import (
+    BACKENDS,
+    DEFAULT_DEFER_EXTRACTION,
+    LOOM_KEYS,
+    LoomSettings,
+)
 from provisioner.config.bounded_yaml import YamlLimitError, load_bounded, read_small_text
 from provisioner.config.checks import (
     DASHBOARD_URL_KEY,
@@ -42,16 +48,8 @@ from provisioner.config.checks import (
 )
 from provisioner.config.expansion import MissingVariables, expand_tree, overlay, record_leaves
 from provisioner.config.model import Config, ConfigError, ConfigFile, kind_of, located
+from provisioner.runtime.loom.settings import LOOM_NAME_MAX, LOOM_NAME_PATTERN, LOOM_NAME_RULE
 from provisioner.runtime.sqlite_file import file_fault
-from provisioner.templating.backends import (
-    BACKENDS,
-    DEFAULT_DEFER_EXTRACTION,
-    LOOM_KEYS,
-    LOOM_NAME_MAX,
-    LOOM_NAME_PATTERN,
-    LOOM_NAME_RULE,
-    LoomSettings,
-)
 
 __all__ = [
     "DEFAULT_DEFER_EXTRACTION",

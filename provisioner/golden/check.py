@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from provisioner.backends import BACKEND_NAMES, BACKENDS, PROFILES
 from provisioner.cli.entry import command
 from provisioner.errors import UserError
 from provisioner.files import file_mode, write_atomically
@@ -29,7 +30,6 @@ from provisioner.golden.places import WordingPlace, wording_places
 from provisioner.golden.shown import is_manifest, manifest_summary, new_file_detail
 from provisioner.runtime.sqlite_file import faults_named
 from provisioner.templating import jobs
-from provisioner.templating.backends import BACKEND_NAMES, BACKENDS, PROFILES
 from provisioner.templating.folder import active_folder
 from provisioner.templating.wording import (
     WordingProblem,

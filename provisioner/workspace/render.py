@@ -26,11 +26,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from provisioner.backends import DEFAULT_BACKEND, DEFAULT_PROFILE
 from provisioner.config.loader import SETTINGS_FILE
 from provisioner.errors import TemplateBroken
 from provisioner.runtime.sqlite_file import faults_named
 from provisioner.templating import assets
-from provisioner.templating.backends import DEFAULT_BACKEND, DEFAULT_PROFILE
 
 MANIFEST_PATH = ".nerve/provisioned.json"  # INIT-4: answers and shipped hashes, per workspace
 MANIFEST_FORMAT = 1
