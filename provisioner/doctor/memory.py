@@ -12,8 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from provisioner.backends import get_backend
-from provisioner.config.loader import Config
 from provisioner.config.local_file import EMBEDDINGS_KEY_PATH, LOCAL_CONFIG_NAME
+from provisioner.config.model import Config
 from provisioner.doctor.check import ERR, OK, WARN, Check, lookup, one_line
 
 EMBEDDINGS_KEY = ".".join(EMBEDDINGS_KEY_PATH)  # INIT-3

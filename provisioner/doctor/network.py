@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
-from provisioner.config.loader import Config
+from provisioner.config.model import Config
 from provisioner.counts import counted
 from provisioner.doctor.check import ERR, OK, WARN, Check, joined
 from provisioner.runtime.gateway.catalog import CATALOG_DEADLINE_S, GatewayCatalog

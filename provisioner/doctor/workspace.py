@@ -28,8 +28,8 @@ from pathlib import Path, PurePosixPath
 
 from provisioner.backends import BACKEND_NAMES
 from provisioner.cli.entry import program_words
-from provisioner.config.loader import Config
 from provisioner.config.local_file import switch_line
+from provisioner.config.model import Config
 from provisioner.doctor.check import ERR, OK, WARN, Check, joined
 from provisioner.doctor.wording import tool_name_checks
 from provisioner.errors import UserError
