@@ -2,9 +2,10 @@
 
 The package has two halves that never import each other's internals:
 
-* provisioning, which uses Copier and Jinja2: ``config`` (the layered settings, read at a
+* provisioning, which uses Copier and Jinja2: ``backends`` (the registry of what differs per
+  memory backend, below the rooms that read it), ``config`` (the layered settings, read at a
   bounded cost), ``templating`` (the template folder, the runtime texts and job prompts, the
-  backend registry, the wording lint), ``workspace`` (``nerve init``, the render, placing files
+  wording lint), ``workspace`` (``nerve init``, the render, placing files
   without losing an edit; its safety in a hostile workspace lives in ``workspace.fs``, no link
   followed, ``workspace.lock``, one init at a time, and ``workspace.state``, the manifest and
   journal), ``golden``, ``doctor``, ``migration``, ``web``, ``devgateway``, ``cli`` and

@@ -27,7 +27,8 @@ import uvicorn
 from playwright.sync_api import sync_playwright
 from starlette.applications import Starlette
 
-from provisioner.config.loader import Config, load_config
+from provisioner.config.loader import load_config
+from provisioner.config.model import Config
 from provisioner.devgateway.serve import serve_in_thread
 from provisioner.runtime.loom.backend import LoomMemory
 from provisioner.web import memory_router

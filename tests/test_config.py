@@ -7,23 +7,21 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.config.checks import KeyChecker
+from provisioner.backends import BACKEND_NAMES, LOOM_KEYS, NERVE_MEMORY_KEYS
+from provisioner.config.checks import KeyChecker, known_keys
 from provisioner.config.loader import (
     SKIPPED_ABSENT,
     SKIPPED_LOCKDOWN,
-    Config,
-    ConfigError,
     configured_backend,
-    known_keys,
     load_config,
 )
+from provisioner.config.model import Config, ConfigError
 from provisioner.runtime.loom.backend import LoomMemory
 from provisioner.runtime.loom.settings import (
     SWEEP_CONCURRENCY_DEFAULT,
     SWEEP_CONCURRENCY_MAX,
     loom_values,
 )
-from provisioner.templating.backends import BACKEND_NAMES, LOOM_KEYS, NERVE_MEMORY_KEYS
 
 
 @pytest.fixture

@@ -14,7 +14,8 @@ from provisioner.config.bounded_yaml import (
     YamlLimitError,
     load_bounded,
 )
-from provisioner.config.loader import ConfigError, load_config
+from provisioner.config.loader import load_config
+from provisioner.config.model import ConfigError
 from tests.conftest import assert_one_line_error
 
 # Nine levels of nine aliases: 9**9 nodes once expanded, from a few hundred bytes.

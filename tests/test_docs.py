@@ -1,7 +1,7 @@
 """The documentation held to the code, so that it cannot drift (DOC-2).
 
 Each class reads the docs and the code side by side: the configuration keys of
-docs/config.md against the loader's schema (``provisioner.config.loader.known_keys``), every option
+docs/config.md against the loader's schema (``provisioner.config.checks.known_keys``), every option
 of the real command-line parser against the README's Commands table, every runtime number a
 page states against the constant that sets it, the pages DOC-2 asks for, and the README's
 quick tour, run as written.
@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from provisioner.cli.main import build_parser
-from provisioner.config.loader import known_keys
+from provisioner.config.checks import known_keys
 from provisioner.runtime.gateway import breaker
 from tests.conftest import RunNerve
 from tests.doc_numbers import (

@@ -26,7 +26,7 @@ from provisioner.doctor.wording import (
     MENTIONS_COUNTED_MAX,
     SKILLS_MAX_ENTRIES,
 )
-from provisioner.templating.backends import loom_core_tools
+from provisioner.templating.folder import loom_core_tools
 from tests.conftest import RunNerve, clean_environment
 from tests.test_doctor import Instance, assert_text_matches_json, by_id
 

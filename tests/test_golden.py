@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from provisioner.backends import BACKEND_NAMES, PROFILES
 from provisioner.golden.check import Difference, compare, read_goldens, render_expected
-from provisioner.templating.backends import BACKEND_NAMES, PROFILES
 from provisioner.templating.jobs import unrecorded_memu_prompts
 from provisioner.templating.texts import all_texts
 from provisioner.workspace.diff import CR_MARK, NO_NEWLINE, structural_summary, unified_diff

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from provisioner import __version__
-from provisioner.templating.questions import ECHO_MAX, iana_zone_names
+from provisioner.templating.jinja_env import iana_zone_names
+from provisioner.templating.questions import ECHO_MAX
 from provisioner.workspace.render import MANIFEST_PATH
 from tests.conftest import assert_one_line_error
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from provisioner.templating.backends import MEMU_TOOLS
+from provisioner.backends import MEMU_TOOLS
 from provisioner.templating.wording import loom_tools_named, memu_tools_named
 from provisioner.workspace.merge import BASES_PATH
 from provisioner.workspace.render import MANIFEST_PATH

@@ -19,8 +19,9 @@ import pytest
 import yaml
 
 from provisioner import __version__
+from provisioner.backends import MEMU_TOOLS
 from provisioner.templating import jobs
-from provisioner.templating.backends import MEMU_TOOLS, loom_core_tools
+from provisioner.templating.folder import loom_core_tools
 from provisioner.templating.jobs import (
     NERVE_BOOTSTRAP,
     effective_job_prompt,

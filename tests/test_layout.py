@@ -131,7 +131,7 @@ class TestRooms:
 
     def test_the_import_reader_sees_the_imports_it_must(self) -> None:
         """The reader behind the circle test finds imports in every form the package uses."""
-        assert "provisioner.templating.backends" in imported_modules("provisioner.templating.texts")
+        assert "provisioner.backends" in imported_modules("provisioner.templating.texts")
         assert "provisioner.doctor.check" in imported_modules("provisioner.doctor.config")
 
     def test_few_modules_stand_outside_a_room(self) -> None:

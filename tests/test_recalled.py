@@ -28,7 +28,8 @@ from provisioner.runtime.loom.recalled import (
     fit_block,
     sanitize_recalled,
 )
-from provisioner.templating import assets, texts
+from provisioner.templating import texts
+from provisioner.templating.folder import ASSETS_ENV, forget_folders
 from provisioner.templating.jinja_env import shared_environment
 from provisioner.templating.texts import session_context
 
@@ -372,12 +373,12 @@ class TestSessionContextCapWithAnotherTemplate:
         body = body.replace("They are\n", "They are " + "—" * 60 + "\n")
         body = body.replace("more not shown", "more not shown " + "—" * 60)
         template.write_text(body, encoding="utf-8")
-        monkeypatch.setenv(assets.ASSETS_ENV, str(assets_copy))
-        assets.asset_root.cache_clear()
+        monkeypatch.setenv(ASSETS_ENV, str(assets_copy))
+        forget_folders()
         shared_environment.cache_clear()
         yield
-        monkeypatch.delenv(assets.ASSETS_ENV)
-        assets.asset_root.cache_clear()
+        monkeypatch.delenv(ASSETS_ENV)
+        forget_folders()
         shared_environment.cache_clear()
 
     @pytest.mark.usefixtures("wordy_template")

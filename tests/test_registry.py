@@ -15,10 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.cli.summary import init_summary_text
-from provisioner.config.loader import load_config
-from provisioner.golden import check as golden
-from provisioner.templating.backends import (
+from provisioner.backends import (
     BACKEND_NAMES,
     BACKENDS,
     Backend,
@@ -27,6 +24,9 @@ from provisioner.templating.backends import (
     register,
     unregister,
 )
+from provisioner.cli.summary import init_summary_text
+from provisioner.config.loader import load_config
+from provisioner.golden import check as golden
 from provisioner.templating.folder import ASSETS_ENV, forget_folders
 from provisioner.templating.questions import load_questions
 from provisioner.workspace.init import InitRequest, run_init
@@ -43,7 +43,7 @@ def zep_entry() -> Backend:
         display_name="Zep",
         mcp_server="zep",
         tool_pattern=ZEP_PATTERN,
-        nameable=lambda: ZEP_TOOLS,
+        nameable=lambda folder: ZEP_TOOLS,
         served_by_gateway=False,
         goldens=GoldenGuard(by_name_only=False),
     )

@@ -9,8 +9,8 @@ import venv
 import pytest
 import yaml
 
-from provisioner.templating import assets
-from provisioner.templating.backends import BACKEND_NAMES, PROFILES
+from provisioner.backends import BACKEND_NAMES, PROFILES
+from provisioner.templating.folder import active_folder
 from provisioner.templating.questions import load_questions, question_named
 from provisioner.workspace.render import (
     MANIFEST_PATH,
@@ -279,7 +279,7 @@ class TestTemplateIsData:
 
     def test_copier_loads_the_shared_jinja_extension(self):
         """One Jinja environment: Copier's render and the runtime texts share settings."""
-        document = yaml.safe_load((assets.template_dir() / "copier.yml").read_text())
+        document = yaml.safe_load((active_folder().template_dir / "copier.yml").read_text())
         assert document["_jinja_extensions"] == [
             "provisioner.templating.jinja_env.NerveTemplateExtension"
         ]
@@ -328,7 +328,11 @@ class TestInstalledWheel:
         home.mkdir()
         env = clean_environment(home)
         where = subprocess.run(
-            [str(python), "-c", "import provisioner.templating.assets as a; print(a.asset_root())"],
+            [
+                str(python),
+                "-c",
+                "import provisioner.templating.folder as f; print(f.active_folder().root)",
+            ],
             capture_output=True,
             text=True,
             env=env,
@@ -363,7 +367,7 @@ class TestInstalledWheel:
             [
                 str(python),
                 "-c",
-                "import provisioner.templating.backends as b; print(sorted(b.loom_core_tools()))",
+                "import provisioner.templating.folder as f; print(sorted(f.loom_core_tools()))",
             ],
             capture_output=True,
             text=True,

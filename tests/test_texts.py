@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from provisioner.backends import MEMU_TOOLS
 from provisioner.templating import texts
-from provisioner.templating.backends import MEMU_TOOLS, loom_core_tools
+from provisioner.templating.folder import loom_core_tools
 from provisioner.templating.jinja_env import shared_environment
 from provisioner.templating.texts import (
     EXTERNAL_AGENTS,

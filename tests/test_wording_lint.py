@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from provisioner.backends import MEMU_TOOLS, UnknownBackend
 from provisioner.cli.summary import golden_report_text
 from provisioner.golden.check import CheckReport, lint_renders, read_goldens
-from provisioner.templating.backends import MEMU_TOOLS, UnknownBackend, loom_core_tools
+from provisioner.templating.folder import loom_core_tools
 from provisioner.templating.texts import RuntimeText
 from provisioner.templating.wording import (
     WordingProblem,

@@ -21,6 +21,7 @@ import sys
 from collections.abc import Sequence
 
 from provisioner import __version__
+from provisioner.backends import BACKEND_NAMES, BACKENDS, PROFILES
 from provisioner.cli.common import (
     EXIT_DIFFERENCE,
     EXIT_OK,
@@ -37,7 +38,6 @@ from provisioner.cli.entry import invoked_as, program, running_as
 from provisioner.counts import counted
 from provisioner.errors import TemplateBroken, UserError
 from provisioner.runtime.sqlite_file import FileFault, file_fault
-from provisioner.templating.backends import BACKEND_NAMES, BACKENDS, PROFILES
 
 # Command groups that live in modules of their own; each has ``register(commands)``, and
 # imports what its handlers need only when they run, so ``nerve --help`` stays fast.

@@ -19,9 +19,9 @@ if TYPE_CHECKING:
     from provisioner.golden.source import TemplateSource
     from provisioner.workspace.init import InitResult
 
+from provisioner.backends import get_backend
 from provisioner.cli.entry import command
 from provisioner.counts import counted
-from provisioner.templating.backends import get_backend
 
 LOCAL_CONFIG = "config.local.yaml"
 # CONF-3: a locked instance's settings.yaml takes these from the environment.

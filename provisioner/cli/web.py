@@ -34,7 +34,7 @@ from provisioner.cli.common import (
 from provisioner.cli.entry import command, program
 
 if TYPE_CHECKING:
-    from provisioner.config.loader import Config
+    from provisioner.config.model import Config
     from provisioner.runtime.state import StateStore
 
 DEFAULT_PORT = 8788  # our choice: beside the dev gateway's 8787, clear of Nerve's own 8900

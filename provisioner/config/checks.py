@@ -13,6 +13,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from provisioner.backends import (
+    BACKEND_NAMES,
+    BACKENDS,
+    DEFAULT_BACKEND,
+    NERVE_MEMORY_KEYS,
+    UnknownBackend,
+    get_backend,
+)
 from provisioner.config.model import (
     ConfigError,
     ConfigFile,
@@ -24,14 +32,6 @@ from provisioner.config.model import (
 from provisioner.config.urls import absolute_http_url, has_credentials, redacted
 from provisioner.runtime.loom.settings import boolean_value as runtime_boolean_value
 from provisioner.runtime.loom.settings import whole_number_value
-from provisioner.templating.backends import (
-    BACKEND_NAMES,
-    BACKENDS,
-    DEFAULT_BACKEND,
-    NERVE_MEMORY_KEYS,
-    UnknownBackend,
-    get_backend,
-)
 
 LOCKDOWN_KEY = "lockdown"  # CONF-3: read from settings.yaml only
 GATEWAY_URL_KEY = "mcp_gateway_url"  # CONF-6
@@ -189,6 +189,10 @@ class KeyChecker:
         if isinstance(value, str) and absolute_http_url(value) is not None:
             return value
         return None
+
+    def quoted(self, text: str) -> str:
+        """``text`` quoted, a URL's user and password hidden (``SectionReader``)."""
+        return redacted(text)
 
     def refuse_credentials(self, key: str, url: str | None, *, why: str) -> None:
         """Refuse an http(s) ``url`` with a user or password in it (CONF-5, CONF-6).

@@ -30,6 +30,7 @@ from typing import Any
 
 import yaml
 
+from provisioner.backends import BACKENDS, LoomSettings
 from provisioner.config.bounded_yaml import YamlLimitError, load_bounded, read_small_text
 from provisioner.config.checks import (
     DASHBOARD_URL_KEY,
@@ -37,37 +38,11 @@ from provisioner.config.checks import (
     LOCKDOWN_KEY,
     KeyChecker,
     boolean_value,
-    known_keys,
     memory_keys,
 )
 from provisioner.config.expansion import MissingVariables, expand_tree, overlay, record_leaves
 from provisioner.config.model import Config, ConfigError, ConfigFile, kind_of, located
 from provisioner.runtime.sqlite_file import file_fault
-from provisioner.templating.backends import (
-    BACKENDS,
-    DEFAULT_DEFER_EXTRACTION,
-    LOOM_KEYS,
-    LOOM_NAME_MAX,
-    LOOM_NAME_PATTERN,
-    LOOM_NAME_RULE,
-    LoomSettings,
-)
-
-__all__ = [
-    "DEFAULT_DEFER_EXTRACTION",
-    "LOOM_KEYS",
-    "LOOM_NAME_MAX",
-    "LOOM_NAME_PATTERN",
-    "LOOM_NAME_RULE",
-    "Config",
-    "ConfigError",
-    "ConfigFile",
-    "LoomSettings",
-    "configured_backend",
-    "known_keys",
-    "load_config",
-    "memory_keys",
-]
 
 # CONF-1: the layers, lowest first.
 SETTINGS_FILE = Path("config") / "settings.yaml"  # CONF-1: tracked, under the workspace

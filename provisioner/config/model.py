@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from provisioner.backends import LoomSettings
 from provisioner.errors import UserError
-from provisioner.templating.backends import LoomSettings
 
 
 class ConfigError(UserError):

@@ -21,7 +21,7 @@ from typing import Any
 
 import jsonschema  # type: ignore[import-untyped]
 
-from provisioner.templating.assets import loom_fixture_path
+from provisioner.templating.folder import active_folder
 
 SERVED_SECTIONS = ("ops", "operator_ops", "agent_ops")  # the fixture's sections of served tools
 LOOM_OP_SECTION = "loom_op_ops"  # the ops reached only through loom_op
@@ -98,7 +98,8 @@ def _schema_error(schema: dict[str, Any], value: Any) -> str | None:
 def served_tools(fixture: Path | None = None) -> dict[str, ServedTool | LoomOpTool]:
     """Every tool of the fixture (lifecycle ops, operator jobs' ops and the agent's ops), keyed
     by tool name, and ``loom_op`` for those ops and the ones reached only through it."""
-    document = json.loads((fixture or loom_fixture_path()).read_text(encoding="utf-8"))
+    path = fixture or active_folder().loom_fixture_path
+    document = json.loads(path.read_text(encoding="utf-8"))
     tools: dict[str, ServedTool | LoomOpTool] = {}
     by_op: dict[str, ServedTool] = {}
     for section in (*SERVED_SECTIONS, LOOM_OP_SECTION):

@@ -17,17 +17,11 @@ from typing import Any
 
 import yaml
 
+from provisioner.backends import LOOM_KEYS
 from provisioner.config.bounded_yaml import load_bounded, read_small_text
 from provisioner.config.expansion import VARIABLE_REFERENCE
-from provisioner.config.loader import (
-    LAYER_LOCAL,
-    LOOM_KEYS,
-    SKIPPED_ABSENT,
-    SKIPPED_LOCKDOWN,
-    Config,
-    ConfigError,
-    load_config,
-)
+from provisioner.config.loader import LAYER_LOCAL, SKIPPED_ABSENT, SKIPPED_LOCKDOWN, load_config
+from provisioner.config.model import Config, ConfigError
 from provisioner.doctor.check import ERR, OK, WARN, Check, joined, lookup
 from provisioner.runtime.sqlite_file import FileFault
 

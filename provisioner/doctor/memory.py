@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from provisioner.config.loader import Config
+from provisioner.backends import get_backend
 from provisioner.config.local_file import EMBEDDINGS_KEY_PATH, LOCAL_CONFIG_NAME
+from provisioner.config.model import Config
 from provisioner.doctor.check import ERR, OK, WARN, Check, lookup, one_line
-from provisioner.templating.backends import get_backend
 
 EMBEDDINGS_KEY = ".".join(EMBEDDINGS_KEY_PATH)  # INIT-3
 DASHBOARD_KEY = "memory.loom.dashboard_url"  # CONF-5

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
-from provisioner.config.loader import Config
+from provisioner.config.model import Config
 from provisioner.counts import counted
 from provisioner.doctor.check import ERR, OK, WARN, Check, joined
 from provisioner.runtime.errors import MemoryBackendUnavailable
@@ -24,7 +24,7 @@ from provisioner.runtime.gateway.errors import CatalogError, GatewayError
 from provisioner.runtime.loom.backend import LoomMemory
 from provisioner.runtime.loom.contract import LOOM_OP_TOOL
 from provisioner.runtime.memory_contract import LOOM_SERVER
-from provisioner.templating.backends import loom_core_tools
+from provisioner.templating.folder import loom_core_tools
 
 NETWORK_CHECK_DEADLINE_S = 8.0  # DOC-1: each network check; the whole run ends within 10 s
 # Waiting a little past the reader's own 5 s (GW-2) lets its timeout be the one reported.

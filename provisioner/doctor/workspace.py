@@ -26,13 +26,13 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from provisioner.backends import BACKEND_NAMES
 from provisioner.cli.entry import program_words
-from provisioner.config.loader import Config
 from provisioner.config.local_file import switch_line
+from provisioner.config.model import Config
 from provisioner.doctor.check import ERR, OK, WARN, Check, joined
 from provisioner.doctor.wording import tool_name_checks
 from provisioner.errors import UserError
-from provisioner.templating.backends import BACKEND_NAMES
 from provisioner.workspace.render import MANIFEST_PATH, read_manifest
 
 SHIPPED_FILE_MAX_BYTES = 4 * 1024 * 1024  # our choice: no shipped file comes near this

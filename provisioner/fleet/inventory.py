@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from provisioner.backends import BACKEND_NAMES, PROFILES
 from provisioner.errors import UserError
-from provisioner.templating.backends import BACKEND_NAMES, PROFILES
 
 REQUIRED_KEYS = ("workspace", "config_dir")  # FLEET-1
 OPTIONAL_KEYS = ("memory_backend", "profile")  # FLEET-1: override what the config names

@@ -15,9 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from provisioner.backends import BACKENDS, get_backend
 from provisioner.cli.entry import command
 from provisioner.golden.check import CheckReport, ci_is_set
-from provisioner.templating.backends import BACKENDS, get_backend
 
 UPDATE_WORDS = "golden update"
 

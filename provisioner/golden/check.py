@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from provisioner.backends import BACKEND_NAMES, BACKENDS, PROFILES
 from provisioner.cli.entry import command
 from provisioner.errors import UserError
 from provisioner.files import file_mode, write_atomically
@@ -29,8 +30,7 @@ from provisioner.golden.places import WordingPlace, wording_places
 from provisioner.golden.shown import is_manifest, manifest_summary, new_file_detail
 from provisioner.runtime.sqlite_file import faults_named
 from provisioner.templating import jobs
-from provisioner.templating.backends import BACKEND_NAMES, BACKENDS, PROFILES
-from provisioner.templating.folder import active_folder
+from provisioner.templating.folder import SHIPPED_PROMPTS_NAME, active_folder
 from provisioner.templating.wording import (
     WordingProblem,
     lint_runtime_texts,
@@ -229,7 +229,7 @@ def _report(
     report.places = wording_places(report.wording, mine, root)
     if prompts and any(BACKENDS[name].goldens.records_shipped_prompts for name in chosen):
         report.differences += [
-            Difference("unrecorded", f"templates/{jobs.SHIPPED_PROMPTS_NAME}: {job}")
+            Difference("unrecorded", f"templates/{SHIPPED_PROMPTS_NAME}: {job}")
             for job in jobs.unrecorded_memu_prompts()
         ]
     return report
@@ -337,7 +337,7 @@ def apply_update(
     touched: list[str] = []
     recording = any(BACKENDS[name].goldens.records_shipped_prompts for name in chosen)
     if recording and jobs.record_current_memu_prompts():
-        touched.append(f"templates/{jobs.SHIPPED_PROMPTS_NAME}")
+        touched.append(f"templates/{SHIPPED_PROMPTS_NAME}")
     for difference in compare(expected, goldens, golden_dir):
         target = golden_dir / difference.path
         if difference.kind == "orphan":

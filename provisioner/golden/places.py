@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from provisioner.templating.backends import BACKENDS
+from provisioner.backends import BACKENDS
 from provisioner.templating.wording import WordingProblem
 from provisioner.workspace.render import RenderedFile
 

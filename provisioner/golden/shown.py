@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from provisioner.templating.backends import PROFILES
+from provisioner.backends import PROFILES
 from provisioner.workspace.diff import unified_diff
 from provisioner.workspace.render import MANIFEST_PATH
 

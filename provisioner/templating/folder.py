@@ -232,3 +232,28 @@ def folder_cached(derive: Callable[[TemplateFolder], T]) -> FolderValue[T]:
     ``cache_clear()`` forgets the folders and with them every kept value.
     """
     return FolderValue(lambda folder: folder.derived(derive))
+
+
+class ActiveFolderView:
+    """The active folder, looked up each time something is read from it.
+
+    It is the ``provisioner.backends.WordingFolder`` the registry reads a backend's nameable
+    tools from: a backend whose list is fixed (memU's) reads nothing, so it needs no template
+    folder, and Loom's list comes from whichever folder is active when it is read.
+    """
+
+    @property
+    def loom_core_tools(self) -> frozenset[str]:
+        """Loom's default tool list from the active folder's contract fixture (BACK-4)."""
+        return active_folder().loom_core_tools
+
+
+ACTIVE_FOLDER = ActiveFolderView()
+
+
+loom_core_tools = folder_value(lambda folder: folder.loom_core_tools)
+"""Loom's default ("core") tool list, read from the active folder's contract fixture (BACK-4).
+
+Raises ``ContractFixtureError`` when the fixture is missing or has no ``core_tools`` list: the
+list is never guessed.
+"""

@@ -35,7 +35,6 @@ from typing import Any
 import yaml
 
 from provisioner import __version__
-from provisioner.templating.folder import SHIPPED_PROMPTS_NAME as SHIPPED_PROMPTS_NAME  # re-export
 from provisioner.templating.folder import active_folder
 from provisioner.templating.texts import JOB_PROMPTS, job_prompt
 

@@ -27,7 +27,6 @@ from provisioner.errors import UserError
 from provisioner.templating.folder import folder_cached
 from provisioner.templating.jinja_env import (
     YES_NO_EXPECTED,
-    iana_zone_names,
     parse_yes_no,
     shared_environment,
 )
@@ -36,11 +35,9 @@ __all__ = [
     "BACKEND_QUESTION",
     "ECHO_MAX",
     "SLIM_QUESTIONS",
-    "YES_NO_EXPECTED",
     "AnswerError",
     "Question",
     "echo",
-    "iana_zone_names",
     "load_questions",
     "parse_questions",
     "question_named",

@@ -16,8 +16,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from provisioner.backends import BACKEND_NAMES, get_backend
 from provisioner.runtime.loom.recalled import fit_block, sanitize_recalled
-from provisioner.templating.backends import BACKEND_NAMES, get_backend
+from provisioner.templating.folder import ACTIVE_FOLDER
 
 SHAPES = ("block", "legacy")  # TXT-4: <session-context> block, or "# Recalled Memories"
 
@@ -67,7 +68,7 @@ def _wordable(loom_tools: Iterable[str]) -> tuple[str, ...]:
     A tool the wording lint would not let a text name (``loom_op``, or anything Loom does not
     list by default) is left out, so a catalog that grants more never makes a text name it.
     """
-    nameable = get_backend("loom").nameable_tools() - NERVES_OWN_LOOM_TOOLS
+    nameable = get_backend("loom").nameable_tools(ACTIVE_FOLDER) - NERVES_OWN_LOOM_TOOLS
     return tuple(sorted(set(loom_tools) & nameable))
 
 
@@ -206,7 +207,7 @@ def catalog_cases(backend: str) -> list[tuple[str | None, frozenset[str] | None]
     if not entry.served_by_gateway:
         return [(None, None)]
     return [
-        ("core", entry.nameable_tools()),
+        ("core", entry.nameable_tools(ACTIVE_FOLDER)),
         ("three-tools", CATALOG_EXAMPLE_TOOLS),
         (f"no-{entry.mcp_server}-server", frozenset()),
     ]

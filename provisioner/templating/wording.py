@@ -15,7 +15,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from provisioner.templating.backends import BACKENDS, get_backend
+from provisioner.backends import BACKENDS, get_backend
+from provisioner.templating.folder import ACTIVE_FOLDER
 
 if TYPE_CHECKING:
     from provisioner.templating.texts import RuntimeText
@@ -107,7 +108,7 @@ def lint_text(
 
 def nameable_by_backend() -> dict[str, frozenset[str]]:
     """What each backend's wording may name, from the registry (BACK-3, BACK-4)."""
-    return {name: backend.nameable_tools() for name, backend in BACKENDS.items()}
+    return {name: backend.nameable_tools(ACTIVE_FOLDER) for name, backend in BACKENDS.items()}
 
 
 def lint_catalog_worded(texts: Iterable[RuntimeText]) -> list[WordingProblem]:

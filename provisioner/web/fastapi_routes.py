@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from fastapi import APIRouter, params
 from fastapi.routing import APIRoute
 
-from provisioner.config.loader import Config
+from provisioner.config.model import Config
 from provisioner.web.routes import (
     MEMU_EDIT_METHODS,
     MEMU_EDIT_PATHS,

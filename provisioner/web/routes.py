@@ -32,7 +32,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route, Router
 from starlette.types import Receive, Scope, Send
 
-from provisioner.config.loader import Config
+from provisioner.config.model import Config
 from provisioner.web.page import PAGE_HEADERS, render_memory_page
 from provisioner.web.view import MemorySource, backend_view, current_memory, diagnostics_of
 

@@ -38,7 +38,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from provisioner.config.loader import Config
+from provisioner.config.model import Config
 from provisioner.loopback import is_loopback_request
 from provisioner.runtime.errors import MemoryBackendUnavailable
 from provisioner.runtime.gateway.errors import GatewayError

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
-from provisioner.config.loader import Config
-from provisioner.templating.backends import get_backend
+from provisioner.backends import get_backend
+from provisioner.config.model import Config
 from provisioner.web.links import safe_link
 
 CARD_MAX_ROWS = 60  # our choice: a diagnostics dict is a dozen values

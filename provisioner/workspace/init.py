@@ -25,18 +25,11 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, TextIO
 
-from provisioner.config.loader import (
-    LOCKDOWN_ENV,
-    LOCKDOWN_ENV_ON,
-    SETTINGS_FILE,
-    Config,
-    ConfigError,
-    load_config,
-)
-from provisioner.config.local_file import switch_advice
-from provisioner.config.setup_steps import SetupContext
+from provisioner.backends import DEFAULT_BACKEND, SetupContext, get_backend
+from provisioner.config.loader import LOCKDOWN_ENV, LOCKDOWN_ENV_ON, SETTINGS_FILE, load_config
+from provisioner.config.local_file import store_embeddings_key, switch_advice
+from provisioner.config.model import Config, ConfigError
 from provisioner.errors import UserError
-from provisioner.templating.backends import DEFAULT_BACKEND, get_backend
 from provisioner.templating.questions import (
     BACKEND_QUESTION,
     SLIM_QUESTIONS,
@@ -443,5 +436,6 @@ def memory_setup_step(
         mcp_gateway_url=config.mcp_gateway_url,
         locked=locked,
         ask_secret=prompter.ask_secret if asks and prompter is not None else None,
+        store_embeddings_key=store_embeddings_key,
     )
     return get_backend(answers.memory_backend).setup_step(context)

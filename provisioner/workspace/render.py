@@ -26,11 +26,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from provisioner.backends import DEFAULT_BACKEND, DEFAULT_PROFILE
 from provisioner.config.loader import SETTINGS_FILE
 from provisioner.errors import TemplateBroken
 from provisioner.runtime.sqlite_file import faults_named
-from provisioner.templating import assets
-from provisioner.templating.backends import DEFAULT_BACKEND, DEFAULT_PROFILE
+from provisioner.templating.folder import active_folder
 
 MANIFEST_PATH = ".nerve/provisioned.json"  # INIT-4: answers and shipped hashes, per workspace
 MANIFEST_FORMAT = 1
@@ -144,7 +144,7 @@ def _run_copier(answers: Answers, destination: Path) -> None:
     if first_import:
         _set_aside_imported()
     run_copy(
-        str(assets.template_dir()),
+        str(active_folder().template_dir),
         destination,
         data=answers.as_data(),
         settings=Settings(),

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from provisioner.backends import MEMU_TOOLS
 from provisioner.fleet.inventory import read_inventory
 from provisioner.fleet.run import FleetRun, RenderCache
-from provisioner.templating.backends import MEMU_TOOLS
 from provisioner.workspace.merge import MARKED
 from tests.fleet.conftest import (
     AGENT_LINE,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from provisioner.templating.backends import MEMU_TOOLS
+from provisioner.backends import MEMU_TOOLS
 from provisioner.workspace.merge import BASES_PATH, MARKED, three_way
 from tests.fleet.conftest import (
     AGENT_LINE,

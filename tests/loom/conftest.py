@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from provisioner.config.loader import Config, load_config
+from provisioner.config.loader import load_config
+from provisioner.config.model import Config
 from provisioner.devgateway import RunningGateway, SeenCall, serve_in_thread
 
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.config.loader import Config, load_config
+from provisioner.config.loader import load_config
+from provisioner.config.model import Config
 from provisioner.devgateway import RunningGateway, serve_in_thread
 from provisioner.runtime.loom.backend import LoomMemory
 from provisioner.runtime.state import StateStore

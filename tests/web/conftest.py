@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 from starlette.applications import Starlette
 
-from provisioner.config.loader import Config, load_config
+from provisioner.config.loader import load_config
+from provisioner.config.model import Config
 from provisioner.web import memory_router
 from tests.runtime.loopback import LoopbackServer
 

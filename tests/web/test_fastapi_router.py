@@ -22,7 +22,7 @@ from fastapi.routing import APIRoute
 from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
-from provisioner.config.loader import Config
+from provisioner.config.model import Config
 from provisioner.web import fastapi_router, memory_router
 from tests.web.conftest import DiagnosticsSnapshot
 from tests.web.nerve_shaped_app import (

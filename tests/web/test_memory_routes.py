@@ -9,7 +9,8 @@ import sys
 import httpx
 import pytest
 
-from provisioner.config.loader import Config, LoomSettings
+from provisioner.backends import LoomSettings
+from provisioner.config.model import Config
 from tests.web.conftest import DiagnosticsSnapshot, Serve
 
 LOOM = "memory:\n  backend: loom\nmcp_gateway_url: http://127.0.0.1:8787\n"

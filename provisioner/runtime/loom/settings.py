@@ -43,7 +43,7 @@ _NOT_SECTIONS = (str, bytes, bytearray, int, float, bool, list, tuple, set, froz
 
 
 class LoomSettingsLike(Protocol):
-    """What the backend reads of ``memory.loom`` (``provisioner.config.loader.LoomSettings``)."""
+    """What the backend reads of ``memory.loom`` (``provisioner.backends.LoomSettings``)."""
 
     @property
     def org(self) -> str | None: ...
@@ -56,7 +56,7 @@ class LoomSettingsLike(Protocol):
 
 
 class ConfigLike(Protocol):
-    """What the backend reads of a loaded configuration (``provisioner.config.loader.Config``).
+    """What the backend reads of a loaded configuration (``provisioner.config.model.Config``).
 
     A protocol rather than the class itself: the runtime imports nothing of the provisioning
     half, so Nerve's engine can build the backend without loading the config loader.

@@ -4,8 +4,16 @@ Templates decide the wording; each entry of this registry says everything else a
 backend: which MCP server its memory tools live on (``mcp__nerve__memorize``,
 ``mcp__loom__loom_search``), how its tool names are recognised in a text and which of them its
 wording may name, whether its tools come from the gateway catalog (then its texts have a case
-per client), its settings section (``memory.<name>``: keys and checks), its setup step (what
-init asks and reports) and summary line, and how its goldens are protected.
+per client), its settings section (``memory.<name>``: keys, checks and settings type, such as
+``LoomSettings``), its setup step (what init asks and reports) and summary line, and how its
+goldens are protected.
+
+This module stands below both the configuration and the templating rooms: the loader checks a
+backend's section through its entry, the templates and the wording lint read its names and
+tools, and the registry imports neither room. What it needs of them it is handed: the loader
+passes a ``SectionReader`` (its URL rule included), the template folder a wording is rendered
+from is the ``WordingFolder`` a backend reads its nameable tools from, and init's
+``SetupContext`` carries the function that writes the machine-local file.
 
 A third backend is one ``register(Backend(...))`` here (or a new entry in ``BACKENDS``), its
 choice in ``templates/copier.yml`` (a test holds the two equal), its partials under
@@ -17,21 +25,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol, overload
 
-from provisioner.config.setup_steps import (
-    SetupContext,
-    loom_setup_step,
-    loom_summary_line,
-    memu_setup_step,
-    memu_summary_line,
-    plain_summary_line,
-    quiet_setup_step,
-)
-from provisioner.config.urls import redacted
 from provisioner.errors import UserError
-from provisioner.runtime.loom.settings import BOOLEAN_WORDS as BOOLEAN_WORDS  # re-export
-from provisioner.runtime.loom.settings import LOOM_NAME_MAX as LOOM_NAME_MAX  # re-export
 from provisioner.runtime.loom.settings import (
     LOOM_NAME_PATTERN,
     LOOM_NAME_RULE,
@@ -40,24 +37,6 @@ from provisioner.runtime.loom.settings import (
     SWEEP_CONCURRENCY_MIN,
 )
 from provisioner.runtime.memory_contract import LOOM_SERVER, NERVE_SERVER
-from provisioner.templating.folder import ContractFixtureError, folder_value
-
-__all__ = [
-    "BACKENDS",
-    "BACKEND_NAMES",
-    "DEFAULT_BACKEND",
-    "NERVE_MEMORY_KEYS",
-    "Backend",
-    "ContractFixtureError",
-    "GoldenGuard",
-    "SectionReader",
-    "SettingsSection",
-    "UnknownBackend",
-    "get_backend",
-    "loom_core_tools",
-    "register",
-    "unregister",
-]
 
 DEFAULT_BACKEND = "memu"  # BACK-1
 
@@ -123,6 +102,23 @@ class SectionReader(Protocol):
     def http_url(self, value: Any) -> str | None:
         """``value`` stripped when it is an absolute http(s) URL with a host, else None."""
 
+    def quoted(self, text: str) -> str:
+        """``text`` quoted for a message, with any user and password in a URL hidden."""
+
+
+class WordingFolder(Protocol):
+    """What a backend's nameable tools are read from: the template folder a wording is
+    rendered from (``provisioner.templating.folder.TemplateFolder``).
+
+    Loom's default tool list is the one in the contract fixture that folder's templates are
+    worded against (BACK-4); reading it raises ``ContractFixtureError`` when the fixture is
+    missing or has no ``core_tools`` list, since the list is never guessed.
+    """
+
+    @property
+    def loom_core_tools(self) -> frozenset[str]:
+        """Loom's default ("core") tool list from the folder's contract fixture."""
+
 
 @dataclass(frozen=True)
 class SettingsSection:
@@ -151,6 +147,81 @@ class GoldenGuard:
     records_shipped_prompts: bool = False
 
 
+# INIT-3: the memory step of ``nerve init`` per backend, and its summary line. Each entry names
+# its step and line; init calls the step of the backend the files are worded for, and the
+# summary shows the line. A step returns a plain mapping, which ``nerve init --json`` prints.
+EMBEDDINGS_KEY_LABEL = "OpenAI API key for memU embeddings (optional, Enter to skip)"
+
+
+@dataclass(frozen=True)
+class SetupContext:
+    """What a memory step may use: the answers' backend, config values, a way to ask, and a
+    way to store a key in the machine-local configuration.
+
+    ``ask_secret`` is None when nothing may be asked (non-interactive or slim mode).
+    ``locked`` is true under lockdown (CONF-3): then nothing is asked or written outside the
+    workspace, since a locked instance reads no machine-local file.
+    ``store_embeddings_key(config_dir, key)`` writes memU's embeddings key where Nerve reads it
+    and returns the file written (``provisioner.config.local_file.store_embeddings_key``).
+    """
+
+    backend: str
+    config_dir: Path
+    mcp_gateway_url: str | None
+    locked: bool
+    ask_secret: Callable[[str], str] | None
+    store_embeddings_key: Callable[[Path, str], Path]
+
+
+def memu_setup_step(context: SetupContext) -> dict[str, Any]:
+    """memU: terminal mode offers the optional embeddings key and stores a given one.
+
+    Under lockdown the key is neither asked for nor stored (a locked instance never reads
+    ``config.local.yaml``); the step says the key comes from the environment instead.
+    """
+    step: dict[str, Any] = {"backend": context.backend, "asked": False}
+    if context.locked:
+        step["locked"] = True
+        return step
+    if context.ask_secret is not None:
+        step["asked"] = True
+        key = context.ask_secret(EMBEDDINGS_KEY_LABEL)
+        if key:
+            stored = context.store_embeddings_key(context.config_dir, key)
+            step["embeddings_key_stored_in"] = str(stored)
+    return step
+
+
+def memu_summary_line(step: Mapping[str, Any]) -> str:
+    if step.get("locked"):
+        return "Memory: memU; locked, so no embeddings key was asked for or stored."
+    if "embeddings_key_stored_in" in step:
+        return f"Memory: memU; embeddings key stored in {step['embeddings_key_stored_in']}."
+    if step["asked"]:
+        return "Memory: memU; no embeddings key given (optional)."
+    return "Memory: memU."
+
+
+def loom_setup_step(context: SetupContext) -> dict[str, Any]:
+    """Loom: nothing is asked (Loom needs no key); reports whether the gateway is set."""
+    return {"backend": context.backend, "asked": False, "mcp_gateway_url": context.mcp_gateway_url}
+
+
+def loom_summary_line(step: Mapping[str, Any]) -> str:
+    if step.get("mcp_gateway_url"):
+        return f"Memory: Loom through the MCP gateway at {step['mcp_gateway_url']}."
+    return "Memory: Loom through the MCP gateway; mcp_gateway_url is not set yet."
+
+
+def quiet_setup_step(context: SetupContext) -> dict[str, Any]:
+    """A backend that needs nothing set up: nothing is asked, nothing is written."""
+    return {"backend": context.backend, "asked": False}
+
+
+def plain_summary_line(step: Mapping[str, Any]) -> str:
+    return f"Memory: {step['backend']}."
+
+
 @dataclass(frozen=True)
 class Backend:
     """What one memory backend looks like to the agent, the wording lint, config and init."""
@@ -160,8 +231,9 @@ class Backend:
     mcp_server: str
     # Finds this backend's tool names in a text; the named group that matched is the name.
     tool_pattern: re.Pattern[str]
-    # The tool names its wording may name (BACK-3, BACK-4); called lazily by the lint.
-    nameable: Callable[[], frozenset[str]]
+    # The tool names its wording may name (BACK-3, BACK-4), read from the template folder the
+    # wording is rendered from; called lazily by the lint.
+    nameable: Callable[[WordingFolder], frozenset[str]]
     # Its tools reach the agent from the gateway catalog, so a text has a case for a client
     # that gets the server and one for a client that does not (TXT-3, TXT-5).
     served_by_gateway: bool
@@ -177,9 +249,9 @@ class Backend:
         """The name the agent calls a tool by: ``mcp__<server>__<tool>``."""
         return f"mcp__{self.mcp_server}__{tool}"
 
-    def nameable_tools(self) -> frozenset[str]:
-        """Tool names this backend's wording may name."""
-        return self.nameable()
+    def nameable_tools(self, folder: WordingFolder) -> frozenset[str]:
+        """Tool names this backend's wording may name, in wording rendered from ``folder``."""
+        return self.nameable(folder)
 
     def tools_named(self, text: str) -> set[str]:
         """Every tool of this backend that ``text`` names."""
@@ -189,7 +261,7 @@ class Backend:
         }
 
 
-def _memu_tools() -> frozenset[str]:
+def _memu_tools(folder: WordingFolder) -> frozenset[str]:
     return frozenset(MEMU_TOOLS)
 
 
@@ -206,8 +278,8 @@ LOOM_TOOL_PATTERN = re.compile(
 )
 
 
-def _loom_core() -> frozenset[str]:
-    return loom_core_tools()
+def _loom_core(folder: WordingFolder) -> frozenset[str]:
+    return folder.loom_core_tools
 
 
 # CONF-5: memory.loom, checked only while the backend is loom.
@@ -276,7 +348,7 @@ def _dashboard_url(read: SectionReader, value: Any) -> str | None:
         return None
     if read.http_url(text) is not None:
         return str(text)
-    shown = redacted(text) if isinstance(text, str) else repr(text)
+    shown = read.quoted(text) if isinstance(text, str) else repr(text)
     read.warn(key, f"{shown} dropped, no link is shown; expected an absolute http or https URL")
     return None
 
@@ -352,11 +424,3 @@ def get_backend(name: str) -> Backend:
         raise UnknownBackend(
             f"{name!r} is not a memory backend; expected one of: {', '.join(BACKEND_NAMES)}"
         ) from None
-
-
-loom_core_tools = folder_value(lambda folder: folder.loom_core_tools)
-"""Loom's default ("core") tool list, read from the contract fixture (BACK-4).
-
-Raises ``ContractFixtureError`` when the fixture is missing or has no ``core_tools`` list: the
-list is never guessed.
-"""
