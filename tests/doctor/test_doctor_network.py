@@ -12,8 +12,8 @@ import pytest
 
 from provisioner.doctor.network import CATALOG_WAIT_S, NETWORK_CHECK_DEADLINE_S
 from provisioner.runtime.gateway.catalog import CATALOG_DEADLINE_S
-from tests.conftest import RunNerve
-from tests.runtime.loopback import LoopbackServer, closed_port_url
+from tests.support.loopback import LoopbackServer, closed_port_url
+from tests.support.processes import RunNerve
 from tests.web.gateway_stub import (
     LOOM_TOOLS,
     CatalogApp,

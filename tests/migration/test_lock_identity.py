@@ -15,9 +15,9 @@ from provisioner.migration.memu_store import MemuStore
 from provisioner.migration.migrate import Migration
 from provisioner.migration.report import STOPPED_BUSY, MigrationReport
 from provisioner.runtime.state import StateStore
-from tests.runtime.second_process import MIGRATION_LOCK, held_by_another_process, spellings
+from tests.support.clock import fixed_clock
+from tests.support.machine_faults import MIGRATION_LOCK, process_holding, spellings
 
-from .conftest import fixed_clock
 from .memu_db import MemuDb
 from .scripted_loom import ScriptedLoom
 
@@ -36,7 +36,7 @@ class TestASecondMigrationThroughAnotherSpelling:
     ) -> None:
         memu.add_items(3)
         paths = spellings(tmp_path)
-        with held_by_another_process(MIGRATION_LOCK, paths["real"]):
+        with process_holding(MIGRATION_LOCK, str(paths["real"])):
             report = await migrate(memu, paths[spelling], loom)
         assert report.stopped == STOPPED_BUSY
         assert loom.calls == []
@@ -46,7 +46,7 @@ class TestASecondMigrationThroughAnotherSpelling:
     ) -> None:
         memu.add_items(3)
         paths = spellings(tmp_path)
-        with held_by_another_process(MIGRATION_LOCK, paths["file symlink"]):
+        with process_holding(MIGRATION_LOCK, str(paths["file symlink"])):
             report = await migrate(memu, paths["real"], loom)
         assert report.stopped == STOPPED_BUSY
         assert loom.calls == []
@@ -56,7 +56,7 @@ class TestASecondMigrationThroughAnotherSpelling:
     ) -> None:
         memu.add_items(3)
         paths = spellings(tmp_path)
-        with held_by_another_process(MIGRATION_LOCK, paths["real"]):
+        with process_holding(MIGRATION_LOCK, str(paths["real"])):
             pass
         report = await migrate(memu, paths["file symlink"], loom)
         assert (report.stopped, report.left) == ("done", 0)

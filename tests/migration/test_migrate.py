@@ -40,8 +40,8 @@ from provisioner.runtime.gateway.errors import (
 )
 from provisioner.runtime.state import StateStore
 from provisioner.runtime.state_schema import AUDIT_MIGRATION_SKIPPED
+from tests.support.clock import RecordedSleep, fixed_clock, no_wait
 
-from .conftest import RecordedSleep, fixed_clock, no_wait
 from .memu_db import MemuDb
 from .scripted_loom import CRASH, LOST, Crash, ScriptedLoom
 

@@ -28,8 +28,8 @@ from provisioner.runtime.gateway.errors import (
 )
 from provisioner.runtime.state import StateStore
 from provisioner.runtime.state_schema import AUDIT_MIGRATION_SKIPPED
+from tests.support.clock import fixed_clock, no_wait
 
-from .conftest import fixed_clock, no_wait
 from .memu_db import MemuDb
 from .scripted_loom import CRASH, LOST, Crash, ScriptedLoom
 

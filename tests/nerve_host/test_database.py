@@ -13,15 +13,15 @@ from typing import Any
 
 import pytest
 
-from tests.nerve_host.conftest import NO_NERVE
+from tests.nerve_host.machine import NO_NERVE
 
 nerve_db = pytest.importorskip("nerve.db", reason=NO_NERVE)
 
 from provisioner.integrations.nerve import NerveTranscripts  # noqa: E402
 from provisioner.runtime.state import StateStore  # noqa: E402
 from provisioner.runtime.sweep.sweeper import Sweeper  # noqa: E402
-from tests.runtime.sweep.conftest import fixed_clock  # noqa: E402
 from tests.runtime.sweep.scripted_loom import ScriptedLoom  # noqa: E402
+from tests.support.clock import fixed_clock  # noqa: E402
 
 pytestmark = pytest.mark.anyio
 

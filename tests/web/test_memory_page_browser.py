@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from tests.runtime.loopback import LoopbackServer
-from tests.web.conftest import DiagnosticsSnapshot, Serve
+from tests.support.loopback import LoopbackServer
 from tests.web.gateway_stub import RefusingGatewayApp
+from tests.web.serving import DiagnosticsSnapshot, Serve
 from tests.web.test_memory_routes import loom_config
 
 HOSTILE_MESSAGES = [

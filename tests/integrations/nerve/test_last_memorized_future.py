@@ -21,8 +21,8 @@ from provisioner.runtime.gateway.errors import CodedFault
 from provisioner.runtime.state import StateStore
 from provisioner.runtime.sweep.backfill import sweep_source
 from provisioner.runtime.sweep.sweeper import Sweeper
-from tests.runtime.sweep.conftest import fixed_clock
 from tests.runtime.sweep.scripted_loom import ScriptedLoom
+from tests.support.clock import fixed_clock
 
 from .nerve_db import NerveDb, native
 

@@ -30,9 +30,10 @@ from provisioner.runtime.state_schema import AUDIT_CUT, AUDIT_SKIPPED, AUDIT_WEN
 from provisioner.runtime.sweep.realign import GONE, REPLACED, newest_matching
 from provisioner.runtime.sweep.sweeper import Sweeper, SweepReport
 from provisioner.runtime.transcripts import RFC3339, Message
-from tests.conftest import RunNerve, assert_one_line_error
-from tests.runtime.sweep.conftest import NOW, fixed_clock
 from tests.runtime.sweep.scripted_loom import ScriptedLoom
+from tests.support.clock import NOW, fixed_clock
+from tests.support.machine_faults import process_holding
+from tests.support.processes import RunNerve, assert_one_line_error
 
 from .nerve_db import NerveDb, ingested, native, restore, text_blocks
 
@@ -725,27 +726,17 @@ class TestABusyFile:
     ) -> None:
         """REL-4: a second process holds nerve.db exclusively; opening it is a FileFault of
         kind busy naming the file (exit 75), never NerveDatabaseError."""
-        import subprocess
-        import sys
-
         from provisioner.integrations.nerve import transcripts
         from provisioner.runtime.sqlite_file import FileFault
 
         monkeypatch.setattr(transcripts, "READ_WAIT_MS", 50)  # the wait, shortened
         nerve.session("a")
         nerve.close()  # the test's own writer lets go, so the holder can take the file whole
-        holder = subprocess.Popen(
-            [sys.executable, "-c", HOLD_EXCLUSIVE, str(nerve.path)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            assert holder.stdout is not None and holder.stdout.readline() == "held\n"
-            with pytest.raises(FileFault) as raised:
-                NerveTranscripts(nerve.path)
-        finally:
-            holder.communicate("", timeout=60)
+        with (
+            process_holding(HOLD_EXCLUSIVE, str(nerve.path)),
+            pytest.raises(FileFault) as raised,
+        ):
+            NerveTranscripts(nerve.path)
         assert (raised.value.kind, raised.value.path, raised.value.exit_status) == (
             "busy",
             str(nerve.path),

@@ -19,9 +19,9 @@ from provisioner.devgateway import RunningGateway
 from provisioner.runtime.gateway.errors import BrokenAnswer
 from provisioner.runtime.loom.backend import NOT_RECALLED, LoomMemory
 from provisioner.runtime.loom.recalled import BLOCK_MAX_BYTES, ITEM_MAX_CHARS
-from tests.runtime.loopback import LoopbackServer
+from tests.support.loopback import LoopbackServer
 
-from .conftest import loom_config
+from .config_files import loom_config
 
 pytestmark = pytest.mark.anyio
 

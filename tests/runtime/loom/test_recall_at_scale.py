@@ -6,7 +6,7 @@ timer from firing. So the pack below is the size that once held it for minutes (
 memories, about 6 MB), served by a real loopback gateway as one JSON body, as a JSON body whose
 pack is in the text block only, and as an event stream.
 
-The hold is counted, not timed (``tests/runtime/loop_probe.py``): a probe task runs once per
+The hold is counted, not timed (``tests/support/loop_probe.py``): a probe task runs once per
 turn of the loop and notes how many memories were made into lines since its last turn, while
 the line-making reads a clock that moves a fixed step per read (``recall.hold_clock``), so it
 yields after the same number of memories on any machine; and every JSON text the loop's own
@@ -28,10 +28,10 @@ from provisioner.runtime.loom import recall as recall_module
 from provisioner.runtime.loom.backend import LoomMemory
 from provisioner.runtime.loom.recall import YIELD_AFTER_S, pack_lines
 from provisioner.runtime.loom.recalled import fit_block, sanitize_recalled
-from tests.runtime.loop_probe import TickingClock, WorkProbe
-from tests.runtime.loopback import LoopbackServer
+from tests.support.loop_probe import TickingClock, WorkProbe
+from tests.support.loopback import LoopbackServer
 
-from .conftest import loom_config
+from .config_files import loom_config
 
 pytestmark = pytest.mark.anyio
 

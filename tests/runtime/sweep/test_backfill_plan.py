@@ -42,12 +42,13 @@ from provisioner.runtime.sweep.plan import ReadOnlyState, StateUnreadable, plan_
 from provisioner.runtime.sweep.start import Memorized, start_new_sessions
 from provisioner.runtime.sweep.sweeper import QUEUED, WAITING, Sweeper
 from provisioner.runtime.transcripts import Message, SqliteTranscripts, TranscriptSource
-from tests.conftest import RunNerve, assert_one_line_error
 from tests.integrations.nerve.nerve_db import NerveDb, native
+from tests.support.clock import NOW, fixed_clock
+from tests.support.processes import RunNerve, assert_one_line_error
 
-from .conftest import NOW, add_session, fixed_clock, sweep
 from .queued_loom import QueuedLoom
 from .scripted_loom import ScriptedLoom
+from .sessions import add_session, sweep
 from .test_queued_followup import StepScript
 
 pytestmark = pytest.mark.anyio

@@ -57,8 +57,8 @@ from provisioner.runtime.sweep.concurrency import (
 from provisioner.runtime.sweep.outcomes import STOPPED_BREAKER, STOPPED_DONE, SweepReport
 from provisioner.runtime.sweep.sweeper import WAITING, Sweeper, SweepProgress
 from provisioner.runtime.transcripts import Message, SqliteTranscripts
+from tests.support.clock import fixed_clock
 
-from .conftest import fixed_clock
 from .scripted_loom import ScriptedLoom
 
 THROUGH = WindowResult(verdict=Verdict.THROUGH)

@@ -41,12 +41,13 @@ from provisioner.runtime.state_schema import AUDIT_FAILED
 from provisioner.runtime.sweep.lock import sweep_lock
 from provisioner.runtime.sweep.sweeper import Sweeper
 from provisioner.runtime.transcripts import SqliteTranscripts
-from tests.conftest import RunNerve, clean_environment
 from tests.runtime.gateway.fault_gateway import FaultGateway
-from tests.runtime.loopback import LoopbackServer, closed_port_url
+from tests.support.clock import NOW, fixed_clock
+from tests.support.loopback import LoopbackServer, closed_port_url
+from tests.support.processes import RunNerve, clean_environment
 
-from .conftest import NOW, add_session, fixed_clock
 from .scripted_loom import ScriptedLoom
+from .sessions import add_session
 
 EXTRACTION = "loom_memory_set_from_messages"
 SWEEPS_BEFORE_THE_IMPORT_MAX = 30  # --every 1s sweeps with nothing due until the import lands

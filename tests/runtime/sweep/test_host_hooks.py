@@ -20,9 +20,10 @@ from provisioner.runtime.sweep.realign import host_of
 from provisioner.runtime.sweep.sweeper import Sweeper
 from provisioner.runtime.transcripts import Message, SqliteTranscripts
 from tests.integrations.nerve.nerve_db import NerveDb, native
+from tests.support.clock import fixed_clock
 
-from .conftest import fixed_clock, sweep
 from .scripted_loom import ScriptedLoom
+from .sessions import sweep
 
 pytestmark = pytest.mark.anyio
 

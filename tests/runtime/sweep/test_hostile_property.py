@@ -33,8 +33,8 @@ from provisioner.runtime.loom.answers import MESSAGE_ROLES
 from provisioner.runtime.state import StateStore
 from provisioner.runtime.sweep import sweeper as sweep_module
 from provisioner.runtime.sweep.sweeper import Sweeper
+from tests.support.clock import fixed_clock
 
-from .conftest import fixed_clock
 from .hostile_source import (
     BAD_ROWS,
     CANARY,

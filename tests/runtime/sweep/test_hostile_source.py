@@ -24,8 +24,8 @@ from provisioner.runtime.loom.report import WITHHELD, ErrorRecord, LastError, qu
 from provisioner.runtime.state import StateStore
 from provisioner.runtime.sweep.sweeper import READ_PAGE_MESSAGES, Sweeper
 from provisioner.runtime.transcripts import Message, loom_time
+from tests.support.clock import fixed_clock
 
-from .conftest import fixed_clock
 from .hostile_source import (
     BAD_ROWS,
     CANARY,

@@ -38,23 +38,14 @@ from provisioner.runtime.loom.types import Extracted
 from provisioner.runtime.state import StateStore
 from provisioner.runtime.sweep.sweeper import Sweeper, SweepProgress
 from provisioner.runtime.transcripts import Message, SqliteTranscripts
-from tests.conftest import clean_environment
+from tests.support.clock import FakeClock, fixed_clock
+from tests.support.processes import clean_environment
 
-from .conftest import add_session, fixed_clock
 from .scripted_loom import ScriptedLoom
+from .sessions import add_session
 
 BUDGET = BatchBudget.default(100, 128 * 1024)
 PTY_WAIT_S = 60.0  # how long the pty test waits for a line before it gives up (a stuck run)
-
-
-class FakeClock:
-    """Monotonic seconds that move only when the test says so."""
-
-    def __init__(self) -> None:
-        self.now = 1_000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class FakeStream(io.StringIO):

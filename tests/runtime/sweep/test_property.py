@@ -42,8 +42,8 @@ from provisioner.runtime.gateway.errors import (
 from provisioner.runtime.state import StateStore
 from provisioner.runtime.sweep.sweeper import QUEUED, WAITING, Sweeper
 from provisioner.runtime.transcripts import SqliteTranscripts
+from tests.support.clock import fixed_clock
 
-from .conftest import fixed_clock
 from .scripted_loom import LOST_ANSWER, ScriptedLoom
 
 SCHEDULES = int(os.environ.get("SWEEP_PROPERTY_SCHEDULES", "300"))

@@ -29,11 +29,12 @@ from provisioner.runtime.state_schema import (
 from provisioner.runtime.sweep.followup import DOUBT_KIND
 from provisioner.runtime.sweep.sweeper import QUEUED, Sweeper, SweepReport
 from provisioner.runtime.transcripts import SqliteTranscripts
-from tests.conftest import RunNerve
 from tests.devgateway.test_loom_op import loom_op_problems
+from tests.support.clock import fixed_clock
+from tests.support.processes import RunNerve
 
-from .conftest import add_session, fixed_clock
 from .queued_loom import MISSING, QueuedBatch, QueuedLoom
+from .sessions import add_session
 
 pytestmark = pytest.mark.anyio
 STATUS_OP = "memory.extraction_status_mine"

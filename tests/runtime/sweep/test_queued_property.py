@@ -33,9 +33,10 @@ from provisioner.runtime.loom.backend import LoomMemory
 from provisioner.runtime.state import StateStore
 from provisioner.runtime.sweep.sweeper import QUEUED, Sweeper
 from provisioner.runtime.transcripts import SqliteTranscripts
+from tests.support.clock import fixed_clock
 
-from .conftest import add_session, fixed_clock
 from .queued_loom import MISSING, AfterLoom, QueuedBatch, QueuedLoom
+from .sessions import add_session
 
 
 class Interrupted(BaseException):

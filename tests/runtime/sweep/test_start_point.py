@@ -19,9 +19,10 @@ from provisioner.runtime.sweep.realign import host_of
 from provisioner.runtime.sweep.start import Memorized, start_new_sessions, start_where_host_stopped
 from provisioner.runtime.transcripts import Message, SqliteTranscripts
 from tests.integrations.nerve.nerve_db import NerveDb, native
+from tests.support.clock import NOW, fixed_clock
 
-from .conftest import NOW, add_session, fixed_clock, sweep
 from .scripted_loom import ScriptedLoom
+from .sessions import add_session, sweep
 
 pytestmark = pytest.mark.anyio
 

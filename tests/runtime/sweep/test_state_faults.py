@@ -30,11 +30,12 @@ from provisioner.runtime.state import StateStore
 from provisioner.runtime.sweep.outcomes import STOPPED_SOURCE, STOPPED_STATE, SweepReport
 from provisioner.runtime.sweep.sweeper import Sweeper
 from provisioner.runtime.transcripts import SqliteTranscripts
-from tests.runtime.loopback import closed_port_url
-from tests.runtime.second_process import SQLITE_EXCLUSIVE, held_by_another_process
+from tests.support.clock import fixed_clock
+from tests.support.loopback import closed_port_url
+from tests.support.machine_faults import held_by_another_process
 
-from .conftest import add_session, fixed_clock
 from .scripted_loom import ScriptedLoom
+from .sessions import add_session
 
 pytestmark = pytest.mark.anyio
 
@@ -211,7 +212,7 @@ class TestABusyState:
         ids = add_session(transcripts, "a", 3)
         path = tmp_path / "state.sqlite3"
         with StateStore(path) as state:
-            with held_by_another_process(SQLITE_EXCLUSIVE, path):
+            with held_by_another_process(path):
                 report = await sweep(transcripts, state, loom)
             assert (report.stopped, report.fault_kind) == (STOPPED_STATE, "busy")
             assert state.watermark("a") == 0

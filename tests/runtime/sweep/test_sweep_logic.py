@@ -43,9 +43,10 @@ from provisioner.runtime.sweep import sweeper as sweep_module
 from provisioner.runtime.sweep.batching import ENVELOPE_BYTES, wire_size
 from provisioner.runtime.sweep.sweeper import QUEUED, WAITING, Sweeper, SweepReport, extraction_mode
 from provisioner.runtime.transcripts import SqliteTranscripts
+from tests.support.clock import fixed_clock
 
-from .conftest import add_session, fixed_clock
 from .scripted_loom import ScriptedLoom
+from .sessions import add_session
 
 pytestmark = pytest.mark.anyio
 
