@@ -10,11 +10,11 @@ import pytest
 
 from provisioner.devgateway import RunningGateway, serve_in_thread
 from provisioner.runtime.state import StateStore
+from tests.fakes.loom import FakeLoom
 from tests.support.contract import write_contract_problems
 
 from .memu_db import MemuDb
 from .migrate_process import Nerve
-from .scripted_loom import ScriptedLoom
 
 
 @pytest.fixture
@@ -34,8 +34,8 @@ def state(tmp_path: Path) -> Iterator[StateStore]:
 
 
 @pytest.fixture
-def loom() -> ScriptedLoom:
-    return ScriptedLoom()
+def loom() -> FakeLoom:
+    return FakeLoom()
 
 
 @pytest.fixture

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from tests.fakes.gateway import FakeGateway
 from tests.support.loopback import LoopbackServer
-from tests.web.gateway_stub import RefusingGatewayApp
 from tests.web.serving import DiagnosticsSnapshot, Serve
 from tests.web.test_memory_routes import loom_config
 
@@ -183,7 +183,7 @@ class TestWithTheRealBackend:
         self, page: Any, serve_live: Serve, configure, message: str
     ) -> None:
         """The gateway's refusal message reaches the card through the runtime, as text."""
-        gateway = RefusingGatewayApp(message)
+        gateway = FakeGateway(refusal=message)
         server = LoopbackServer(gateway)
         try:
             url = server.start()

@@ -8,13 +8,12 @@ contract fixture: each argument one the fixture declares, each fixed value in it
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
 from provisioner.devgateway import RunningGateway, serve_in_thread
+from tests.fakes.gateway import FakeGateway
 from tests.support.clock import FakeClock
 from tests.support.contract import contract_problems
 from tests.support.loopback import LoopbackServer, closed_port_url
@@ -49,16 +48,7 @@ def catalog_without_loom() -> Iterator[str]:
         "digest": "sha256:" + "1" * 64,
         "servers": [{"id": "github", "path": "/s/github/mcp", "tools": ["search_code"]}],
     }
-    body = json.dumps(catalog).encode()
-
-    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            return
-        headers = [(b"content-type", b"application/json")]
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
-
-    server = LoopbackServer(app, lifespan="off")
+    server = LoopbackServer(FakeGateway(catalog=catalog, catalog_everywhere=True), lifespan="off")
     yield server.start()
     server.stop()
 

@@ -11,9 +11,8 @@ import pytest
 from provisioner.integrations.nerve.transcripts import NerveTranscripts
 from provisioner.runtime.state import StateStore
 from provisioner.runtime.transcripts import SqliteTranscripts
+from tests.fakes.loom import FakeLoom
 from tests.integrations.nerve.nerve_db import NerveDb
-
-from .scripted_loom import ScriptedLoom
 
 
 @pytest.fixture
@@ -34,8 +33,8 @@ def transcripts(tmp_path: Path) -> Iterator[SqliteTranscripts]:
 
 
 @pytest.fixture
-def loom() -> ScriptedLoom:
-    return ScriptedLoom()
+def loom() -> FakeLoom:
+    return FakeLoom()
 
 
 # --- a Nerve-shaped nerve.db read as the sweep's source (MIG-2, NERVE-2) ---------------------

@@ -7,9 +7,8 @@ from provisioner.runtime.state import StateStore
 from provisioner.runtime.sweep.backfill import sweep_source
 from provisioner.runtime.sweep.sweeper import Sweeper, SweepReport
 from provisioner.runtime.transcripts import SqliteTranscripts, TranscriptSource
+from tests.fakes.loom import FakeLoom
 from tests.support.clock import fixed_clock
-
-from .scripted_loom import ScriptedLoom
 
 
 def add_session(
@@ -32,7 +31,7 @@ def add_session(
     return ids
 
 
-async def sweep(source: TranscriptSource, state: StateStore, loom: ScriptedLoom) -> SweepReport:
+async def sweep(source: TranscriptSource, state: StateStore, loom: FakeLoom) -> SweepReport:
     """One sweep of ``source`` through the view the engine's sweep reads (MIG-2)."""
     view = sweep_source(source, state, fixed_clock)
     return await Sweeper(loom, view, state, clock=fixed_clock).run_once()

@@ -18,10 +18,10 @@ from provisioner.runtime.sweep.lock import LOCK_SUFFIX, lock_path_of, sweep_lock
 from provisioner.runtime.sweep.outcomes import STOPPED_BUSY
 from provisioner.runtime.sweep.sweeper import Sweeper
 from provisioner.runtime.transcripts import SqliteTranscripts
+from tests.fakes.loom import FakeLoom
 from tests.support.clock import NOW, fixed_clock
 from tests.support.machine_faults import SWEEP_LOCK, process_holding, spellings
 
-from .scripted_loom import ScriptedLoom
 from .sessions import add_session
 
 pytestmark = pytest.mark.anyio
@@ -52,7 +52,7 @@ class TestASecondSweepThroughAnotherSpelling:
         self, tmp_path: Path, spelling: str
     ) -> None:
         paths = spellings(tmp_path)
-        loom = ScriptedLoom()
+        loom = FakeLoom()
         with SqliteTranscripts(tmp_path / "transcripts.sqlite3") as source:
             add_session(source, "a", 3)
             with (
@@ -68,7 +68,7 @@ class TestASecondSweepThroughAnotherSpelling:
         self, tmp_path: Path
     ) -> None:
         paths = spellings(tmp_path)
-        loom = ScriptedLoom()
+        loom = FakeLoom()
         with SqliteTranscripts(tmp_path / "transcripts.sqlite3") as source:
             add_session(source, "a", 3)
             with (
@@ -81,7 +81,7 @@ class TestASecondSweepThroughAnotherSpelling:
 
     async def test_the_sweep_goes_once_the_other_process_let_go(self, tmp_path: Path) -> None:
         paths = spellings(tmp_path)
-        loom = ScriptedLoom()
+        loom = FakeLoom()
         with SqliteTranscripts(tmp_path / "transcripts.sqlite3") as source:
             ids = add_session(source, "a", 3)
             with process_holding(SWEEP_LOCK, str(paths["real"])):
