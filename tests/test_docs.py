@@ -23,8 +23,7 @@ import yaml
 from provisioner.cli.main import build_parser
 from provisioner.config.checks import known_keys
 from provisioner.runtime.gateway import breaker
-from tests.conftest import RunNerve
-from tests.doc_numbers import (
+from tests.support.doc_numbers import (
     FENCED,
     REPO_ROOT,
     TaggedNumber,
@@ -32,7 +31,8 @@ from tests.doc_numbers import (
     tagged_numbers,
     untagged_numbers,
 )
-from tests.readme_blocks import (
+from tests.support.processes import RunNerve
+from tests.support.readme_blocks import (
     README,
     port_is_free,
     readme_section,
@@ -191,7 +191,7 @@ NUMBER_PAGES = [
 # Numbers stated without a constant of this package behind them, each with the reason.
 NOT_OURS = {
     "120 s": "the gateway's own call limit, set by the platform (contracts/gateway.md)",
-    "10 s": "DOC-1's bound on a whole doctor run, held by tests/test_doctor_network.py",
+    "10 s": "DOC-1's bound on a whole doctor run, held by tests/doctor/test_doctor_network.py",
     "2 s": "the README's benchmark target for the golden check, not a runtime number",
     "three times": "Loom's own retries of a queued batch, out of Nerve's sight",
 }

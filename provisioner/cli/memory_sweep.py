@@ -65,7 +65,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable
 
     from provisioner.cli.stopping import StopSignals
-    from provisioner.runtime.sweep.sweeper import SweepReport
+    from provisioner.runtime.sweep.outcomes import SweepReport
 
 DURATION = re.compile(r"(?P<amount>\d+)(?P<unit>[smh]?)")
 DURATION_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600}

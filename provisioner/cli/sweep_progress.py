@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from provisioner.counts import counted
 
 if TYPE_CHECKING:
-    from provisioner.runtime.sweep.sweeper import SweepProgress, SweepReport
+    from provisioner.runtime.sweep.outcomes import SweepProgress, SweepReport
 
 PROGRESS_EVERY_S = 10  # our choice: without a terminal, at most one progress line this often
 TICK_S = 1.0  # our choice: how often the waiting time is redrawn while a batch is out

@@ -27,10 +27,10 @@ from provisioner.runtime.gateway.errors import (
     ToolRefused,
 )
 from provisioner.runtime.state import AUDIT_MIGRATION_SKIPPED, StateStore
+from tests.fakes.loom import CRASH, LOST, Crash, FakeLoom
+from tests.support.clock import fixed_clock, no_wait
 
-from .conftest import fixed_clock, no_wait
 from .memu_db import MemuDb
-from .scripted_loom import CRASH, LOST, Crash, ScriptedLoom
 
 OUTCOMES: dict[str, Callable[[], object]] = {
     "ok": lambda: None,
@@ -49,9 +49,13 @@ OUTCOMES: dict[str, Callable[[], object]] = {
 EXTRA_RUNS = FAILURES_TO_SKIP + 3
 
 
-async def one_run(
-    memu: MemuDb, state: StateStore, loom: ScriptedLoom, page: int
-) -> MigrationReport:
+# Outcomes that can end a run before it shows Loom working (REL-8: an item's third failure
+# skips it only once the same run shows Loom working, docs/migration.md). Each such run can
+# add one failure to an item past the third before the item is skipped.
+RUN_ENDING = frozenset({"no_answer", "breaker", "broken", "lost", "crash"})
+
+
+async def one_run(memu: MemuDb, state: StateStore, loom: FakeLoom, page: int) -> MigrationReport:
     with MemuStore(memu.path, page_items=page) as store:
         return await Migration(loom, store, state, clock=fixed_clock, sleep=no_wait).run()
 
@@ -74,7 +78,7 @@ def test_random_faults_then_runs_to_the_end_leave_each_item_in_loom_once(
     with tempfile.TemporaryDirectory(prefix="migrate-property-") as folder:
         memu = MemuDb(Path(folder) / "memu.sqlite")
         ids = memu.add_items(items)
-        loom = ScriptedLoom(faults=deque(OUTCOMES[name]() for name in schedule))
+        loom = FakeLoom(faults=deque(OUTCOMES[name]() for name in schedule))
         loom.verdicts = {f"memu-{i}": v for i, v in zip(ids, verdicts, strict=False)}
         with StateStore(Path(folder) / "state.sqlite3") as state:
             report = None
@@ -100,7 +104,11 @@ def test_random_faults_then_runs_to_the_end_leave_each_item_in_loom_once(
             entry = entries[item_id]
             assert entry.final
             if entry.status == "skipped":
-                assert entry.failures == FAILURES_TO_SKIP and answered[key] == 0
+                # Skipped at the third failure, or later only where runs ended before they
+                # could show Loom working: never before the third, never without a cause.
+                run_enders = sum(1 for name in schedule if name in RUN_ENDING)
+                assert FAILURES_TO_SKIP <= entry.failures <= FAILURES_TO_SKIP + run_enders
+                assert answered[key] == 0
                 continue
             assert loom.times_stored[key] == 1  # in Loom exactly once
             assert loom.stored[key].text == summaries[item_id]

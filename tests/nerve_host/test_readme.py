@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.nerve_host.conftest import NO_NERVE
+from tests.nerve_host.machine import NO_NERVE
 
 pytest.importorskip("nerve.cli", reason=NO_NERVE)
 
-import tests.loom.test_readme as try_loom
 import tests.migration.test_readme as switch
+import tests.runtime.loom.test_readme as try_loom
 import tests.test_docs as docs
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from provisioner.backends import LoomSettings
 from provisioner.config.model import Config
-from tests.web.conftest import DiagnosticsSnapshot, Serve
+from tests.web.serving import DiagnosticsSnapshot, Serve
 
 LOOM = "memory:\n  backend: loom\nmcp_gateway_url: http://127.0.0.1:8787\n"
 DASHBOARD = "https://loom.example/ns/ada"
