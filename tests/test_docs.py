@@ -484,6 +484,25 @@ class TestDocumentationPages:
                 missing.append(name)
         assert not missing, f"docs/architecture.md does not name {missing} under {room}"
 
+    def test_every_module_the_architecture_page_names_in_a_room_exists(self) -> None:
+        """The module map names no module that is gone: each `name.py` of an entry that
+        opens with its room (`room/`) is a file of a folder of that name under provisioner/."""
+        entry_room = re.compile(r"^(?:\| |- )`([a-z_]+)/`")
+        module = re.compile(r"`([a-z_]+\.py)`")
+        folders: dict[str, set[str]] = {}
+        for path in REPO_ROOT.glob("provisioner/**/*.py"):
+            folders.setdefault(path.parent.name, set()).add(path.name)
+        stale = []
+        for entry in _entries(page_text(DOCS / "architecture.md")):
+            opening = entry_room.match(entry)
+            if opening is None or opening.group(1) not in folders:
+                continue
+            room = opening.group(1)
+            stale += [
+                f"{room}/{name}" for name in module.findall(entry) if name not in folders[room]
+            ]
+        assert not stale, f"docs/architecture.md names modules that do not exist: {stale}"
+
     def test_the_memory_page_no_longer_calls_the_loom_backend_planned(self) -> None:
         text = page_text(DOCS / "memory.md")
         for stale in ("planned", "not built", "not in the package", "does not exist"):
