@@ -15,6 +15,7 @@ import pytest
 from provisioner.devgateway import RunningGateway, SeenCall, serve_in_thread
 from provisioner.runtime.state import StateStore
 from tests.conftest import REPO_ROOT, clean_environment
+from tests.runner import run_cli
 
 from .memu_db import MemuDb
 from .scripted_loom import ScriptedLoom
@@ -23,7 +24,6 @@ NOW = 1_790_000_000.0  # a fixed wall time for ledger and audit rows
 FIXTURE = json.loads(
     (REPO_ROOT / "tests" / "fixtures" / "loom_lifecycle_ops.json").read_text(encoding="utf-8")
 )
-CLI_TIMEOUT_S = 180
 
 
 @pytest.fixture
@@ -112,10 +112,12 @@ class Nerve:
         self.configure("memory:", "  backend: loom", *extra, url)
 
     def command(self, *args: str) -> list[str]:
+        """The process's command line: ``python -m provisioner`` and ``words(*args)``."""
+        return [sys.executable, "-m", "provisioner", *self.words(*args)]
+
+    def words(self, *args: str) -> list[str]:
+        """``memory migrate *args`` with this folder's config folder and workspace."""
         return [
-            sys.executable,
-            "-m",
-            "provisioner",
             "memory",
             "migrate",
             *args,
@@ -129,15 +131,8 @@ class Nerve:
         return clean_environment(self.home)
 
     def migrate(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            self.command(*args),
-            capture_output=True,
-            text=True,
-            env=self.environment(),
-            cwd=self.cwd,
-            timeout=CLI_TIMEOUT_S,
-            check=False,
-        )
+        """``command(*args)`` run in this process (``tests.runner``)."""
+        return run_cli(self.words(*args), env=self.environment(), cwd=self.cwd)
 
     def migrate_json(self, *args: str) -> tuple[int, dict[str, Any]]:
         done = self.migrate(*args, "--json")
