@@ -33,7 +33,7 @@ import httpx
 from provisioner.runtime import McpGatewayServer
 from provisioner.runtime.gateway.server import REQUEST_HEADERS
 
-PEER = Path(__file__).resolve().parent.parent / "tests" / "runtime" / "sdk_peer.py"
+PEER = Path(__file__).resolve().parent.parent / "tests" / "runtime" / "gateway" / "sdk_peer.py"
 MCP_PATH = "/s/loom/mcp"
 TOOL = "loom_search"
 ARGUMENTS = {"query": "tea", "top_k": 3}

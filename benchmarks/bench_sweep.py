@@ -344,7 +344,7 @@ class ScriptedBacklogLoom:
     share of the calls is turned away at once with a 429, drawn from a fixed seed."""
 
     def __init__(self, call_s: float, turned_away: float) -> None:
-        from tests.sweep.scripted_loom import ScriptedLoom
+        from tests.runtime.sweep.scripted_loom import ScriptedLoom
 
         self.loom = ScriptedLoom()
         self.call_s = call_s
@@ -373,7 +373,7 @@ def scripted_backlog(
     shape: Backlog, limit: int, transcripts: Any, folder: Path, turned_away: float
 ) -> dict[str, Any]:
     from provisioner.runtime.state import StateStore
-    from tests.sweep.test_concurrency import VirtualTimeLoop
+    from tests.runtime.sweep.test_concurrency import VirtualTimeLoop
 
     memory = ScriptedBacklogLoom(shape.call_s, turned_away)
     with StateStore(folder / "s.sqlite3") as state:

@@ -191,7 +191,7 @@ NUMBER_PAGES = [
 # Numbers stated without a constant of this package behind them, each with the reason.
 NOT_OURS = {
     "120 s": "the gateway's own call limit, set by the platform (contracts/gateway.md)",
-    "10 s": "DOC-1's bound on a whole doctor run, held by tests/test_doctor_network.py",
+    "10 s": "DOC-1's bound on a whole doctor run, held by tests/doctor/test_doctor_network.py",
     "2 s": "the README's benchmark target for the golden check, not a runtime number",
     "three times": "Loom's own retries of a queued batch, out of Nerve's sight",
 }

@@ -32,7 +32,7 @@ from provisioner.runtime.loom.answers import QUEUE_IDS_PER_CALL
 from provisioner.runtime.loom.backend import LoomMemory
 from provisioner.runtime.loom.queue import ExtractionQueue, extraction_queue
 from provisioner.runtime.transcripts import Message
-from tests.loom.conftest import FIXTURE, argument_paths, contract_problems
+from tests.runtime.loom.conftest import FIXTURE, argument_paths, contract_problems
 
 from .conftest import tools_call
 from .test_dev_gateway import rpc_of
@@ -69,7 +69,8 @@ def states(answer: dict[str, Any]) -> dict[str, str]:
 
 def loom_op_problems(calls: Sequence[SeenCall]) -> list[str]:
     """CON-2 for the calls of ``loom_op``: each names an op the fixture reaches through it,
-    with only the arguments that op's entry declares; the other calls as tests/loom checks."""
+    with only the arguments that op's entry declares; the other calls as tests/runtime/loom
+    checks."""
     problems = contract_problems([call for call in calls if call.tool != "loom_op"])
     declared = FIXTURE["loom_op_ops"]
     for call in (call for call in calls if call.tool == "loom_op"):

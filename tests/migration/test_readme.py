@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import RunNerve
-from tests.integrations.nerve_db import NerveDb, native
+from tests.integrations.nerve.nerve_db import NerveDb, native
 from tests.migration.memu_db import MemuDb
 from tests.readme_blocks import port_is_free, run_commands, section_commands
 

@@ -20,8 +20,8 @@ nerve_db = pytest.importorskip("nerve.db", reason=NO_NERVE)
 from provisioner.integrations.nerve import NerveTranscripts  # noqa: E402
 from provisioner.runtime.state import StateStore  # noqa: E402
 from provisioner.runtime.sweep.sweeper import Sweeper  # noqa: E402
-from tests.sweep.conftest import fixed_clock  # noqa: E402
-from tests.sweep.scripted_loom import ScriptedLoom  # noqa: E402
+from tests.runtime.sweep.conftest import fixed_clock  # noqa: E402
+from tests.runtime.sweep.scripted_loom import ScriptedLoom  # noqa: E402
 
 pytestmark = pytest.mark.anyio
 

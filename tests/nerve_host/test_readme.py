@@ -19,8 +19,8 @@ from tests.nerve_host.conftest import NO_NERVE
 
 pytest.importorskip("nerve.cli", reason=NO_NERVE)
 
-import tests.loom.test_readme as try_loom
 import tests.migration.test_readme as switch
+import tests.runtime.loom.test_readme as try_loom
 import tests.test_docs as docs
 
 

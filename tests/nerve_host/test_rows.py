@@ -27,8 +27,8 @@ from nerve.sources.codex_threads.ingester import CodexIngester  # noqa: E402
 from provisioner.integrations.nerve import NerveTranscripts  # noqa: E402
 from provisioner.runtime.state import StateStore  # noqa: E402
 from provisioner.runtime.sweep.sweeper import Sweeper  # noqa: E402
-from tests.sweep.conftest import fixed_clock  # noqa: E402
-from tests.sweep.scripted_loom import ScriptedLoom  # noqa: E402
+from tests.runtime.sweep.conftest import fixed_clock  # noqa: E402
+from tests.runtime.sweep.scripted_loom import ScriptedLoom  # noqa: E402
 
 THREAD = "0199a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"
 AT = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)

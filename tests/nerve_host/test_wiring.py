@@ -26,7 +26,7 @@ from nerve.cron.jobs import CronJob  # noqa: E402
 from provisioner.devgateway import serve_in_thread  # noqa: E402
 from provisioner.integrations.nerve import nerve_settings  # noqa: E402
 from provisioner.runtime import LoomMemory  # noqa: E402
-from tests.loom.test_engine_wiring import (  # noqa: E402
+from tests.runtime.loom.test_engine_wiring import (  # noqa: E402
     run_block,
     section_blocks,
     section_text,

@@ -18,7 +18,7 @@ import pytest
 from provisioner.config.loader import Config, load_config
 from provisioner.devgateway import RunningGateway, SeenCall, serve_in_thread
 
-REPO_ROOT = Path(__file__).resolve().parent.parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[3]
 FIXTURE = json.loads(
     (REPO_ROOT / "tests" / "fixtures" / "loom_lifecycle_ops.json").read_text(encoding="utf-8")
 )

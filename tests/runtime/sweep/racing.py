@@ -40,7 +40,7 @@ PRELOAD = (
     "h11",
     "jinja2",
     "trio",
-    "tests.sweep.racing",
+    "tests.runtime.sweep.racing",
 )
 BARRIER_TIMEOUT_S = 120.0  # only a child that never started leaves the others waiting this long
 

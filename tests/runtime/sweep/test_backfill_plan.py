@@ -43,7 +43,7 @@ from provisioner.runtime.sweep.start import Memorized, start_new_sessions
 from provisioner.runtime.sweep.sweeper import QUEUED, WAITING, Sweeper
 from provisioner.runtime.transcripts import Message, SqliteTranscripts, TranscriptSource
 from tests.conftest import RunNerve, assert_one_line_error
-from tests.integrations.nerve_db import NerveDb, native
+from tests.integrations.nerve.nerve_db import NerveDb, native
 
 from .conftest import NOW, add_session, fixed_clock, sweep
 from .queued_loom import QueuedLoom

@@ -540,7 +540,7 @@ class TestTroubleshootingPage:
         """DOC-2: docs/troubleshooting.md is keyed by what doctor prints."""
         import ast
 
-        root = Path(__file__).resolve().parent.parent
+        root = Path(__file__).resolve().parents[2]
         ids: set[str] = set()
         for module in (root / "provisioner" / "doctor").glob("*.py"):
             for node in ast.walk(ast.parse(module.read_text(encoding="utf-8"))):

@@ -18,7 +18,7 @@ from provisioner.runtime.sweep.backfill import SweepSource, sweep_source
 from provisioner.runtime.sweep.realign import host_of
 from provisioner.runtime.sweep.start import Memorized, start_new_sessions, start_where_host_stopped
 from provisioner.runtime.transcripts import Message, SqliteTranscripts
-from tests.integrations.nerve_db import NerveDb, native
+from tests.integrations.nerve.nerve_db import NerveDb, native
 
 from .conftest import NOW, add_session, fixed_clock, sweep
 from .scripted_loom import ScriptedLoom

@@ -23,7 +23,7 @@ from provisioner.golden.source import (
 )
 from provisioner.templating.folder import active_folder
 from tests.conftest import REPO_ROOT, assert_one_line_error, clean_environment
-from tests.test_golden import nerve, replace_once
+from tests.golden.test_golden import nerve, replace_once
 
 PYPROJECT = '[project]\nname = "nerve-provisioner"\n'  # what makes a folder a checkout
 

@@ -11,8 +11,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.runtime.loopback import LoopbackServer, SilentListener, closed_port_url
+
 from .fault_gateway import FaultGateway
-from .loopback import LoopbackServer, SilentListener, closed_port_url
 from .sdk_peer import PeerApp
 
 

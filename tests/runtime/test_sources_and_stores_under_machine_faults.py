@@ -18,7 +18,7 @@ from provisioner.cli.main import main
 from provisioner.devgateway.store import DATABASE_FILE
 from provisioner.runtime import sqlite_file
 from provisioner.runtime.state import StateStore
-from tests.integrations.nerve_db import NerveDb
+from tests.integrations.nerve.nerve_db import NerveDb
 from tests.machine_faults import held_by_another_process
 from tests.migration.memu_db import MemuDb
 

@@ -19,7 +19,7 @@ from provisioner.runtime.sweep.backfill import BackfillView, sweep_source
 from provisioner.runtime.sweep.realign import host_of
 from provisioner.runtime.sweep.sweeper import Sweeper
 from provisioner.runtime.transcripts import Message, SqliteTranscripts
-from tests.integrations.nerve_db import NerveDb, native
+from tests.integrations.nerve.nerve_db import NerveDb, native
 
 from .conftest import fixed_clock, sweep
 from .scripted_loom import ScriptedLoom

@@ -42,7 +42,7 @@ from provisioner.runtime.sweep.lock import sweep_lock
 from provisioner.runtime.sweep.sweeper import Sweeper
 from provisioner.runtime.transcripts import SqliteTranscripts
 from tests.conftest import RunNerve, clean_environment
-from tests.runtime.fault_gateway import FaultGateway
+from tests.runtime.gateway.fault_gateway import FaultGateway
 from tests.runtime.loopback import LoopbackServer, closed_port_url
 
 from .conftest import NOW, add_session, fixed_clock

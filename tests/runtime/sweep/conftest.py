@@ -13,7 +13,7 @@ from provisioner.runtime.state import StateStore
 from provisioner.runtime.sweep.backfill import sweep_source
 from provisioner.runtime.sweep.sweeper import Sweeper, SweepReport
 from provisioner.runtime.transcripts import SqliteTranscripts, TranscriptSource
-from tests.integrations.nerve_db import NerveDb
+from tests.integrations.nerve.nerve_db import NerveDb
 
 from .scripted_loom import ScriptedLoom
 

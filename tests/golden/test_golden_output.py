@@ -26,7 +26,7 @@ from provisioner.golden.places import TemplateLines
 from provisioner.golden.shown import manifest_summary
 from provisioner.templating.wording import WordingProblem
 from tests.conftest import GOLDEN_DIR, clean_environment, read_terminal
-from tests.test_golden import copy_assets, nerve, replace_once, section
+from tests.golden.test_golden import copy_assets, nerve, replace_once, section
 
 ACCEPT = "accept with: "
 NOTES = "# Notes\n\nWrite down what you learn.\n"

@@ -28,7 +28,8 @@ from provisioner.workspace.fs import WorkspaceRoot
 from provisioner.workspace.lock import LOCK_PATH, WorkspaceBusy, WorkspaceLock
 from tests.conftest import REPO_ROOT, assert_one_line_error, clean_environment
 
-# More examples on demand: NERVE_PROPERTY_EXAMPLES=200 python3 -m pytest tests/test_init_...
+# More examples on demand:
+# NERVE_PROPERTY_EXAMPLES=200 python3 -m pytest tests/workspace/test_init_interruptions.py
 EXAMPLES = int(os.environ.get("NERVE_PROPERTY_EXAMPLES", "4"))
 
 # Runs the CLI, killing itself (SIGKILL) around the Nth step: a rename or removal relative to

@@ -29,7 +29,7 @@ from provisioner.runtime import LoomMemory, SqliteTranscripts, StateStore, memor
 from provisioner.runtime.loom.backend import NOT_RECALLED
 from provisioner.templating.texts import job_prompt
 from provisioner.workspace.render import Answers, render_workspace
-from tests.runtime.tracking import TransportLog, settled_fds
+from tests.runtime.gateway.tracking import TransportLog, settled_fds
 
 from .conftest import REPO_ROOT
 
@@ -38,7 +38,7 @@ pytestmark = pytest.mark.anyio
 ARCHITECTURE = REPO_ROOT / "docs" / "architecture.md"
 SECTION = "## Wiring it into Nerve's engine"
 STEPS = ("Initialize.", "The startup recall.", "The sweep loop.", "The job loader.", "Shutdown.")
-FD_SLACK = 2  # as in tests/runtime/test_leaks.py
+FD_SLACK = 2  # as in tests/runtime/gateway/test_leaks.py
 CYCLES = 40
 WAIT_GUARD_S = 60.0  # a bound on waiting for the sweep task, never a timing assertion
 NEEDS_PROC = pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc/self/fd")

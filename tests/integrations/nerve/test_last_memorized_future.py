@@ -21,8 +21,8 @@ from provisioner.runtime.gateway.errors import CodedFault
 from provisioner.runtime.state import StateStore
 from provisioner.runtime.sweep.backfill import sweep_source
 from provisioner.runtime.sweep.sweeper import Sweeper
-from tests.sweep.conftest import fixed_clock
-from tests.sweep.scripted_loom import ScriptedLoom
+from tests.runtime.sweep.conftest import fixed_clock
+from tests.runtime.sweep.scripted_loom import ScriptedLoom
 
 from .nerve_db import NerveDb, native
 

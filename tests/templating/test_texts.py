@@ -31,7 +31,7 @@ from provisioner.templating.texts import (
 from provisioner.templating.wording import loom_tools_named, memu_tools_named
 from provisioner.workspace.render import Answers, render_workspace
 
-GOLDEN_DIR = Path(__file__).resolve().parent.parent / "golden"
+GOLDEN_DIR = Path(__file__).resolve().parents[2] / "golden"
 
 # The tools the agent itself uses, as the Loom contract lists them (contracts/loom-ops.md).
 # loom_memory_set_from_messages is Nerve's, and loom_op is not in the default list.

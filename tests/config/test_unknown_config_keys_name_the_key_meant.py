@@ -16,7 +16,7 @@ from provisioner.cli.main import main
 from provisioner.config.checks import NERVE_TOP_LEVEL_KEYS, TOP_LEVEL_KEYS
 from provisioner.config.loader import load_config
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def nerve_source() -> Path:

@@ -31,8 +31,8 @@ from provisioner.runtime.sweep.realign import GONE, REPLACED, newest_matching
 from provisioner.runtime.sweep.sweeper import Sweeper, SweepReport
 from provisioner.runtime.transcripts import RFC3339, Message
 from tests.conftest import RunNerve, assert_one_line_error
-from tests.sweep.conftest import NOW, fixed_clock
-from tests.sweep.scripted_loom import ScriptedLoom
+from tests.runtime.sweep.conftest import NOW, fixed_clock
+from tests.runtime.sweep.scripted_loom import ScriptedLoom
 
 from .nerve_db import NerveDb, ingested, native, restore, text_blocks
 
