@@ -53,11 +53,14 @@ def run_cli(
     provisioner`` unless told, as the tests that started a process named it. The result is a
     ``CompletedProcess`` whose ``args`` are ``prog``'s words followed by ``argv``.
     """
-    stdin = io.TextIOWrapper(io.BytesIO((input or "").encode(_ENCODING)), encoding=_ENCODING)
+    encoding, errors = _io_encoding(os.environ if env is None else env)
+    stdin = io.TextIOWrapper(io.BytesIO((input or "").encode(_ENCODING)), encoding=encoding)
     stdout_bytes, stderr_bytes = io.BytesIO(), io.BytesIO()
-    stdout = io.TextIOWrapper(stdout_bytes, encoding=_ENCODING, write_through=True)
+    stdout = io.TextIOWrapper(
+        stdout_bytes, encoding=encoding, errors=errors or "strict", write_through=True
+    )
     stderr = io.TextIOWrapper(
-        stderr_bytes, encoding=_ENCODING, errors="backslashreplace", write_through=True
+        stderr_bytes, encoding=encoding, errors="backslashreplace", write_through=True
     )
     with (
         _folder(cwd),
@@ -90,6 +93,13 @@ def _status_of(argv: Sequence[str], prog: str) -> int:
     except Exception:
         traceback.print_exc(file=sys.stderr)
         return 1
+
+
+def _io_encoding(env: Mapping[str, str]) -> tuple[str, str | None]:
+    """The standard streams' encoding and error handler a fresh interpreter would take from
+    ``PYTHONIOENCODING`` (``encoding[:errors]``), else UTF-8."""
+    named, _, errors = env.get("PYTHONIOENCODING", "").partition(":")
+    return named or _ENCODING, errors or None
 
 
 def _as_text(data: io.BytesIO) -> str:
