@@ -1,4 +1,5 @@
-"""Shared test helpers: running the real ``nerve`` process, and copies of the templates."""
+"""Shared test helpers: running the command line (in this process, or as a real ``nerve``
+process where a test is about one), and copies of the templates."""
 
 from __future__ import annotations
 

@@ -196,7 +196,9 @@ def _forget_copies() -> None:
 
 
 @contextmanager
-def _streams(stdin: io.TextIOWrapper, stdout: io.TextIOWrapper, stderr: io.TextIOWrapper):  # type: ignore[no-untyped-def]
+def _streams(
+    stdin: io.TextIOWrapper, stdout: io.TextIOWrapper, stderr: io.TextIOWrapper
+) -> Iterator[None]:
     before = sys.stdin, sys.stdout, sys.stderr
     sys.stdin, sys.stdout, sys.stderr = stdin, stdout, stderr
     try:
