@@ -463,6 +463,23 @@ def assert_the_block_stays_whole(items: list[str]) -> None:
         assert bool(count_line) == (dropped > 0)
 
 
+SANITIZE_EXAMPLES = 500  # the slow tier's; the default run tries a tenth of them
+_SANITIZED_TEXT = st.lists(_PIECE, max_size=100).map("".join)
+
+
+def assert_one_capped_line_that_stays_as_it_is(text: str) -> None:
+    """``text`` sanitized, as pack or search text, is one capped line with nothing to escape
+    left and no lone surrogate, and sanitizing it again changes nothing."""
+    for source in ("pack", "search"):
+        line = sanitize_recalled(text, source=source)
+        assert line.splitlines() in ([line], [])
+        assert len(line) <= ITEM_MAX_CHARS
+        assert "<" not in line and ">" not in line
+        assert every_ampersand_starts_an_entity(line.removesuffix(ELLIPSIS))
+        line.encode()  # no lone surrogate is left to break the byte count
+        assert pack(line) == line
+
+
 class TestSessionContextBlockProperty:
     """REC-2, TXT-4: no stored text, whatever it holds, can break the block's shape."""
 
@@ -487,17 +504,18 @@ class TestSessionContextBlockProperty:
     ) -> None:
         assert_the_block_stays_whole(items)
 
-    @settings(max_examples=500, deadline=None)
-    @given(text=st.lists(_PIECE, max_size=100).map("".join))
+    @settings(max_examples=SANITIZE_EXAMPLES // 10, deadline=None)
+    @given(text=_SANITIZED_TEXT)
     def test_any_text_sanitizes_to_one_capped_line_that_stays_as_it_is(self, text: str) -> None:
-        for source in ("pack", "search"):
-            line = sanitize_recalled(text, source=source)
-            assert line.splitlines() in ([line], [])
-            assert len(line) <= ITEM_MAX_CHARS
-            assert "<" not in line and ">" not in line
-            assert every_ampersand_starts_an_entity(line.removesuffix(ELLIPSIS))
-            line.encode()  # no lone surrogate is left to break the byte count
-            assert pack(line) == line
+        assert_one_capped_line_that_stays_as_it_is(text)
+
+    @pytest.mark.slow
+    @settings(max_examples=SANITIZE_EXAMPLES, deadline=None)
+    @given(text=_SANITIZED_TEXT)
+    def test_any_text_sanitizes_to_one_capped_line_that_stays_as_it_is_over_all_the_examples(
+        self, text: str
+    ) -> None:
+        assert_one_capped_line_that_stays_as_it_is(text)
 
 
 # REC-5: text made of what cannot be seen, and of what looks like the block's own tag.
