@@ -340,19 +340,22 @@ def sweep_backlog(shape: Backlog, limit: int, loom: str, turned_away: float) -> 
 
 
 class ScriptedBacklogLoom:
-    """The test suite's scripted Loom behind ``call_s`` of (virtual) work per extraction; a
-    share of the calls is turned away at once with a 429, drawn from a fixed seed."""
+    """The test suite's ``FakeLoom`` behind ``call_s`` of (virtual) work per extraction; a
+    share of the calls is turned away at once with a 429, drawn from a fixed seed, before any
+    work is done (the fake's own faults come after its work)."""
 
     def __init__(self, call_s: float, turned_away: float) -> None:
-        from tests.runtime.sweep.scripted_loom import ScriptedLoom
+        from tests.fakes.loom import FakeLoom
 
-        self.loom = ScriptedLoom()
-        self.call_s = call_s
+        self.loom = FakeLoom(call_s=call_s)
         self.turned_away = turned_away
         self.draw = random.Random(TURNED_AWAY_SEED)
         self.calls = 0
-        self.in_flight = 0
-        self.peak = 0  # the most calls Loom was working on at once
+
+    @property
+    def peak(self) -> int:
+        """The most calls Loom was working on at once."""
+        return self.loom.peak
 
     async def extract(self, messages: Any, **options: Any) -> Any:
         from provisioner.runtime.gateway.errors import MayPass
@@ -360,12 +363,6 @@ class ScriptedBacklogLoom:
         self.calls += 1
         if self.draw.random() < self.turned_away:
             raise MayPass("rate limited", retry_after_s=1.0)
-        self.in_flight += 1
-        self.peak = max(self.peak, self.in_flight)
-        try:
-            await asyncio.sleep(self.call_s)
-        finally:
-            self.in_flight -= 1
         return await self.loom.extract(messages, **options)
 
 

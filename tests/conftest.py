@@ -1,36 +1,19 @@
-"""Shared test helpers: running the command line (in this process, or as a real ``nerve``
-process where a test is about one), and copies of the templates."""
+"""Fixtures every test may ask for: the command line run in this process (or as a real
+``nerve`` process where a test is about one), and copies of the templates."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 
 from tests.runner import run_cli
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
-GOLDEN_DIR = REPO_ROOT / "golden"
-
-# Variables that would change what nerve does; each CLI test starts without them.
-_NERVE_VARIABLES = ("NERVE_", "LOOM_", "COPIER_", "CI")
-
-
-def clean_environment(home: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The test process's environment without nerve's own variables, HOME set to ``home``."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith(_NERVE_VARIABLES)}
-    env["HOME"] = str(home)
-    env["XDG_CONFIG_HOME"] = str(home / ".config")
-    env.update(extra or {})
-    return env
-
-
-RunNerve = Callable[..., subprocess.CompletedProcess]
+from tests.support.processes import RunNerve, clean_environment
+from tests.support.repo import GOLDEN_DIR, REPO_ROOT
 
 
 @pytest.fixture
@@ -96,30 +79,3 @@ def golden_copy(tmp_path: Path) -> Path:
     target = tmp_path / "golden"
     shutil.copytree(GOLDEN_DIR, target)
     return target
-
-
-def assert_one_line_error(
-    result: subprocess.CompletedProcess, *fragments: str, status: int = 2
-) -> None:
-    """Exit ``status`` (2, bad input, unless told), one line on stderr containing every
-    fragment, and no traceback."""
-    assert result.returncode == status, (result.returncode, result.stdout, result.stderr)
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert "Traceback" not in result.stderr
-    for fragment in fragments:
-        assert fragment in lines[0], (fragment, lines[0])
-
-
-def read_terminal(leader: int, *, errors: str = "replace") -> str:
-    """All a process wrote to the terminal whose leader end is ``leader``, until its side
-    closed; the leader is closed after. Linux answers EIO once the other side is gone."""
-    chunks: list[bytes] = []
-    try:
-        while chunk := os.read(leader, 65536):
-            chunks.append(chunk)
-    except OSError:  # the other end is closed
-        pass
-    finally:
-        os.close(leader)
-    return b"".join(chunks).decode("utf-8", errors=errors)

@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from tests.conftest import REPO_ROOT
+from tests.support.repo import REPO_ROOT
 
 BENCHMARKS = REPO_ROOT / "benchmarks"
 RUN_TIMEOUT_S = 300  # a hung benchmark fails here instead of holding the suite

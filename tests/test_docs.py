@@ -23,8 +23,7 @@ import yaml
 from provisioner.cli.main import build_parser
 from provisioner.config.loader import known_keys
 from provisioner.runtime.gateway import breaker
-from tests.conftest import RunNerve
-from tests.doc_numbers import (
+from tests.support.doc_numbers import (
     FENCED,
     REPO_ROOT,
     TaggedNumber,
@@ -32,7 +31,8 @@ from tests.doc_numbers import (
     tagged_numbers,
     untagged_numbers,
 )
-from tests.readme_blocks import (
+from tests.support.processes import RunNerve
+from tests.support.readme_blocks import (
     README,
     port_is_free,
     readme_section,

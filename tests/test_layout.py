@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT
+from tests.support.repo import REPO_ROOT
 
 PACKAGE = REPO_ROOT / "provisioner"
 TOP_LEVEL_MODULES_MAX = 10  # modules directly in provisioner/, the rest in rooms

@@ -13,7 +13,7 @@ import pytest
 
 from provisioner.cli.common import as_sentence
 from provisioner.cli.main import build_parser
-from tests.conftest import RunNerve
+from tests.support.processes import RunNerve
 
 
 def _subcommands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):

@@ -912,7 +912,7 @@ class TestSweepConcurrency:
         assert LoomMemory.from_config(load(config_dir)).sweep_concurrency == 2
 
     def test_a_bad_value_is_one_line_and_exit_2_at_the_command_line(self, run_nerve, tmp_path):
-        from tests.conftest import assert_one_line_error
+        from tests.support.processes import assert_one_line_error
 
         (tmp_path / "cfg").mkdir()
         (tmp_path / "cfg" / "config.local.yaml").write_text(

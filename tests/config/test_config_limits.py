@@ -15,7 +15,7 @@ from provisioner.config.bounded_yaml import (
     load_bounded,
 )
 from provisioner.config.loader import ConfigError, load_config
-from tests.conftest import assert_one_line_error
+from tests.support.processes import assert_one_line_error
 
 # Nine levels of nine aliases: 9**9 nodes once expanded, from a few hundred bytes.
 ALIAS_BOMB = "a0: &a0 [x, x, x, x, x, x, x, x, x]\n" + "".join(

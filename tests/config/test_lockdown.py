@@ -20,7 +20,7 @@ from starlette.testclient import TestClient
 
 from provisioner.config.loader import load_config
 from provisioner.web import memory_router
-from tests.conftest import RunNerve, assert_one_line_error
+from tests.support.processes import RunNerve, assert_one_line_error
 
 LOCKED_SETTINGS = """\
 lockdown: true

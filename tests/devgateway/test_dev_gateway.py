@@ -12,7 +12,7 @@ import pytest
 from provisioner.devgateway import FaultSpecError, RunningGateway, parse_fault_spec, serve_in_thread
 from provisioner.runtime.gateway.catalog import parse_catalog
 
-from .conftest import MCP_HEADERS, nerve_without_the_sdk, tools_call
+from .calls import MCP_HEADERS, nerve_without_the_sdk, tools_call
 
 MESSAGE = {"role": "user", "content": "x", "created_at": "2026-01-01T00:00:00Z"}
 
@@ -263,7 +263,7 @@ class TestCommandLine:
             process.wait(timeout=30)
 
     def test_a_data_path_that_is_a_file_is_one_line_and_exit_2(self, run_nerve, tmp_path) -> None:
-        from tests.conftest import assert_one_line_error
+        from tests.support.processes import assert_one_line_error
 
         (tmp_path / "taken").write_text("a file")
         result = run_nerve("dev", "gateway", "--port", "0", "--data", str(tmp_path / "taken"))
@@ -274,7 +274,7 @@ class TestCommandLine:
     ) -> None:
         """REL-4: the file named, its fault said, no traceback and no URL to use."""
         from provisioner.devgateway.store import DATABASE_FILE
-        from tests.conftest import assert_one_line_error
+        from tests.support.processes import assert_one_line_error
 
         stored = tmp_path / "data" / DATABASE_FILE
         stored.parent.mkdir()
@@ -284,7 +284,7 @@ class TestCommandLine:
         assert result.stdout == ""
 
     def test_a_bad_fault_spec_is_one_line_and_exit_2(self, run_nerve) -> None:
-        from tests.conftest import assert_one_line_error
+        from tests.support.processes import assert_one_line_error
 
         result = run_nerve("dev", "gateway", "--port", "0", "--faults", "bogus")
         assert_one_line_error(result, "--faults", "bogus")

@@ -17,9 +17,9 @@ import pytest
 
 from provisioner.devgateway import FaultSpecError, RunningGateway, parse_fault_spec
 from provisioner.devgateway.app import FAULTS_REQUEST_MAX_BYTES, REQUEST_MAX_BYTES
-from tests.conftest import RunNerve, assert_one_line_error
+from tests.support.processes import RunNerve, assert_one_line_error
 
-from .conftest import MCP_HEADERS, tools_call
+from .calls import MCP_HEADERS, tools_call
 
 DEEP = b"[" * 30_000 + b"]" * 30_000
 JSON_HEADERS = {"Content-Type": "application/json"}

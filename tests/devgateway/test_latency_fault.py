@@ -19,7 +19,7 @@ import pytest
 from provisioner.devgateway import FaultPlan, FaultSpecError, RunningGateway, parse_fault_spec
 from provisioner.devgateway.faults import FAULT_NAMES, LATENCY_MAX_S, FaultDecision, fault_usage
 
-from .conftest import nerve_without_the_sdk, tools_call
+from .calls import nerve_without_the_sdk, tools_call
 from .test_dev_gateway import rpc_of
 
 EXTRACT = "loom_memory_set_from_messages"
@@ -187,7 +187,7 @@ class TestCommandLine:
         assert "pipinstall'nerve-provisioner[dev]'" in unwrapped
 
     def test_a_bad_latency_is_one_line_and_exit_2(self, run_nerve) -> None:
-        from tests.conftest import assert_one_line_error
+        from tests.support.processes import assert_one_line_error
 
         result = run_nerve("dev", "gateway", "--port", "0", "--faults", "latency:601")
         assert_one_line_error(result, "--faults", "latency:601")

@@ -32,9 +32,10 @@ from provisioner.runtime.loom.answers import QUEUE_IDS_PER_CALL
 from provisioner.runtime.loom.backend import LoomMemory
 from provisioner.runtime.loom.queue import ExtractionQueue, extraction_queue
 from provisioner.runtime.transcripts import Message
-from tests.runtime.loom.conftest import FIXTURE, argument_paths, contract_problems
+from tests.support.contract import argument_paths, contract_problems
+from tests.support.repo import CONTRACT_FIXTURE
 
-from .conftest import tools_call
+from .calls import tools_call
 from .test_dev_gateway import rpc_of
 
 STATUS = "memory.extraction_status_mine"
@@ -72,7 +73,7 @@ def loom_op_problems(calls: Sequence[SeenCall]) -> list[str]:
     with only the arguments that op's entry declares; the other calls as tests/runtime/loom
     checks."""
     problems = contract_problems([call for call in calls if call.tool != "loom_op"])
-    declared = FIXTURE["loom_op_ops"]
+    declared = CONTRACT_FIXTURE["loom_op_ops"]
     for call in (call for call in calls if call.tool == "loom_op"):
         arguments = call.arguments if isinstance(call.arguments, dict) else {}
         op, params = arguments.get("op"), arguments.get("params")
@@ -182,7 +183,7 @@ class TestQueue:
         gateway.app.store.answer(STATUS, {"queue_ids": [queue_id]}, forced=lambda: "failed")
         answer = loom_op(client, gateway, op, {"queue_ids": [queue_id, "q-7"]})
         structured = answer["result"]["structuredContent"]
-        jsonschema.validate(structured, FIXTURE["loom_op_ops"][op]["result_schema"])
+        jsonschema.validate(structured, CONTRACT_FIXTURE["loom_op_ops"][op]["result_schema"])
         assert json.loads(answer["result"]["content"][0]["text"]) == structured
 
     @pytest.mark.parametrize(
@@ -211,7 +212,7 @@ class TestContract:
         self,
     ) -> None:
         """CON-2: the follow-up's ops, the fields it reads, and the ids a call may carry."""
-        entries = FIXTURE["loom_op_ops"]
+        entries = CONTRACT_FIXTURE["loom_op_ops"]
         assert set(entries) == contract.LOOM_OP_OPS
         for op, entry in entries.items():
             assert entry["tool"] == contract.LOOM_OP_TOOL

@@ -17,7 +17,7 @@ import pytest
 
 from provisioner.doctor.check import ADVICE_PREFIX, Check, Report, one_line
 from provisioner.doctor.workspace import MEMORY_MD_LINES_SHOWN, MEMORY_MD_MAX_BYTES
-from tests.conftest import RunNerve, assert_one_line_error, clean_environment
+from tests.support.processes import RunNerve, assert_one_line_error, clean_environment
 
 
 @pytest.fixture(scope="module")

@@ -15,23 +15,17 @@ from provisioner.doctor.network import CATALOG_WAIT_S, NETWORK_CHECK_DEADLINE_S
 from provisioner.runtime.gateway import catalog
 from provisioner.runtime.gateway.catalog import CATALOG_DEADLINE_S
 from provisioner.runtime.loom import backend
-from tests.conftest import RunNerve
-from tests.runtime.loopback import LoopbackServer, closed_port_url
-from tests.web.gateway_stub import (
-    LOOM_TOOLS,
-    CatalogApp,
-    CountingListener,
-    catalog_payload,
-    loom_server,
-)
+from tests.fakes.gateway import LOOM_TOOLS, FakeGateway, catalog_payload, loom_server
+from tests.support.loopback import CountingListener, LoopbackServer, closed_port_url
+from tests.support.processes import RunNerve
 
 DOC_1_WHOLE_RUN_S = 10.0  # DOC-1: with the gateway down, doctor ends within this
 SHORT_WAIT_S = 1.0  # an answer that never comes, waited for this long instead
 
 
 @pytest.fixture(scope="module")
-def catalog_app() -> Iterator[CatalogApp]:
-    app = CatalogApp(catalog_payload([loom_server()]))
+def catalog_app() -> Iterator[FakeGateway]:
+    app = FakeGateway(catalog=catalog_payload([loom_server()]))
     server = LoopbackServer(app)
     app.base_url = server.start()
     yield app
@@ -94,10 +88,10 @@ class TestOffline:
 
 class TestCatalog:
     def test_a_catalog_listing_loom_is_ok_with_its_generation_and_tools(
-        self, doctor, catalog_app: CatalogApp
+        self, doctor, catalog_app: FakeGateway
     ) -> None:
         """DOC-1: whether the catalog lists loom, its generation, and which of Loom's tools."""
-        catalog_app.payload = catalog_payload([loom_server()], generation=42)
+        catalog_app.catalog = catalog_payload([loom_server()], generation=42)
         _result, checks = doctor(catalog_app.base_url)
         catalog = checks["loom.catalog"]
         assert catalog["status"] == "OK"
@@ -106,19 +100,19 @@ class TestCatalog:
         assert catalog["source"] == f"{catalog_app.base_url}/catalog"
 
     def test_tools_of_the_default_list_the_catalog_leaves_out_are_named(
-        self, doctor, catalog_app: CatalogApp
+        self, doctor, catalog_app: FakeGateway
     ) -> None:
         tools = [tool for tool in LOOM_TOOLS if tool != "loom_namespace_validate"]
-        catalog_app.payload = catalog_payload([loom_server(tools)])
+        catalog_app.catalog = catalog_payload([loom_server(tools)])
         _result, checks = doctor(catalog_app.base_url)
         assert checks["loom.catalog"]["message"].endswith("; not offered: loom_namespace_validate")
 
     def test_a_catalog_without_loom_is_an_err_with_the_rollout_advice(
-        self, doctor, catalog_app: CatalogApp
+        self, doctor, catalog_app: FakeGateway
     ) -> None:
         """Rollout: switch only once the catalog lists loom."""
         other = {"id": "github", "path": "/s/github/mcp", "tools": ["search_code"]}
-        catalog_app.payload = catalog_payload([other], generation=3)
+        catalog_app.catalog = catalog_payload([other], generation=3)
         result, checks = doctor(catalog_app.base_url)
         assert result.returncode == 1
         catalog = checks["loom.catalog"]

@@ -25,9 +25,9 @@ from provisioner.doctor.wording import (
     SKILLS_MAX_ENTRIES,
 )
 from provisioner.templating.backends import loom_core_tools
-from tests.conftest import RunNerve, clean_environment
 from tests.doctor.test_doctor import Instance, assert_text_matches_json, by_id
 from tests.runner import run_cli
+from tests.support.processes import RunNerve, clean_environment
 
 LOOM_CONFIG = "memory:\n  backend: loom\nmcp_gateway_url: http://127.0.0.1:9\n"
 MEMU_CONFIG = "memory:\n  backend: memu\n"

@@ -12,7 +12,7 @@ from provisioner.fleet.inventory import read_inventory
 from provisioner.fleet.run import FleetRun, RenderCache
 from provisioner.templating.backends import MEMU_TOOLS
 from provisioner.workspace.merge import MARKED
-from tests.fleet.conftest import (
+from tests.fleet.provisioning import (
     AGENT_LINE,
     EARLIER_LINE,
     Provision,

@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT, clean_environment
-from tests.fleet.conftest import AGENT_LINE, EARLIER_LINE, Provision, add_agent_line
-from tests.readme_blocks import run_commands, section_commands
+from tests.fleet.provisioning import AGENT_LINE, EARLIER_LINE, Provision, add_agent_line
+from tests.support.processes import clean_environment
+from tests.support.readme_blocks import run_commands, section_commands
+from tests.support.repo import REPO_ROOT
 
 FLEET_PAGE = REPO_ROOT / "docs" / "fleet.md"
 RECAP = re.compile(

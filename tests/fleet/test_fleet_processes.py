@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 
 from provisioner.workspace.render import MANIFEST_PATH
-from tests.conftest import REPO_ROOT, clean_environment, read_terminal
-from tests.fleet.conftest import Provision
-from tests.machine_faults import process_holding
+from tests.fleet.provisioning import Provision
+from tests.support.machine_faults import process_holding
+from tests.support.processes import clean_environment, read_terminal
+from tests.support.repo import REPO_ROOT
 
 HOLD_THE_LOCK = """
 import sys

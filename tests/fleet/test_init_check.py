@@ -6,7 +6,7 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from tests.fleet.conftest import Provision, add_agent_line, run_main, tree
+from tests.fleet.provisioning import Provision, add_agent_line, run_main, tree
 
 
 def check(tmp_path: Path, *args: str) -> list[str]:

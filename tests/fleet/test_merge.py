@@ -11,7 +11,7 @@ from pathlib import Path
 
 from provisioner.templating.backends import MEMU_TOOLS
 from provisioner.workspace.merge import BASES_PATH, MARKED, three_way
-from tests.fleet.conftest import (
+from tests.fleet.provisioning import (
     AGENT_LINE,
     CURRENT_LINE,
     EARLIER_LINE,

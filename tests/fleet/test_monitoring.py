@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fleet.conftest import Provision, run_main
+from tests.fleet.provisioning import Provision, run_main
 
 
 def configure(tmp_path: Path, text: str, name: str = "config.yaml") -> None:

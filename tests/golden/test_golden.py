@@ -23,8 +23,9 @@ from provisioner.templating.jobs import unrecorded_memu_prompts
 from provisioner.templating.texts import all_texts
 from provisioner.workspace.diff import CR_MARK, NO_NEWLINE, structural_summary, unified_diff
 from provisioner.workspace.render import RenderedFile
-from tests.conftest import GOLDEN_DIR, REPO_ROOT, assert_one_line_error, clean_environment
 from tests.runner import run_cli
+from tests.support.processes import assert_one_line_error, clean_environment
+from tests.support.repo import GOLDEN_DIR, REPO_ROOT
 
 SHIPPED_PROMPTS = REPO_ROOT / "templates" / "shipped-memu-prompts.json"
 _HEADLINE = re.compile(r"^(CHANGED|MODE|MISSING|ORPHAN|UNRECORDED)\s+(.+?) \(")

@@ -25,8 +25,9 @@ from provisioner.golden.check import CheckReport, Difference
 from provisioner.golden.places import TemplateLines
 from provisioner.golden.shown import manifest_summary
 from provisioner.templating.wording import WordingProblem
-from tests.conftest import GOLDEN_DIR, clean_environment, read_terminal
 from tests.golden.test_golden import copy_assets, nerve, replace_once, section
+from tests.support.processes import clean_environment, read_terminal
+from tests.support.repo import GOLDEN_DIR
 
 ACCEPT = "accept with: "
 NOTES = "# Notes\n\nWrite down what you learn.\n"

@@ -22,8 +22,9 @@ from provisioner.golden.source import (
     template_source,
 )
 from provisioner.templating.folder import active_folder
-from tests.conftest import REPO_ROOT, assert_one_line_error, clean_environment
 from tests.golden.test_golden import nerve, replace_once
+from tests.support.processes import assert_one_line_error, clean_environment
+from tests.support.repo import REPO_ROOT
 
 PYPROJECT = '[project]\nname = "nerve-provisioner"\n'  # what makes a folder a checkout
 

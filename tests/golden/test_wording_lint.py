@@ -28,8 +28,9 @@ from provisioner.templating.wording import (
     loom_tools_named,
     memu_tools_named,
 )
-from tests.conftest import GOLDEN_DIR, REPO_ROOT, clean_environment
 from tests.runner import run_cli
+from tests.support.processes import clean_environment
+from tests.support.repo import GOLDEN_DIR, REPO_ROOT
 
 CONTRACT_FIXTURE = REPO_ROOT / "tests" / "fixtures" / "loom_lifecycle_ops.json"
 _WORDING_LINE = re.compile(r"^WORDING  (\S+): names '([^']+)' \((.*)\)$")

@@ -20,10 +20,10 @@ from provisioner.doctor.check import OK, WARN
 from provisioner.doctor.migration import migration_checks
 from provisioner.migration.migrate import NOT_NOW_WAIT_MAX_S
 from provisioner.runtime.state_schema import AUDIT_MIGRATION_SKIPPED
-from tests.conftest import read_terminal
+from tests.support.processes import read_terminal
 
-from .conftest import Nerve
 from .memu_db import MemuDb
+from .migrate_process import Nerve
 from .test_memu_store import damage
 
 CANARY = "zebra-canary"  # in every item's text; never in what the command prints
@@ -241,7 +241,7 @@ class TestMemoryNotReachable:
         assert report["ledger"]["written"] == 0
 
     def test_a_gateway_nobody_listens_on_is_status_75(self, nerve: Nerve) -> None:
-        from tests.runtime.loopback import closed_port_url
+        from tests.support.loopback import closed_port_url
 
         nerve.loom(closed_port_url())
         fill(default_memu(nerve), 3)

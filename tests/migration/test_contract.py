@@ -13,9 +13,8 @@ from provisioner.migration import ledger
 from provisioner.runtime.gateway.errors import BrokenAnswer
 from provisioner.runtime.loom import answers, contract
 from provisioner.runtime.loom.types import WRITE_VERDICTS, MemoryWrite
+from tests.support.repo import CONTRACT_FIXTURE
 from tests.test_loom_contract_fixture import STAND_IN, edit_toolsets, generator
-
-from .conftest import FIXTURE
 
 FULL_WRITE = MemoryWrite(
     memory_key="memu-0f9a",
@@ -29,7 +28,7 @@ FULL_WRITE = MemoryWrite(
 
 
 class TestTheWriteAgainstTheFixture:
-    entry = FIXTURE["operator_ops"]["memory.set"]
+    entry = CONTRACT_FIXTURE["operator_ops"]["memory.set"]
 
     def test_the_write_goes_through_the_tool_the_fixture_names(self) -> None:
         assert {contract.MEMORY_SET: self.entry["tool"]} == contract.OPERATOR_TOOLS
@@ -101,7 +100,7 @@ class TestCallerBoundOps:
     extractions up."""
 
     def test_both_ops_are_reached_through_loom_op_with_queue_ids(self) -> None:
-        ops = FIXTURE["loom_op_ops"]
+        ops = CONTRACT_FIXTURE["loom_op_ops"]
         assert sorted(ops) == ["memory.extraction_retry_mine", "memory.extraction_status_mine"]
         for entry in ops.values():
             assert entry["tool"] == "loom_op"

@@ -40,16 +40,16 @@ from provisioner.runtime.gateway.errors import (
 )
 from provisioner.runtime.state import StateStore
 from provisioner.runtime.state_schema import AUDIT_MIGRATION_SKIPPED
+from tests.fakes.loom import CRASH, LOST, Crash, FakeLoom
+from tests.support.clock import RecordedSleep, fixed_clock, no_wait
 
-from .conftest import RecordedSleep, fixed_clock, no_wait
 from .memu_db import MemuDb
-from .scripted_loom import CRASH, LOST, Crash, ScriptedLoom
 
 pytestmark = pytest.mark.anyio
 
 
 async def migrate(
-    memu: MemuDb, state: StateStore, loom: ScriptedLoom, *, sleep: Sleep = no_wait
+    memu: MemuDb, state: StateStore, loom: FakeLoom, *, sleep: Sleep = no_wait
 ) -> MigrationReport:
     with MemuStore(memu.path, page_items=7) as store:
         return await Migration(loom, store, state, clock=fixed_clock, sleep=sleep).run()
@@ -70,12 +70,12 @@ def skipped_audit(state: StateStore) -> list[dict[str, object]]:
 
 class TestOneWritePerItem:
     async def test_every_item_goes_once_with_its_key_type_tags_and_dates(
-        self, memu: MemuDb, state: StateStore, loom: ScriptedLoom
+        self, memu: MemuDb, state: StateStore, loom: FakeLoom
     ) -> None:
         ids = memu.add_items(20)
         report = await migrate(memu, state, loom)
         assert (report.stopped, report.left, report.sent) == ("done", 0, 20)
-        assert loom.calls == [f"memu-{item_id}" for item_id in ids]
+        assert loom.writes == [f"memu-{item_id}" for item_id in ids]
         summaries = memu.summaries()
         for item_id in ids:
             write = loom.stored[f"memu-{item_id}"]
@@ -87,28 +87,28 @@ class TestOneWritePerItem:
         assert ledger(state).totals()["written"] == 20
 
     async def test_a_second_run_writes_nothing(
-        self, memu: MemuDb, state: StateStore, loom: ScriptedLoom
+        self, memu: MemuDb, state: StateStore, loom: FakeLoom
     ) -> None:
         memu.add_items(15)
         await migrate(memu, state, loom)
         again = await migrate(memu, state, loom)
-        assert len(loom.calls) == 15
+        assert len(loom.writes) == 15
         assert (again.sent, again.already_done, again.left, again.stopped) == (0, 15, 0, "done")
 
     async def test_items_added_to_memu_since_go_on_the_next_run(
-        self, memu: MemuDb, state: StateStore, loom: ScriptedLoom
+        self, memu: MemuDb, state: StateStore, loom: FakeLoom
     ) -> None:
         memu.add_items(5)
         await migrate(memu, state, loom)
         newer = memu.add_items(3, prefix="later")
         report = await migrate(memu, state, loom)
-        assert loom.calls[5:] == [f"memu-{item_id}" for item_id in newer]
+        assert loom.writes[5:] == [f"memu-{item_id}" for item_id in newer]
         assert (report.sent, report.already_done) == (3, 5)
 
 
 class TestVerdicts:
     async def test_the_report_tallies_verdicts_and_names_rejected_and_conflicting_ids(
-        self, memu: MemuDb, state: StateStore, loom: ScriptedLoom
+        self, memu: MemuDb, state: StateStore, loom: FakeLoom
     ) -> None:
         ids = memu.add_items(8)
         loom.verdicts = {
@@ -138,32 +138,32 @@ class TestVerdicts:
         assert "tea" not in text  # the items' text is never in a report
 
     async def test_rejected_and_conflicting_items_are_not_sent_again(
-        self, memu: MemuDb, state: StateStore, loom: ScriptedLoom
+        self, memu: MemuDb, state: StateStore, loom: FakeLoom
     ) -> None:
         ids = memu.add_items(3)
         loom.verdicts = {f"memu-{ids[0]}": "rejected", f"memu-{ids[1]}": "conflict"}
         await migrate(memu, state, loom)
         again = await migrate(memu, state, loom)
-        assert again.sent == 0 and len(loom.calls) == 3
+        assert again.sent == 0 and len(loom.writes) == 3
 
 
 class TestNotNow:
     async def test_a_passing_not_now_is_waited_out_and_the_item_goes_in_the_same_run(
-        self, memu: MemuDb, state: StateStore, loom: ScriptedLoom
+        self, memu: MemuDb, state: StateStore, loom: FakeLoom
     ) -> None:
         ids = memu.add_items(10)
         loom.fault_for = lambda key, n: CodedFault("busy", code="OVERLOADED") if n == 4 else None
         sleep = RecordedSleep()
         report = await migrate(memu, state, loom, sleep=sleep)
         assert (report.stopped, report.left, report.sent, report.retries) == ("done", 0, 10, 1)
-        assert loom.calls.count(f"memu-{ids[4]}") == 2  # refused "not now", then taken
+        assert loom.writes.count(f"memu-{ids[4]}") == 2  # refused "not now", then taken
         (wait,) = sleep.waits
         assert NOT_NOW_BACKOFF_FIRST_S <= wait <= NOT_NOW_BACKOFF_FIRST_S + NOT_NOW_JITTER_S
         assert report.waited_s == wait
         assert "1 write sent again" in "\n".join(report.lines())
 
     async def test_a_retry_after_longer_than_the_backoff_is_waited_out_in_full(
-        self, memu: MemuDb, state: StateStore, loom: ScriptedLoom
+        self, memu: MemuDb, state: StateStore, loom: FakeLoom
     ) -> None:
         memu.add_items(3)
         loom.faults.extend([None, MayPass("rate limited", retry_after_s=7.0)])
@@ -172,7 +172,7 @@ class TestNotNow:
         assert (report.stopped, report.left) == ("done", 0) and sleep.waits == [7.0]
 
     async def test_a_retry_after_past_the_longest_wait_stops_the_run_without_waiting(
-        self, memu: MemuDb, state: StateStore, loom: ScriptedLoom
+        self, memu: MemuDb, state: StateStore, loom: FakeLoom
     ) -> None:
         memu.add_items(3)
         loom.faults.extend([None, MayPass("come back later", retry_after_s=NOT_NOW_WAIT_MAX_S + 1)])
@@ -181,7 +181,7 @@ class TestNotNow:
         assert (report.stopped, report.left, sleep.waits) == ("not_now", 2, [])
 
     async def test_not_now_that_persists_through_every_try_stops_the_run_after_bounded_waits(
-        self, memu: MemuDb, state: StateStore, loom: ScriptedLoom
+        self, memu: MemuDb, state: StateStore, loom: FakeLoom
     ) -> None:
         ids = memu.add_items(10)
         stuck = f"memu-{ids[4]}"
@@ -192,7 +192,7 @@ class TestNotNow:
         first = await migrate(memu, state, loom, sleep=sleep)
         assert (first.stopped, first.error_kind) == ("not_now", "CodedFault(OVERLOADED)")
         assert first.left == 6 and ledger(state).totals()["written"] == 4
-        assert loom.calls.count(stuck) == NOT_NOW_TRIES
+        assert loom.writes.count(stuck) == NOT_NOW_TRIES
         assert len(sleep.waits) == NOT_NOW_TRIES - 1 == first.retries
         assert sleep.waits == sorted(sleep.waits)  # the backoff grows
         assert all(0 < wait <= NOT_NOW_WAIT_MAX_S for wait in sleep.waits)
@@ -215,7 +215,7 @@ class TestFaults:
         self,
         memu: MemuDb,
         state: StateStore,
-        loom: ScriptedLoom,
+        loom: FakeLoom,
         error: Exception,
         stopped: str,
     ) -> None:
@@ -223,11 +223,11 @@ class TestFaults:
         loom.fault_for = lambda key, n: error if n == 2 else None
         report = await migrate(memu, state, loom)
         assert report.stopped == stopped and report.left == 3
-        assert len(loom.calls) == 3
+        assert len(loom.writes) == 3
         assert ledger(state).last_run().stopped == stopped  # type: ignore[union-attr]
 
     async def test_a_lost_answer_is_sent_again_and_loom_answers_duplicate(
-        self, memu: MemuDb, state: StateStore, loom: ScriptedLoom
+        self, memu: MemuDb, state: StateStore, loom: FakeLoom
     ) -> None:
         ids = memu.add_items(4)
         loom.faults.extend([None, LOST])
@@ -237,7 +237,7 @@ class TestFaults:
         assert all(loom.times_stored[f"memu-{i}"] == 1 for i in ids)
 
     async def test_a_crash_between_answer_and_ledger_resumes_with_each_item_once(
-        self, memu: MemuDb, state: StateStore, loom: ScriptedLoom
+        self, memu: MemuDb, state: StateStore, loom: FakeLoom
     ) -> None:
         ids = memu.add_items(9)
         loom.faults.extend([None, None, None, CRASH])
@@ -252,7 +252,7 @@ class TestFaults:
         assert set(loom.times_stored.values()) == {1}
 
     async def test_an_item_loom_fails_three_runs_in_a_row_is_skipped_with_an_audit_row(
-        self, memu: MemuDb, state: StateStore, loom: ScriptedLoom
+        self, memu: MemuDb, state: StateStore, loom: FakeLoom
     ) -> None:
         ids = memu.add_items(4)
         bad = f"memu-{ids[1]}"
@@ -268,12 +268,12 @@ class TestFaults:
         (row,) = skipped_audit(state)
         assert row["detail"] == f"memu item {ids[1]}: {reason}"
         assert (row["session_id"], row["message_id"]) == (None, None)
-        assert loom.calls.count(bad) == FAILURES_TO_SKIP
+        assert loom.writes.count(bad) == FAILURES_TO_SKIP
         await migrate(memu, state, loom)
-        assert loom.calls.count(bad) == FAILURES_TO_SKIP  # skipped for good
+        assert loom.writes.count(bad) == FAILURES_TO_SKIP  # skipped for good
 
     async def test_a_success_in_between_breaks_the_row(
-        self, memu: MemuDb, state: StateStore, loom: ScriptedLoom
+        self, memu: MemuDb, state: StateStore, loom: FakeLoom
     ) -> None:
         ids = memu.add_items(2)
         bad = f"memu-{ids[0]}"
@@ -289,7 +289,7 @@ class TestFaults:
         assert bad in loom.stored
 
     async def test_a_loom_failing_every_item_skips_nothing_and_stops(
-        self, memu: MemuDb, state: StateStore, loom: ScriptedLoom
+        self, memu: MemuDb, state: StateStore, loom: FakeLoom
     ) -> None:
         memu.add_items(LOOM_FAILING_STREAK + 4)
         loom.fault_for = lambda key, n: InternalFault("internal error")
@@ -301,7 +301,7 @@ class TestFaults:
         assert ledger(state).totals()["skipped"] == 0
 
     async def test_an_error_about_one_item_leaves_it_for_the_next_run_and_goes_on(
-        self, memu: MemuDb, state: StateStore, loom: ScriptedLoom
+        self, memu: MemuDb, state: StateStore, loom: FakeLoom
     ) -> None:
         ids = memu.add_items(3)
         loom.fault_for = lambda key, n: ToolRefused("no") if n == 0 else None
@@ -314,14 +314,14 @@ class TestFaults:
 
 class TestRowsThatCannotGo:
     async def test_a_row_with_an_id_is_skipped_once_and_one_without_is_counted(
-        self, tmp_path: Path, state: StateStore, loom: ScriptedLoom
+        self, tmp_path: Path, state: StateStore, loom: FakeLoom
     ) -> None:
         loose = MemuDb(tmp_path / "loose.sqlite", loose=True)
         good = loose.add_item("the user's name is Ada")
         empty = loose.add_item(None)
         loose.add_item("a fact under an id that is no key", item_id="no key!")
         report = await migrate(loose, state, loom)
-        assert loom.calls == [f"memu-{good}"]
+        assert loom.writes == [f"memu-{good}"]
         assert report.skipped == [{"id": empty, "reason": "no_text"}]
         assert (report.unusable_rows, report.left, report.stopped) == (1, 0, "done")
         (row,) = skipped_audit(state)
@@ -335,7 +335,7 @@ class TestRowsThatCannotGo:
 
 class TestRepeatedIds:
     async def test_rows_that_share_an_id_are_counted_named_and_not_written_and_the_run_ends(
-        self, tmp_path: Path, state: StateStore, loom: ScriptedLoom
+        self, tmp_path: Path, state: StateStore, loom: FakeLoom
     ) -> None:
         """REL-8: a store that lost its primary key; ``memu-<id>`` cannot name two texts."""
         loose = MemuDb(tmp_path / "loose.sqlite", loose=True)
@@ -343,7 +343,7 @@ class TestRepeatedIds:
         loose.add_item("the user likes tea", item_id="twice")
         loose.add_item("the user likes coffee", item_id="twice")
         first = await migrate(loose, state, loom)
-        assert loom.calls == [f"memu-{good}"]
+        assert loom.writes == [f"memu-{good}"]
         assert (first.stopped, first.left, first.items_total) == ("done", 0, 3)
         assert (first.unusable_rows, first.repeated_ids) == (2, ["twice"])
         assert "  repeated id, each on more than one row (1): twice" in first.lines()
@@ -352,7 +352,7 @@ class TestRepeatedIds:
         assert again.lines()[0].startswith("migrate done: 1 of 3 memU items done, 0 left")
 
     async def test_a_repeated_id_an_earlier_run_wrote_once_leaves_nothing_left(
-        self, tmp_path: Path, state: StateStore, loom: ScriptedLoom
+        self, tmp_path: Path, state: StateStore, loom: FakeLoom
     ) -> None:
         """A ledger that holds the id (a run before the second row came) still ends at 0."""
         loose = MemuDb(tmp_path / "loose.sqlite", loose=True)
@@ -398,7 +398,7 @@ class FillingState(StateStore):
 class TestAStateFileKeptLocked:
     @pytest.mark.slow
     async def test_a_state_file_locked_past_the_wait_stops_the_run_without_a_traceback(
-        self, memu: MemuDb, state: StateStore, loom: ScriptedLoom
+        self, memu: MemuDb, state: StateStore, loom: FakeLoom
     ) -> None:
         """Another process holds the write lock for longer than the busy wait (SWEEP-12)."""
         memu.add_items(2)
@@ -411,12 +411,12 @@ class TestAStateFileKeptLocked:
             holder.close()
         assert (report.stopped, report.error_kind) == ("state_failed", "busy")
         assert f"the state file {state.path} could not be written: busy" in report.lines()[1]
-        assert loom.calls == []
+        assert loom.writes == []
         again = await migrate(memu, state, loom)
         assert (again.stopped, again.left) == ("done", 0)
 
     async def test_a_full_disk_is_reported_as_a_full_disk_with_status_75(
-        self, memu: MemuDb, tmp_path: Path, loom: ScriptedLoom
+        self, memu: MemuDb, tmp_path: Path, loom: FakeLoom
     ) -> None:
         """REL-4, with a writer failing as SQLite does on a full disk (the real disk: the
         command-line test on a small tmpfs)."""
@@ -432,13 +432,13 @@ class TestAStateFileKeptLocked:
 
 class TestOneAtATime:
     async def test_a_second_migration_of_the_same_state_returns_at_once(
-        self, memu: MemuDb, state: StateStore, loom: ScriptedLoom
+        self, memu: MemuDb, state: StateStore, loom: FakeLoom
     ) -> None:
         memu.add_items(2)
         with migration_lock(state.path) as held:
             assert held
             report = await migrate(memu, state, loom)
-        assert report.stopped == "already_running" and loom.calls == []
+        assert report.stopped == "already_running" and loom.writes == []
 
 
 class TestDryRun:
@@ -455,7 +455,7 @@ class TestDryRun:
         assert not state_path.parent.exists()
 
     async def test_a_dry_run_after_a_partial_run_counts_what_is_left(
-        self, memu: MemuDb, state: StateStore, loom: ScriptedLoom
+        self, memu: MemuDb, state: StateStore, loom: FakeLoom
     ) -> None:
         ids = memu.add_items(5)
         stuck = f"memu-{ids[2]}"

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import RunNerve
 from tests.integrations.nerve.nerve_db import NerveDb, native
 from tests.migration.memu_db import MemuDb
-from tests.readme_blocks import port_is_free, run_commands, section_commands
+from tests.support.processes import RunNerve
+from tests.support.readme_blocks import port_is_free, run_commands, section_commands
 
 SECTION = "## Switch an instance to Loom"
 GATEWAY_PORT = 8787  # the dev gateway's default, which the section's config line names

@@ -13,8 +13,9 @@ from provisioner.migration.migrate import NOT_NOW_TRIES, NOT_NOW_WAIT_MAX_S, Mig
 from provisioner.migration.report import MigrationReport
 from provisioner.runtime.loom.backend import LoomMemory
 from provisioner.runtime.state import StateStore
+from tests.support.clock import RecordedSleep, fixed_clock
+from tests.support.contract import write_contract_problems
 
-from .conftest import RecordedSleep, fixed_clock, write_contract_problems
 from .memu_db import MemuDb
 
 pytestmark = pytest.mark.anyio

@@ -7,7 +7,7 @@ from importlib import metadata
 
 import pytest
 
-from tests.nerve_host.conftest import NO_NERVE, Machine, RunHost
+from tests.nerve_host.machine import NO_NERVE, Machine, RunHost
 
 pytest.importorskip("nerve.cli", reason=NO_NERVE)
 

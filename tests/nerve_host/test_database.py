@@ -13,15 +13,15 @@ from typing import Any
 
 import pytest
 
-from tests.nerve_host.conftest import NO_NERVE
+from tests.nerve_host.machine import NO_NERVE
 
 nerve_db = pytest.importorskip("nerve.db", reason=NO_NERVE)
 
 from provisioner.integrations.nerve import NerveTranscripts  # noqa: E402
 from provisioner.runtime.state import StateStore  # noqa: E402
 from provisioner.runtime.sweep.sweeper import Sweeper  # noqa: E402
-from tests.runtime.sweep.conftest import fixed_clock  # noqa: E402
-from tests.runtime.sweep.scripted_loom import ScriptedLoom  # noqa: E402
+from tests.fakes.loom import FakeLoom  # noqa: E402
+from tests.support.clock import fixed_clock  # noqa: E402
 
 pytestmark = pytest.mark.anyio
 
@@ -45,12 +45,12 @@ async def database(tmp_path: Path) -> AsyncIterator[Any]:
         await db.close()
 
 
-async def sweep_once(path: Path, state_path: Path, loom: ScriptedLoom) -> None:
+async def sweep_once(path: Path, state_path: Path, loom: FakeLoom) -> None:
     with NerveTranscripts(path) as source, StateStore(state_path) as state:
         await Sweeper(loom, source, state, clock=fixed_clock).run_once()
 
 
-def sent(loom: ScriptedLoom) -> list[str]:
+def sent(loom: FakeLoom) -> list[str]:
     return [text for call in loom.calls if call.outcome == "taken" for text in call.contents]
 
 
@@ -90,7 +90,7 @@ class TestNervesMigratedDatabase:
         await database.add_message("chat", "user", "thanks", created_at=LATER)
         assert (await database.compact_messages(1, dry_run=True))["messages_compacted"] == 0
 
-        loom = ScriptedLoom()
+        loom = FakeLoom()
         await sweep_once(tmp_path / "nerve.db", tmp_path / "state.sqlite3", loom)
 
         assert sent(loom) == ["what is due", "the tax return", "thanks"]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.nerve_host.conftest import NO_NERVE, Machine, RunHost
+from tests.nerve_host.machine import NO_NERVE, Machine, RunHost
 
 nerve_db = pytest.importorskip("nerve.db", reason=NO_NERVE)
 

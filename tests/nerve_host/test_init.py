@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.nerve_host.conftest import NO_NERVE, Machine, RunHost
+from tests.nerve_host.machine import NO_NERVE, Machine, RunHost
 
 pytest.importorskip("nerve.workspace", reason=NO_NERVE)
 

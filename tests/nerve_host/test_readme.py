@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.nerve_host.conftest import NO_NERVE
+from tests.nerve_host.machine import NO_NERVE
 
 pytest.importorskip("nerve.cli", reason=NO_NERVE)
 

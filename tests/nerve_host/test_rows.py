@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.nerve_host.conftest import NO_NERVE, Machine, RunHost
+from tests.nerve_host.machine import NO_NERVE, Machine, RunHost
 
 nerve_db = pytest.importorskip("nerve.db", reason=NO_NERVE)
 
@@ -27,8 +27,8 @@ from nerve.sources.codex_threads.ingester import CodexIngester  # noqa: E402
 from provisioner.integrations.nerve import NerveTranscripts  # noqa: E402
 from provisioner.runtime.state import StateStore  # noqa: E402
 from provisioner.runtime.sweep.sweeper import Sweeper  # noqa: E402
-from tests.runtime.sweep.conftest import fixed_clock  # noqa: E402
-from tests.runtime.sweep.scripted_loom import ScriptedLoom  # noqa: E402
+from tests.fakes.loom import FakeLoom  # noqa: E402
+from tests.support.clock import fixed_clock  # noqa: E402
 
 THREAD = "0199a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"
 AT = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
@@ -94,8 +94,8 @@ def nerve_db_path(machine: Machine) -> Path:
     return path
 
 
-def sweep(path: Path, state_path: Path) -> ScriptedLoom:
-    loom = ScriptedLoom()
+def sweep(path: Path, state_path: Path) -> FakeLoom:
+    loom = FakeLoom()
 
     async def run() -> None:
         with NerveTranscripts(path) as source, StateStore(state_path) as state:

@@ -12,8 +12,8 @@ import subprocess
 import pytest
 import yaml
 
-from tests.conftest import REPO_ROOT
-from tests.nerve_host.conftest import NO_NERVE, Machine, RunHost
+from tests.nerve_host.machine import NO_NERVE, Machine, RunHost
+from tests.support.repo import REPO_ROOT
 
 nerve_config = pytest.importorskip("nerve.config", reason=NO_NERVE)
 

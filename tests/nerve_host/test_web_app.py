@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.nerve_host.conftest import NO_NERVE, Machine
+from tests.nerve_host.machine import NO_NERVE, Machine
 
 nerve_server = pytest.importorskip("nerve.gateway.server", reason=NO_NERVE)
 

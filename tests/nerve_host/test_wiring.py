@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.nerve_host.conftest import NO_NERVE, Machine, RunHost
+from tests.nerve_host.machine import NO_NERVE, Machine, RunHost
 
 nerve_db = pytest.importorskip("nerve.db", reason=NO_NERVE)
 

@@ -17,7 +17,7 @@ from provisioner.cli.main import main
 from provisioner.runtime import sqlite_file
 from provisioner.runtime.state import StateStore
 from provisioner.runtime.transcripts import SqliteTranscripts
-from tests.machine_faults import damage, fill, full_disk, held_by_another_process, read_only
+from tests.support.machine_faults import damage, fill, full_disk, held_by_another_process, read_only
 
 UNREACHABLE_GATEWAY = "http://127.0.0.1:9/mcp"  # nothing listens: the file fails first
 FAST_BUSY_TIMEOUT_MS = 200  # wait this long for the other process, not the real five seconds

@@ -21,8 +21,8 @@ from provisioner.migration import memu_store
 from provisioner.runtime import sqlite_file
 from provisioner.runtime.state import StateStore
 from tests.integrations.nerve.nerve_db import NerveDb
-from tests.machine_faults import held_by_another_process
 from tests.migration.memu_db import MemuDb
+from tests.support.machine_faults import held_by_another_process
 
 UNREACHABLE_GATEWAY = "http://127.0.0.1:9/mcp"  # nothing listens: the file fails first
 FAST_BUSY_TIMEOUT_MS = 200  # wait this long for the other process, not the real five seconds

@@ -20,7 +20,8 @@ import pytest
 
 from provisioner.templating.jinja_env import iana_zone_names, line_problem
 from provisioner.templating.questions import AnswerError, load_questions
-from tests.conftest import REPO_ROOT, RunNerve, assert_one_line_error, clean_environment
+from tests.support.processes import RunNerve, assert_one_line_error, clean_environment
+from tests.support.repo import REPO_ROOT
 
 ESC = "\x1b"
 TOO_LONG = "x" * 65  # copier.yml: names are at most 64 characters

@@ -31,7 +31,7 @@ from provisioner.templating.folder import ASSETS_ENV, forget_folders
 from provisioner.templating.questions import load_questions
 from provisioner.workspace.init import InitRequest, run_init
 from provisioner.workspace.render import Answers, render_workspace
-from tests.conftest import GOLDEN_DIR, REPO_ROOT
+from tests.support.repo import GOLDEN_DIR, REPO_ROOT
 
 ZEP_TOOLS = frozenset({"zep_search", "zep_add"})
 ZEP_PATTERN = re.compile(r"(?<![A-Za-z0-9])(?P<tool>zep_[a-z]+)")

@@ -19,11 +19,10 @@ from starlette.applications import Starlette
 
 from provisioner.config.loader import Config, load_config
 from provisioner.web import memory_router
-from tests.runtime.loopback import LoopbackServer
+from tests.support.loopback import LoopbackServer
+from tests.web.serving import Serve
 
 CHROMIUM = Path("/usr/bin/chromium")
-
-Serve = Callable[..., str]
 
 
 @pytest.fixture
@@ -102,13 +101,3 @@ def browser() -> Iterator[Any]:
         )
         yield chromium
         chromium.close()
-
-
-class DiagnosticsSnapshot:
-    """A memory backend that answers fixed diagnostics: what the card must show, as given."""
-
-    def __init__(self, diagnostics: dict[str, Any]) -> None:
-        self._diagnostics = diagnostics
-
-    def diagnostics(self) -> dict[str, Any]:
-        return self._diagnostics

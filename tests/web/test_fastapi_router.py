@@ -24,7 +24,6 @@ from starlette.testclient import TestClient
 
 from provisioner.config.loader import Config
 from provisioner.web import fastapi_router, memory_router
-from tests.web.conftest import DiagnosticsSnapshot
 from tests.web.nerve_shaped_app import (
     AUTH,
     NERVE_MEMU_EDITS,
@@ -35,6 +34,7 @@ from tests.web.nerve_shaped_app import (
     nerve_shaped_app,
     require_token,
 )
+from tests.web.serving import DiagnosticsSnapshot
 from tests.web.test_memory_routes import LOOM, loom_config
 from tests.web.test_response_safety import (
     HOSTILE_DASHBOARD,

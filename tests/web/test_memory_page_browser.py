@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from tests.runtime.loopback import LoopbackServer
-from tests.web.conftest import DiagnosticsSnapshot, Serve
-from tests.web.gateway_stub import RefusingGatewayApp
+from tests.fakes.gateway import FakeGateway
+from tests.support.loopback import LoopbackServer
+from tests.web.serving import DiagnosticsSnapshot, Serve
 from tests.web.test_memory_routes import loom_config
 
 HOSTILE_MESSAGES = [
@@ -183,7 +183,7 @@ class TestWithTheRealBackend:
         self, page: Any, serve_live: Serve, configure, message: str
     ) -> None:
         """The gateway's refusal message reaches the card through the runtime, as text."""
-        gateway = RefusingGatewayApp(message)
+        gateway = FakeGateway(refusal=message)
         server = LoopbackServer(gateway)
         try:
             url = server.start()

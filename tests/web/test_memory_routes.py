@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from provisioner.config.loader import Config, LoomSettings
-from tests.web.conftest import DiagnosticsSnapshot, Serve
+from tests.web.serving import DiagnosticsSnapshot, Serve
 
 LOOM = "memory:\n  backend: loom\nmcp_gateway_url: http://127.0.0.1:8787\n"
 DASHBOARD = "https://loom.example/ns/ada"

@@ -22,7 +22,7 @@ import pytest
 
 from provisioner.devgateway import RunningGateway, serve_in_thread
 from provisioner.runtime.state import StateStore
-from tests.conftest import RunNerve, assert_one_line_error, clean_environment
+from tests.support.processes import RunNerve, assert_one_line_error, clean_environment
 
 START_TIMEOUT_S = 60.0  # a guard against a hung test, not a measure
 STOP_TIMEOUT_S = 30.0

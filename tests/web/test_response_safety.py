@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 import httpx
 import pytest
 
-from tests.web.conftest import DiagnosticsSnapshot, Serve
+from tests.web.serving import DiagnosticsSnapshot, Serve
 from tests.web.test_memory_routes import LOOM, loom_config
 
 HOSTILE_DASHBOARD = "https://loom.example/<script>alert(1)</script>?a=1&b=<i>"

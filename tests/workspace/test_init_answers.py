@@ -12,7 +12,7 @@ import pytest
 from provisioner import __version__
 from provisioner.templating.questions import ECHO_MAX, iana_zone_names
 from provisioner.workspace.render import MANIFEST_PATH
-from tests.conftest import assert_one_line_error
+from tests.support.processes import assert_one_line_error
 
 
 def init_json(run_nerve, *args: str, **kwargs) -> dict:

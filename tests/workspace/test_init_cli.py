@@ -17,7 +17,8 @@ from provisioner.templating.backends import MEMU_TOOLS
 from provisioner.templating.wording import loom_tools_named, memu_tools_named
 from provisioner.workspace.merge import BASES_PATH
 from provisioner.workspace.render import MANIFEST_PATH
-from tests.conftest import GOLDEN_DIR, assert_one_line_error, clean_environment
+from tests.support.processes import assert_one_line_error, clean_environment
+from tests.support.repo import GOLDEN_DIR
 
 WORDED_FILES = ("AGENTS.md", "TOOLS.md", "MEMORY.md", "config/cron/system.yaml")
 

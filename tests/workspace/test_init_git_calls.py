@@ -21,7 +21,8 @@ import pytest
 from plumbum import CommandNotFound, local
 
 from provisioner.workspace.render import Answers, _without_programs, render_workspace
-from tests.conftest import REPO_ROOT, RunNerve, clean_environment
+from tests.support.processes import RunNerve, clean_environment
+from tests.support.repo import REPO_ROOT
 
 REAL_GIT = shutil.which("git")
 

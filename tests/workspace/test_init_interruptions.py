@@ -26,8 +26,9 @@ from hypothesis import strategies as st
 
 from provisioner.workspace.fs import WorkspaceRoot
 from provisioner.workspace.lock import LOCK_PATH, WorkspaceBusy, WorkspaceLock
-from tests.conftest import REPO_ROOT, assert_one_line_error, clean_environment
 from tests.runner import run_cli
+from tests.support.processes import assert_one_line_error, clean_environment
+from tests.support.repo import REPO_ROOT
 
 # More examples on demand:
 # NERVE_PROPERTY_EXAMPLES=200 python3 -m pytest tests/workspace/test_init_interruptions.py

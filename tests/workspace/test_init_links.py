@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from provisioner.workspace.fs import MAX_READ_BYTES, WorkspaceRefused, WorkspaceRoot
-from tests.conftest import assert_one_line_error
+from tests.support.processes import assert_one_line_error
 
 
 def snapshot(root: Path) -> dict[str, bytes]:

@@ -18,7 +18,8 @@ from provisioner.workspace.render import (
     render_tracked_settings,
     render_workspace,
 )
-from tests.conftest import REPO_ROOT, clean_environment
+from tests.support.processes import clean_environment
+from tests.support.repo import REPO_ROOT
 
 PERSONAL_FILES = {"SOUL.md", "IDENTITY.md", "USER.md", "AGENTS.md", "TOOLS.md", "MEMORY.md"}
 WORKER_FILES = {"SOUL.md", "AGENTS.md", "TOOLS.md", "MEMORY.md"}  # TASK.md only with a task

@@ -18,8 +18,8 @@ import pytest
 from provisioner.cli.main import main
 from provisioner.config import loader, local_file
 from provisioner.workspace import fs
-from tests.conftest import REPO_ROOT
-from tests.machine_faults import fill, full_disk, open_below, read_only
+from tests.support.machine_faults import fill, full_disk, open_below, read_only
+from tests.support.repo import REPO_ROOT
 
 EMBEDDINGS_KEY_ANSWERS = "\n\n\n\n\nsk-test-key\n"  # init --terminal's questions, the key last
 DRIFTED_GOLDEN = Path("loom") / "personal" / "AGENTS.md"

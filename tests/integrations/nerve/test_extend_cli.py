@@ -22,7 +22,8 @@ from click.testing import CliRunner, Result
 
 from provisioner.cli.entry import PACKAGE_GROUPS
 from provisioner.integrations.nerve import extend_cli
-from tests.conftest import REPO_ROOT, clean_environment
+from tests.support.processes import clean_environment
+from tests.support.repo import REPO_ROOT
 
 STUB_CLI = Path(__file__).parent / "stub_nerve" / "nervestub" / "cli.py"
 MANIFEST = Path(".nerve") / "provisioned.json"

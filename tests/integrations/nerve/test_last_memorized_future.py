@@ -21,8 +21,8 @@ from provisioner.runtime.gateway.errors import CodedFault
 from provisioner.runtime.state import StateStore
 from provisioner.runtime.sweep.backfill import sweep_source
 from provisioner.runtime.sweep.sweeper import Sweeper
-from tests.runtime.sweep.conftest import fixed_clock
-from tests.runtime.sweep.scripted_loom import ScriptedLoom
+from tests.fakes.loom import FakeLoom
+from tests.support.clock import fixed_clock
 
 from .nerve_db import NerveDb, native
 
@@ -50,7 +50,7 @@ def state(tmp_path: Path) -> Iterator[StateStore]:
         yield store
 
 
-async def sweep(nerve: NerveDb, state: StateStore, loom: ScriptedLoom) -> None:
+async def sweep(nerve: NerveDb, state: StateStore, loom: FakeLoom) -> None:
     with NerveTranscripts(nerve.path, clock=lambda: SWEEP_MOMENT) as reader:
         view = sweep_source(reader, state, fixed_clock)
         await Sweeper(loom, view, state, clock=fixed_clock).run_once()
@@ -63,7 +63,7 @@ class TestAMessageFromTheFuture:
         nerve.session("a")
         nerve.add("a", "user", "now", created_at=native(0))
         nerve.add("a", "user", "from a clock that ran ahead", created_at="2031-01-01 00:00:00")
-        await sweep(nerve, state, ScriptedLoom())
+        await sweep(nerve, state, FakeLoom())
         assert nerve.last_memorized_at("a") == SWEEP_MOMENT_SHOWN
 
     async def test_a_message_after_one_from_the_future_is_not_stripped_before_loom_took_it(
@@ -71,7 +71,7 @@ class TestAMessageFromTheFuture:
     ) -> None:
         nerve.session("a")
         nerve.add("a", "user", "bogus time", created_at="2031-01-01 00:00:00")
-        await sweep(nerve, state, ScriptedLoom())
+        await sweep(nerve, state, FakeLoom())
         fresh = nerve.add("a", "user", "written after it", created_at=native(0, 30, hour=12))
         assert fresh not in nerve.compactable_ids()
 
@@ -84,7 +84,7 @@ class TestAFutureValueIsRepaired:
         nerve.add("a", "user", "first", created_at=native(1))
         taken = nerve.add("a", "user", "second", created_at=native(2))
         nerve.set_last_memorized_at("a", "2031-01-01 00:00:00")
-        loom = ScriptedLoom()
+        loom = FakeLoom()
         await sweep(nerve, state, loom)
         assert taken in loom.taken
         assert nerve.last_memorized_at("a") == native(2)
@@ -95,7 +95,7 @@ class TestAFutureValueIsRepaired:
         nerve.session("a")
         nerve.add("a", "user", "ahead too", created_at="2030-06-01 00:00:00")
         nerve.set_last_memorized_at("a", "2031-01-01 00:00:00")
-        await sweep(nerve, state, ScriptedLoom())
+        await sweep(nerve, state, FakeLoom())
         assert nerve.last_memorized_at("a") == SWEEP_MOMENT_SHOWN
 
     async def test_a_future_value_is_repaired_by_a_sweep_that_sends_nothing_new(
@@ -103,9 +103,9 @@ class TestAFutureValueIsRepaired:
     ) -> None:
         nerve.session("a")
         nerve.add("a", "user", "fact", created_at=native(1))
-        await sweep(nerve, state, ScriptedLoom())
+        await sweep(nerve, state, FakeLoom())
         nerve.set_last_memorized_at("a", "2031-01-01 00:00:00")
-        loom = ScriptedLoom()
+        loom = FakeLoom()
         await sweep(nerve, state, loom)
         assert loom.calls == []
         assert nerve.last_memorized_at("a") == native(1)
@@ -116,7 +116,7 @@ class TestAFutureValueIsRepaired:
         nerve.session("a")
         taken = [nerve.add("a", "user", f"fact {n}", created_at=native(n)) for n in range(3)]
         nerve.set_last_memorized_at("a", "2031-01-01 00:00:00")
-        loom = ScriptedLoom(accept_limit=2)
+        loom = FakeLoom(accept_limit=2)
         loom.faults = deque([None, CodedFault("busy", code="GRANT_BUSY")])
         await sweep(nerve, state, loom)
         assert set(loom.taken) == set(taken[:2])

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from provisioner.cli.entry import MODULE_COMMAND, PACKAGE_SCRIPT, invoked_as
-from tests.conftest import REPO_ROOT, assert_one_line_error, clean_environment
+from tests.support.processes import assert_one_line_error, clean_environment
+from tests.support.repo import REPO_ROOT
 
 STUB_SOURCE = Path(__file__).parent / "stub_nerve"
 STUB_ADOPTS = {"STUB_NERVE_ADOPTS_PROVISIONER": "1"}  # the stub calls extend_cli(main)

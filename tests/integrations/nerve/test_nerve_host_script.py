@@ -6,7 +6,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from tests.conftest import REPO_ROOT, clean_environment
+from tests.support.processes import clean_environment
+from tests.support.repo import REPO_ROOT
 
 SCRIPT = REPO_ROOT / "scripts" / "nerve_host_tests.sh"
 

@@ -30,9 +30,10 @@ from provisioner.runtime.state_schema import AUDIT_CUT, AUDIT_SKIPPED, AUDIT_WEN
 from provisioner.runtime.sweep.realign import GONE, REPLACED, newest_matching
 from provisioner.runtime.sweep.sweeper import Sweeper, SweepReport
 from provisioner.runtime.transcripts import RFC3339, Message
-from tests.conftest import RunNerve, assert_one_line_error
-from tests.runtime.sweep.conftest import NOW, fixed_clock
-from tests.runtime.sweep.scripted_loom import ScriptedLoom
+from tests.fakes.loom import FakeLoom
+from tests.support.clock import NOW, fixed_clock
+from tests.support.machine_faults import process_holding
+from tests.support.processes import RunNerve, assert_one_line_error
 
 from .nerve_db import NerveDb, ingested, native, restore, text_blocks
 
@@ -65,8 +66,8 @@ def state(tmp_path: Path) -> Iterator[StateStore]:
 
 
 @pytest.fixture
-def loom() -> ScriptedLoom:
-    return ScriptedLoom()
+def loom() -> FakeLoom:
+    return FakeLoom()
 
 
 @pytest.fixture
@@ -75,7 +76,7 @@ def source(nerve: NerveDb) -> Iterator[NerveTranscripts]:
         yield reader
 
 
-async def sweep(source: NerveTranscripts, state: StateStore, loom: ScriptedLoom) -> SweepReport:
+async def sweep(source: NerveTranscripts, state: StateStore, loom: FakeLoom) -> SweepReport:
     return await Sweeper(loom, source, state, clock=fixed_clock).run_once()
 
 
@@ -89,7 +90,7 @@ def read_all(source: NerveTranscripts, session_id: str, page: int = 25) -> list[
     return found
 
 
-def sent_contents(loom: ScriptedLoom, calls: slice = slice(None)) -> list[str]:
+def sent_contents(loom: FakeLoom, calls: slice = slice(None)) -> list[str]:
     return [text for call in loom.calls[calls] if call.outcome == "taken" for text in call.contents]
 
 
@@ -136,7 +137,7 @@ class TestWhatIsRead:
         assert [m.id for m in source.messages_after("a", 0, 10)] == [last]
 
     async def test_rows_without_text_are_passed_over_and_never_stall_the_watermark(
-        self, nerve: NerveDb, source: NerveTranscripts, state: StateStore, loom: ScriptedLoom
+        self, nerve: NerveDb, source: NerveTranscripts, state: StateStore, loom: FakeLoom
     ) -> None:
         """Tool-only turns are not messages to extract: no audit row, no stuck session."""
         nerve.session("a")
@@ -183,7 +184,7 @@ class TestWhatIsRead:
         assert [m.id for m in read_all(source, "a", page=7)] == ids[0::2]
 
     async def test_a_row_ingested_late_with_an_older_time_is_read_after_the_watermark(
-        self, nerve: NerveDb, source: NerveTranscripts, state: StateStore, loom: ScriptedLoom
+        self, nerve: NerveDb, source: NerveTranscripts, state: StateStore, loom: FakeLoom
     ) -> None:
         """Ids are the watermark: a higher id with an older time is new, and sent once."""
         nerve.session("a")
@@ -195,7 +196,7 @@ class TestWhatIsRead:
         assert set(loom.taken.values()) == {1}
 
     async def test_a_200_kb_message_goes_cut_and_the_next_sweep_sees_the_same_source(
-        self, nerve: NerveDb, source: NerveTranscripts, state: StateStore, loom: ScriptedLoom
+        self, nerve: NerveDb, source: NerveTranscripts, state: StateStore, loom: FakeLoom
     ) -> None:
         """SWEEP-11 on Nerve's rows; the watermark's mark is of the row, not of the cut text."""
         nerve.session("a")
@@ -208,7 +209,7 @@ class TestWhatIsRead:
         assert report.sessions_realigned == 0 and loom.sent_ids() == [big, after]
 
     async def test_archived_sessions_are_swept_too(
-        self, nerve: NerveDb, source: NerveTranscripts, state: StateStore, loom: ScriptedLoom
+        self, nerve: NerveDb, source: NerveTranscripts, state: StateStore, loom: FakeLoom
     ) -> None:
         nerve.session("old", archived=True)
         nerve.session("new")
@@ -219,7 +220,7 @@ class TestWhatIsRead:
         assert sent_contents(loom) == ["from an archived chat", "from a live chat"]
 
     async def test_roles_are_the_ones_loom_takes_and_another_is_refused_with_an_audit_row(
-        self, nerve: NerveDb, source: NerveTranscripts, state: StateStore, loom: ScriptedLoom
+        self, nerve: NerveDb, source: NerveTranscripts, state: StateStore, loom: FakeLoom
     ) -> None:
         nerve.session("a")
         for role in ("User", "developer", "tool", "critic", "assistant"):
@@ -360,7 +361,7 @@ class TestLastMemorizedAt:
     """NERVE-3: Nerve's retention compaction goes on under Loom, never ahead of Loom."""
 
     async def test_it_becomes_the_time_of_the_last_message_loom_took_in_nerves_format(
-        self, nerve: NerveDb, source: NerveTranscripts, state: StateStore, loom: ScriptedLoom
+        self, nerve: NerveDb, source: NerveTranscripts, state: StateStore, loom: FakeLoom
     ) -> None:
         nerve.session("a")
         nerve.session("b")
@@ -373,7 +374,7 @@ class TestLastMemorizedAt:
         assert all(re.fullmatch(NERVE_FORMAT, nerve.last_memorized_at(s) or "") for s in "ab")
 
     async def test_it_is_never_later_than_a_message_loom_has_not_taken(
-        self, nerve: NerveDb, source: NerveTranscripts, state: StateStore, loom: ScriptedLoom
+        self, nerve: NerveDb, source: NerveTranscripts, state: StateStore, loom: FakeLoom
     ) -> None:
         """Loom takes three messages and is busy for the fourth, ingested late with an older
         time: compaction, asked as Nerve asks it, reaches only messages Loom took."""
@@ -388,7 +389,7 @@ class TestLastMemorizedAt:
         assert nerve.compactable_ids() == set(taken[:2])
 
     async def test_it_never_moves_back(
-        self, nerve: NerveDb, state: StateStore, loom: ScriptedLoom
+        self, nerve: NerveDb, state: StateStore, loom: FakeLoom
     ) -> None:
         """A value later than the message, but not in the future (REL-6 repairs only that)."""
         nerve.session("a")
@@ -400,7 +401,7 @@ class TestLastMemorizedAt:
         assert nerve.last_memorized_at("a") == "2026-12-24T18:00:00Z"
 
     async def test_a_database_without_the_column_is_swept_and_left_as_it_was(
-        self, nerve_dir: Path, state: StateStore, loom: ScriptedLoom
+        self, nerve_dir: Path, state: StateStore, loom: FakeLoom
     ) -> None:
         database = NerveDb(nerve_dir / "nerve.db", last_memorized_at=False)
         database.session("a")
@@ -412,7 +413,7 @@ class TestLastMemorizedAt:
         database.close()
 
     async def test_while_nerve_keeps_its_write_lock_the_sweep_goes_on_and_catches_up_later(
-        self, nerve: NerveDb, state: StateStore, loom: ScriptedLoom
+        self, nerve: NerveDb, state: StateStore, loom: FakeLoom
     ) -> None:
         nerve.session("a")
         nerve.add("a", "user", "fact", created_at=native(1))
@@ -440,7 +441,7 @@ class TestRestoredCopy:
         nerve: NerveDb,
         nerve_dir: Path,
         state: StateStore,
-        loom: ScriptedLoom,
+        loom: FakeLoom,
         written_since: int,
         reason: str,
     ) -> None:
@@ -477,7 +478,7 @@ class TestRestoredCopy:
         nerve: NerveDb,
         nerve_dir: Path,
         state: StateStore,
-        loom: ScriptedLoom,
+        loom: FakeLoom,
     ) -> None:
         nerve.session("a")
         nerve.add_many("a", 30)
@@ -496,7 +497,7 @@ class TestRestoredCopy:
         assert again == [*(f"turn {n} of a" for n in range(30)), "after the restore"]
 
     async def test_an_unchanged_source_is_never_taken_for_one_that_went_back(
-        self, nerve: NerveDb, source: NerveTranscripts, state: StateStore, loom: ScriptedLoom
+        self, nerve: NerveDb, source: NerveTranscripts, state: StateStore, loom: FakeLoom
     ) -> None:
         """Watermarks on a cut message, on blocks-only text and on a refused row, with rows
         without text after them: every sweep finds its watermark's message as it was."""
@@ -522,7 +523,7 @@ class TestRestoredCopy:
         assert loom.sent_ids() == [1, 2, 6]
 
     async def test_a_watermark_kept_before_marks_existed_is_trusted_as_it_stands(
-        self, nerve: NerveDb, source: NerveTranscripts, state: StateStore, loom: ScriptedLoom
+        self, nerve: NerveDb, source: NerveTranscripts, state: StateStore, loom: FakeLoom
     ) -> None:
         nerve.session("a")
         ids = nerve.add_many("a", 3)
@@ -578,7 +579,7 @@ class TestDoctor:
     ) -> None:
         nerve.session("a")
         nerve.add("a", "user", "fact", created_at=native(1))
-        await sweep(source, state, ScriptedLoom())
+        await sweep(source, state, FakeLoom())
         checks = {c.id: c for c in doctor_sweep.sweep_checks(tmp_path / "cfg", now=NOW)}
         check = checks["loom.sweep.nerve_db"]
         assert check.status == OK and str(nerve.path) in check.message
@@ -677,7 +678,7 @@ class TestOnlyConversation:
     """NERVE-9: the rows Nerve writes for tools never reach Loom (shapes: docs/sweep.md)."""
 
     async def test_codex_tool_rows_and_tool_output_are_passed_over(
-        self, nerve: NerveDb, source: NerveTranscripts, state: StateStore, loom: ScriptedLoom
+        self, nerve: NerveDb, source: NerveTranscripts, state: StateStore, loom: FakeLoom
     ) -> None:
         nerve.session("codex:t")
         call = [{"type": "tool_call", "tool": "shell", "input": {}, "tool_use_id": "c1"}]
@@ -725,27 +726,17 @@ class TestABusyFile:
     ) -> None:
         """REL-4: a second process holds nerve.db exclusively; opening it is a FileFault of
         kind busy naming the file (exit 75), never NerveDatabaseError."""
-        import subprocess
-        import sys
-
         from provisioner.integrations.nerve import transcripts
         from provisioner.runtime.sqlite_file import FileFault
 
         monkeypatch.setattr(transcripts, "READ_WAIT_MS", 50)  # the wait, shortened
         nerve.session("a")
         nerve.close()  # the test's own writer lets go, so the holder can take the file whole
-        holder = subprocess.Popen(
-            [sys.executable, "-c", HOLD_EXCLUSIVE, str(nerve.path)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            assert holder.stdout is not None and holder.stdout.readline() == "held\n"
-            with pytest.raises(FileFault) as raised:
-                NerveTranscripts(nerve.path)
-        finally:
-            holder.communicate("", timeout=60)
+        with (
+            process_holding(HOLD_EXCLUSIVE, str(nerve.path)),
+            pytest.raises(FileFault) as raised,
+        ):
+            NerveTranscripts(nerve.path)
         assert (raised.value.kind, raised.value.path, raised.value.exit_status) == (
             "busy",
             str(nerve.path),

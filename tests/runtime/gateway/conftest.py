@@ -11,7 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.runtime.loopback import LoopbackServer, SilentListener, closed_port_url
+from tests.support.clock import FakeClock, FakeSleep
+from tests.support.loopback import LoopbackServer, SilentListener, closed_port_url
 
 from .fault_gateway import FaultGateway
 from .sdk_peer import PeerApp
@@ -94,31 +95,6 @@ def unaccepting_url() -> Iterator[str]:
     listener.fill_backlog()
     yield listener.base_url
     listener.close()
-
-
-class FakeClock:
-    """A monotonic clock that moves only when told to."""
-
-    def __init__(self, start: float = 1000.0) -> None:
-        self.now = start
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
-class FakeSleep:
-    """An async sleep that returns at once, moves the fake clock and records each wait."""
-
-    def __init__(self, clock: FakeClock) -> None:
-        self.clock = clock
-        self.waits: list[float] = []
-
-    async def __call__(self, seconds: float) -> None:
-        self.waits.append(seconds)
-        self.clock.advance(seconds)
 
 
 @pytest.fixture

@@ -19,22 +19,26 @@ from provisioner.runtime.loom.answers import MESSAGE_ROLES
 from provisioner.runtime.loom.backend import LoomMemory
 from provisioner.runtime.loom.recall import PACK_MODE, PACK_SECTIONS, RECALL_SEARCH_TOP_K
 from provisioner.runtime.transcripts import Message
+from tests.support.contract import contract_problems
+from tests.support.repo import CONTRACT_FIXTURE
 
-from .conftest import FIXTURE, contract_problems, loom_config
+from .config_files import loom_config
 
 pytestmark = pytest.mark.anyio
 
 
 class TestDeclarations:
     def test_the_fields_the_backend_may_read_are_the_fixture_s_result_fields(self) -> None:
-        for op, entry in FIXTURE["ops"].items():
+        for op, entry in CONTRACT_FIXTURE["ops"].items():
             assert contract.DECLARED_READS[op] == frozenset(entry["result_fields"]), op
 
     def test_each_op_is_called_through_the_tool_that_serves_it(self) -> None:
-        assert {op: entry["tool"] for op, entry in FIXTURE["ops"].items()} == contract.TOOLS
+        assert {
+            op: entry["tool"] for op, entry in CONTRACT_FIXTURE["ops"].items()
+        } == contract.TOOLS
 
     def test_the_fixed_values_the_backend_sends_are_the_fixture_s(self) -> None:
-        ops = FIXTURE["ops"]
+        ops = CONTRACT_FIXTURE["ops"]
         assert ops["context.pack"]["fixed_values"]["mode"] == [PACK_MODE]
         assert ops["context.pack"]["fixed_values"]["sections"] == [list(PACK_SECTIONS)]
         assert ops["search.query"]["fixed_values"]["top_k"] == [RECALL_SEARCH_TOP_K]

@@ -30,8 +30,7 @@ from provisioner.runtime.loom.backend import NOT_RECALLED
 from provisioner.templating.texts import job_prompt
 from provisioner.workspace.render import Answers, render_workspace
 from tests.runtime.gateway.tracking import TransportLog, settled_fds
-
-from .conftest import REPO_ROOT
+from tests.support.repo import REPO_ROOT
 
 pytestmark = pytest.mark.anyio
 

@@ -13,7 +13,7 @@ from provisioner.runtime.loom.types import Extracted, WrittenMemory
 from provisioner.runtime.memory_contract import MemoryBackendUnavailable
 from provisioner.runtime.transcripts import Message
 
-from .conftest import loom_config
+from .config_files import loom_config
 
 pytestmark = pytest.mark.anyio
 

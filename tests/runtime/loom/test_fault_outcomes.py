@@ -31,7 +31,7 @@ from provisioner.runtime.gateway.errors import (
 from provisioner.runtime.loom.backend import LoomMemory
 from provisioner.runtime.transcripts import Message
 
-from .conftest import loom_config
+from .config_files import loom_config
 
 pytestmark = pytest.mark.anyio
 

@@ -13,8 +13,9 @@ from provisioner.runtime.loom.backend import LoomMemory
 from provisioner.runtime.loom.report import WITHHELD, ErrorRecord
 from provisioner.runtime.loom.types import Identity
 from provisioner.runtime.memory_contract import MemoryBackendUnavailable
+from tests.support.clock import FakeClock
 
-from .conftest import FakeClock, loom_config
+from .config_files import loom_config
 
 pytestmark = pytest.mark.anyio
 

@@ -8,7 +8,6 @@ be tried (REC-2, REC-4, LOOM-3).
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,9 +18,10 @@ from provisioner.devgateway import RunningGateway
 from provisioner.runtime.gateway.errors import BrokenAnswer
 from provisioner.runtime.loom.backend import NOT_RECALLED, LoomMemory
 from provisioner.runtime.loom.recalled import BLOCK_MAX_BYTES, ITEM_MAX_CHARS
-from tests.runtime.loopback import LoopbackServer
+from tests.fakes.gateway import FakeGateway
+from tests.support.loopback import LoopbackServer
 
-from .conftest import loom_config
+from .config_files import loom_config
 
 pytestmark = pytest.mark.anyio
 
@@ -39,44 +39,10 @@ CATALOG = {
 }
 
 
-class ScriptedGateway:
-    """Answers ``/catalog`` with ``CATALOG`` and each tool with ``answers[tool]``."""
-
-    def __init__(self) -> None:
-        self.answers: dict[str, Any] = {}
-        self.base_url = ""
-
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            return
-        if scope["path"] == "/catalog":
-            await self._send(send, CATALOG)
-            return
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
-        request = json.loads(body)
-        structured = self.answers[request["params"]["name"]]
-        result = {
-            "content": [{"type": "text", "text": json.dumps(structured)}],
-            "structuredContent": structured,
-            "isError": False,
-        }
-        await self._send(send, {"jsonrpc": "2.0", "id": request["id"], "result": result})
-
-    @staticmethod
-    async def _send(send: Any, payload: Any) -> None:
-        headers = [(b"content-type", b"application/json")]
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
-        await send({"type": "http.response.body", "body": json.dumps(payload).encode()})
-
-
 @pytest.fixture(scope="module")
-def scripted() -> Iterator[ScriptedGateway]:
-    app = ScriptedGateway()
+def scripted() -> Iterator[FakeGateway]:
+    """Answers ``/catalog`` with ``CATALOG`` and each tool with ``answers[tool]``."""
+    app = FakeGateway(catalog=CATALOG)
     server = LoopbackServer(app, lifespan="off")
     app.base_url = server.start()
     yield app
@@ -98,7 +64,7 @@ class TestHostileRecall:
         ids=["items-not-a-list", "item-not-an-object", "sections-not-an-object"],
     )
     async def test_a_pack_of_the_wrong_shape_is_could_not_be_recalled(
-        self, tmp_path: Path, scripted: ScriptedGateway, answer: Any
+        self, tmp_path: Path, scripted: FakeGateway, answer: Any
     ) -> None:
         """REC-4: a broken answer is a failure, never an empty recall; nothing frozen."""
         scripted.answers = {"loom_context_pack": answer}
@@ -107,7 +73,7 @@ class TestHostileRecall:
             assert memory.diagnostics()["last_error"]["kind"] == "BrokenAnswer"
 
     async def test_items_that_are_not_text_are_skipped_and_the_rest_kept(
-        self, tmp_path: Path, scripted: ScriptedGateway
+        self, tmp_path: Path, scripted: FakeGateway
     ) -> None:
         items = [
             {"memory_key": "a", "text": 42},
@@ -120,7 +86,7 @@ class TestHostileRecall:
         assert recall.items == ("kept line",)
 
     async def test_many_long_memories_are_capped_per_item_and_per_block(
-        self, tmp_path: Path, scripted: ScriptedGateway
+        self, tmp_path: Path, scripted: FakeGateway
     ) -> None:
         """REC-2: each item and the whole block are capped in size."""
         items = [{"memory_key": f"k{n}", "text": f"{n} " + "x" * 5000} for n in range(60)]
@@ -143,7 +109,7 @@ class TestHostileIdentity:
         ids=["namespace-with-a-line", "shared-not-a-name", "org-not-a-string"],
     )
     async def test_names_outside_loom_s_naming_rule_are_a_broken_answer(
-        self, tmp_path: Path, scripted: ScriptedGateway, summary: dict[str, Any]
+        self, tmp_path: Path, scripted: FakeGateway, summary: dict[str, Any]
     ) -> None:
         """LOOM-3: names from Loom reach the system prompt, so only Loom-shaped names pass."""
         scripted.answers = {"loom_namespace_summary": {**summary, "memory_count": 1}}
@@ -152,7 +118,7 @@ class TestHostileIdentity:
                 await memory.health()
 
     async def test_a_count_that_is_a_boolean_is_a_broken_answer(
-        self, tmp_path: Path, scripted: ScriptedGateway
+        self, tmp_path: Path, scripted: FakeGateway
     ) -> None:
         summary = {"org": "dev", "namespace": "agent", "shared_namespaces": []}
         summary["memory_count"] = True

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from provisioner.devgateway import RunningGateway
-from tests.conftest import RunNerve, assert_one_line_error
+from tests.support.processes import RunNerve, assert_one_line_error
 
 COULD_NOT = "Memories could not be recalled"
 

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.readme_blocks import REPO_ROOT, port_is_free, run_commands, section_commands
+from tests.support.readme_blocks import port_is_free, run_commands, section_commands
+from tests.support.repo import REPO_ROOT
 
 SECTION = "## Try Loom locally"
 INSTALL_LINE = "python3 -m pip install '.[dev]'"

@@ -6,7 +6,7 @@ timer from firing. So the pack below is the size that once held it for minutes (
 memories, about 6 MB), served by a real loopback gateway as one JSON body, as a JSON body whose
 pack is in the text block only, and as an event stream.
 
-The hold is counted, not timed (``tests/runtime/loop_probe.py``): a probe task runs once per
+The hold is counted, not timed (``tests/support/loop_probe.py``): a probe task runs once per
 turn of the loop and notes how many memories were made into lines since its last turn, while
 the line-making reads a clock that moves a fixed step per read (``recall.hold_clock``), so it
 yields after the same number of memories on any machine; and every JSON text the loop's own
@@ -28,10 +28,11 @@ from provisioner.runtime.loom import recall as recall_module
 from provisioner.runtime.loom.backend import LoomMemory
 from provisioner.runtime.loom.recall import YIELD_AFTER_S, pack_lines
 from provisioner.runtime.loom.recalled import fit_block, sanitize_recalled
-from tests.runtime.loop_probe import TickingClock, WorkProbe
-from tests.runtime.loopback import LoopbackServer
+from tests.fakes.gateway import FakeGateway, rpc_result
+from tests.support.loop_probe import TickingClock, WorkProbe
+from tests.support.loopback import LoopbackServer
 
-from .conftest import loom_config
+from .config_files import loom_config
 
 pytestmark = pytest.mark.anyio
 
@@ -59,50 +60,27 @@ def pack_answer(texts: list[str]) -> dict[str, Any]:
     return {"mode": "startup", "namespace": "agent", "sections": {"memories": {"items": items}}}
 
 
-class PackGateway:
-    """Answers ``/catalog`` and every ``tools/call`` with one prebuilt pack, in ``shape``."""
-
-    def __init__(self, pack: dict[str, Any]) -> None:
-        pack_json = json.dumps(pack, separators=(",", ":"))
-        short_text = [{"type": "text", "text": "pack"}]
-        self.bodies = {
-            "json": _rpc({"content": short_text, "structuredContent": pack}),
-            "json-text-only": _rpc({"content": [{"type": "text", "text": pack_json}]}),
-        }
-        self.bodies["sse"] = b"event: message\ndata: " + self.bodies["json"] + b"\n\n"
-        self.shape = "json"
-        self.base_url = ""
-
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            return
-        if scope["path"] == "/catalog":
-            await _send(send, "application/json", json.dumps(CATALOG).encode())
-            return
-        while (await receive()).get("more_body"):
-            pass
-        kind = "text/event-stream" if self.shape == "sse" else "application/json"
-        await _send(send, kind, self.bodies[self.shape])
-
-
-def _rpc(result: dict[str, Any]) -> bytes:
+def pack_bodies(pack: dict[str, Any]) -> dict[str, tuple[str, bytes]]:
+    """The answer carrying ``pack`` in each shape, prebuilt: (content type, body)."""
+    pack_json = json.dumps(pack, separators=(",", ":"))
+    short_text = [{"type": "text", "text": "pack"}]
     # The backend numbers its calls from 1, and a recall of a fresh backend is its first call.
-    message = {"jsonrpc": "2.0", "id": 1, "result": {**result, "isError": False}}
-    return json.dumps(message, separators=(",", ":")).encode()
-
-
-async def _send(send: Any, kind: str, body: bytes) -> None:
-    headers = [(b"content-type", kind.encode()), (b"content-length", str(len(body)).encode())]
-    await send({"type": "http.response.start", "status": 200, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+    answer = rpc_result({"content": short_text, "structuredContent": pack})
+    text_only = rpc_result({"content": [{"type": "text", "text": pack_json}]})
+    return {
+        "json": ("application/json", answer),
+        "json-text-only": ("application/json", text_only),
+        "sse": ("text/event-stream", b"event: message\ndata: " + answer + b"\n\n"),
+    }
 
 
 @pytest.fixture(scope="module")
-def pack_gateway() -> Iterator[PackGateway]:
-    app = PackGateway(pack_answer(pack_texts(PACK_ITEMS)))
+def pack_gateway() -> Iterator[tuple[FakeGateway, dict[str, tuple[str, bytes]]]]:
+    """The gateway, serving ``CATALOG``, and the pack's answer in each shape for it to play."""
+    app = FakeGateway(catalog=CATALOG)
     server = LoopbackServer(app, lifespan="off")
     app.base_url = server.start()
-    yield app
+    yield app, pack_bodies(pack_answer(pack_texts(PACK_ITEMS)))
     server.stop()
 
 
@@ -147,16 +125,17 @@ class TestRecallOfAHugePack:
     async def test_a_pack_of_100000_memories_is_recalled_without_holding_the_loop(
         self,
         tmp_path: Path,
-        pack_gateway: PackGateway,
+        pack_gateway: tuple[FakeGateway, dict[str, tuple[str, bytes]]],
         shape: str,
         memories_made: Callable[[], int],
         decoded_on_the_loop: list[int],
     ) -> None:
         """REC-5, REC-1: the recall answers the lines that fit the block; the 6 MB body is
         decoded off the loop, and the loop comes round every few memories made into lines."""
-        pack_gateway.shape = shape
+        gateway, bodies = pack_gateway
+        gateway.raw_answer = bodies[shape]
         expected = first_lines_that_fit(pack_texts(PACK_ITEMS))
-        config = loom_config(tmp_path, pack_gateway.base_url)
+        config = loom_config(tmp_path, gateway.base_url)
         async with LoomMemory.from_config(config) as memory, WorkProbe(memories_made) as probe:
             recall = await memory.startup_recall("s-1")
         assert recall.recalled is True, memory.diagnostics()["last_error"]

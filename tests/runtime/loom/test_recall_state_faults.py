@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,8 +24,9 @@ from provisioner.runtime.loom import backend as backend_module
 from provisioner.runtime.loom.backend import LoomMemory
 from provisioner.runtime.sqlite_file import EXIT_LOOK_AT_FILE, EXIT_TRY_LATER, FileFault
 from provisioner.runtime.state import StateStore
+from tests.support.machine_faults import process_holding
 
-from .conftest import loom_config
+from .config_files import loom_config
 
 pytestmark = pytest.mark.anyio
 
@@ -55,19 +55,8 @@ else:
 @contextmanager
 def held_by_another_process(path: Path) -> Iterator[subprocess.Popen[str]]:
     """``path`` write-locked by a second process until the block ends; the process is given."""
-    holder = subprocess.Popen(
-        [sys.executable, "-c", LOCK_HOLDER, str(path)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert holder.stdin is not None and holder.stdout is not None
-    try:
-        assert holder.stdout.readline().strip() == "held"
+    with process_holding(LOCK_HOLDER, str(path)) as holder:
         yield holder
-    finally:
-        holder.stdin.close()
-        assert holder.wait(timeout=30) == 0
 
 
 def new_state_file(path: Path) -> Path:

@@ -11,8 +11,9 @@ from provisioner.runtime.loom.backend import NOT_RECALLED, LoomMemory
 from provisioner.runtime.loom.recall import RECALL_DEADLINE_S
 from provisioner.runtime.state import StateStore
 from provisioner.templating.texts import session_context
+from tests.support.clock import FakeClock
 
-from .conftest import FakeClock, loom_config
+from .config_files import loom_config
 
 pytestmark = pytest.mark.anyio
 

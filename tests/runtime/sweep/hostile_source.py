@@ -1,26 +1,19 @@
-"""A transcript source that yields whatever it is given, and a Loom that checks the contract.
+"""A transcript source that yields whatever it is given.
 
 The seams of the SWEEP-12 tests. ``HostileSource`` keeps each session's rows in order and
 pages by a hidden ordinal, the way a store pages by its own key: a row whose visible id is
 broken still sits where it was stored. ``BAD_ROWS`` names every kind of bad row a source may
 yield; each carries a canary in whatever text it has, so a test can see that none reaches an
-audit row, a report or a log. ``ContractLoom`` refuses what Loom's params schema refuses
-(``date-time`` format included), as the gateway does with -32602, and records every message
-it took as it came on the wire.
+audit row, a report or a log. The tests hold what reaches Loom to its params schema with
+``FakeLoom(check_contract=True)``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 
-import jsonschema
-
-from provisioner.devgateway.contract import served_tools
-from provisioner.runtime.gateway.errors import BrokenAnswer, MayPass
-from provisioner.runtime.loom.answers import extraction_arguments
-from provisioner.runtime.loom.types import Extracted
 from provisioner.runtime.transcripts import Message
 
 GOOD_TIME = "2026-11-30T10:00:00Z"
@@ -154,61 +147,3 @@ class HostileSource:
 
 
 NOT_A_LIST = object()
-
-
-@dataclass
-class Taken:
-    """One message Loom took: its session, the id the sweep had for it, and the wire item."""
-
-    session_id: str
-    message_id: int
-    wire: dict[str, object]
-
-
-@dataclass
-class ContractLoom:
-    """Loom behind the gateway, as far as the contract goes (SWEEP-3, CON-2).
-
-    Arguments are built by the runtime's own ``extraction_arguments`` and checked against the
-    op's params schema from the contract fixture, ``date-time`` format included: a call the
-    schema refuses is recorded in ``refusals`` and fails as the gateway's -32602 does
-    (``BrokenAnswer``). ``answers`` plays per call: ``"all"`` (the default once it runs
-    out), ``"one"`` (only the first message taken), ``"none"`` or ``"not now"``.
-    """
-
-    answers: list[str] = field(default_factory=list)
-    taken: list[Taken] = field(default_factory=list)
-    refusals: list[str] = field(default_factory=list)
-    calls: int = 0
-
-    def __post_init__(self) -> None:
-        schema = served_tools()["loom_memory_set_from_messages"].params_schema
-        checker = jsonschema.Draft202012Validator.FORMAT_CHECKER
-        self._validator = jsonschema.Draft202012Validator(schema, format_checker=checker)
-
-    async def extract(
-        self,
-        messages: Sequence[Message],
-        *,
-        context: Sequence[Message] = (),
-        session_id: str,
-        defer: bool = False,
-    ) -> Extracted:
-        arguments = extraction_arguments(
-            messages, context, session_id=session_id, defer=defer, namespace=None
-        )
-        problems = [error.message for error in self._validator.iter_errors(arguments)]
-        self.calls += 1
-        if problems:
-            self.refusals.extend(problems)
-            raise BrokenAnswer("-32602: invalid params")
-        answer = self.answers.pop(0) if self.answers else "all"
-        if answer == "not now":
-            raise MayPass("upstream unavailable")
-        accepted = {"all": len(messages), "one": 1, "none": 0}[answer]
-        for message, wire in list(zip(messages, arguments["messages"], strict=True))[:accepted]:
-            self.taken.append(Taken(session_id, message.id, wire))
-        return Extracted(accepted=accepted)
-
-    def taken_ids(self, session_id: str) -> list[int]:
-        return [t.message_id for t in self.taken if t.session_id == session_id]

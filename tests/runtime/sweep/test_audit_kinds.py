@@ -17,7 +17,7 @@ from provisioner.runtime.state_schema import (
     AUDIT_SHOWN_KINDS,
     AUDIT_SKIPPED,
 )
-from tests.conftest import REPO_ROOT
+from tests.support.repo import REPO_ROOT
 
 PACKAGE = REPO_ROOT / "provisioner"
 REGISTRY = Path(state_schema.__file__)

@@ -42,12 +42,12 @@ from provisioner.runtime.sweep.plan import ReadOnlyState, StateUnreadable, plan_
 from provisioner.runtime.sweep.start import Memorized, start_new_sessions
 from provisioner.runtime.sweep.sweeper import QUEUED, WAITING, Sweeper
 from provisioner.runtime.transcripts import Message, SqliteTranscripts, TranscriptSource
-from tests.conftest import RunNerve, assert_one_line_error
+from tests.fakes.loom import FakeLoom
 from tests.integrations.nerve.nerve_db import NerveDb, native
+from tests.support.clock import NOW, fixed_clock
+from tests.support.processes import RunNerve, assert_one_line_error
 
-from .conftest import NOW, add_session, fixed_clock, sweep
-from .queued_loom import QueuedLoom
-from .scripted_loom import ScriptedLoom
+from .sessions import add_session, sweep
 from .test_queued_followup import StepScript
 
 pytestmark = pytest.mark.anyio
@@ -115,7 +115,7 @@ class TestBackfillAll:
     """``--backfill all``: memU's share goes to Loom once, what was sent never again."""
 
     async def test_memus_share_goes_and_what_this_package_sent_does_not_go_again(
-        self, nerve: NerveDb, reader: NerveTranscripts, state: StateStore, loom: ScriptedLoom
+        self, nerve: NerveDb, reader: NerveTranscripts, state: StateStore, loom: FakeLoom
     ) -> None:
         ids = switched(nerve, 10, memorized=5)
         await sweep(reader, state, loom)
@@ -130,7 +130,7 @@ class TestBackfillAll:
         assert state.watermark("a") == new[-1]
 
     async def test_once_memus_share_is_sent_the_watermark_goes_on_to_where_it_stood(
-        self, nerve: NerveDb, reader: NerveTranscripts, state: StateStore, loom: ScriptedLoom
+        self, nerve: NerveDb, reader: NerveTranscripts, state: StateStore, loom: FakeLoom
     ) -> None:
         """With no message after it, the sweep stops at memU's point; the next one settles."""
         ids = switched(nerve, 6, memorized=3)
@@ -145,7 +145,7 @@ class TestBackfillAll:
         assert sorted(loom.taken) == ids and set(loom.taken.values()) == {1}
 
     async def test_run_again_it_finds_nothing_and_nothing_is_sent(
-        self, nerve: NerveDb, reader: NerveTranscripts, state: StateStore, loom: ScriptedLoom
+        self, nerve: NerveDb, reader: NerveTranscripts, state: StateStore, loom: FakeLoom
     ) -> None:
         switched(nerve, 6, memorized=3)
         await sweep(reader, state, loom)
@@ -157,7 +157,7 @@ class TestBackfillAll:
         assert len(loom.calls) == calls and len(backfill_details(state)) == 1
 
     async def test_right_after_the_switch_it_sends_the_whole_history_once(
-        self, nerve: NerveDb, reader: NerveTranscripts, state: StateStore, loom: ScriptedLoom
+        self, nerve: NerveDb, reader: NerveTranscripts, state: StateStore, loom: FakeLoom
     ) -> None:
         ids = switched(nerve, 6, memorized=4)
         moves = backfill(reader, state, "all")  # no sweep yet: started, then moved back
@@ -166,7 +166,7 @@ class TestBackfillAll:
         assert sorted(loom.taken) == ids and set(loom.taken.values()) == {1}
 
     async def test_a_session_swept_from_its_start_has_nothing_to_backfill(
-        self, transcripts: SqliteTranscripts, state: StateStore, loom: ScriptedLoom
+        self, transcripts: SqliteTranscripts, state: StateStore, loom: FakeLoom
     ) -> None:
         add_session(transcripts, "s", 4)
         await sweep(transcripts, state, loom)
@@ -174,7 +174,7 @@ class TestBackfillAll:
         assert state.watermark("s") == 4
 
     async def test_an_interrupted_backfill_goes_on_and_still_passes_over_what_was_sent(
-        self, nerve: NerveDb, reader: NerveTranscripts, state: StateStore, loom: ScriptedLoom
+        self, nerve: NerveDb, reader: NerveTranscripts, state: StateStore, loom: FakeLoom
     ) -> None:
         ids = switched(nerve, 10, memorized=5)
         await sweep(reader, state, loom)
@@ -188,7 +188,7 @@ class TestBackfillAll:
         assert sorted(loom.taken) == ids and set(loom.taken.values()) == {1}
 
     async def test_while_another_sweep_runs_nothing_is_moved(
-        self, nerve: NerveDb, reader: NerveTranscripts, state: StateStore, loom: ScriptedLoom
+        self, nerve: NerveDb, reader: NerveTranscripts, state: StateStore, loom: FakeLoom
     ) -> None:
         ids = switched(nerve, 6, memorized=3)
         await sweep(reader, state, loom)
@@ -199,7 +199,7 @@ class TestBackfillAll:
         assert state.watermark("a") == ids[-1] and backfill_details(state) == []
 
     async def test_a_source_that_went_back_is_no_longer_passed_over(
-        self, nerve: NerveDb, reader: NerveTranscripts, state: StateStore, loom: ScriptedLoom
+        self, nerve: NerveDb, reader: NerveTranscripts, state: StateStore, loom: FakeLoom
     ) -> None:
         """After a restore the ids past the watermark name other messages: they are read."""
         ids = switched(nerve, 10, memorized=5)
@@ -217,7 +217,7 @@ class TestBackfillSince:
     """``--backfill since:DATE``: memU's share from DATE on; earlier, only when asked."""
 
     async def test_since_a_time_sends_memus_messages_from_then_and_all_adds_the_rest(
-        self, nerve: NerveDb, reader: NerveTranscripts, state: StateStore, loom: ScriptedLoom
+        self, nerve: NerveDb, reader: NerveTranscripts, state: StateStore, loom: FakeLoom
     ) -> None:
         ids = switched(nerve, 10, memorized=5)  # 10:00:00 … 10:00:09
         await sweep(reader, state, loom)
@@ -231,21 +231,21 @@ class TestBackfillSince:
         assert sorted(loom.taken) == ids and set(loom.taken.values()) == {1}
 
     async def test_a_date_after_memus_point_moves_nothing(
-        self, nerve: NerveDb, reader: NerveTranscripts, state: StateStore, loom: ScriptedLoom
+        self, nerve: NerveDb, reader: NerveTranscripts, state: StateStore, loom: FakeLoom
     ) -> None:
         switched(nerve, 6, memorized=3)
         await sweep(reader, state, loom)
         assert backfill(reader, state, "since:2026-12-01") == []
 
     async def test_a_day_means_from_its_start_in_utc(
-        self, nerve: NerveDb, reader: NerveTranscripts, state: StateStore, loom: ScriptedLoom
+        self, nerve: NerveDb, reader: NerveTranscripts, state: StateStore, loom: FakeLoom
     ) -> None:
         ids = switched(nerve, 6, memorized=3)
         await sweep(reader, state, loom)
         assert backfill(reader, state, "since:2026-11-30") == [BackfillMove("a", 0, ids[2], ids[5])]
 
     async def test_a_message_whose_time_cannot_be_read_counts_as_after_the_date(
-        self, tmp_path: Path, state: StateStore, loom: ScriptedLoom
+        self, tmp_path: Path, state: StateStore, loom: FakeLoom
     ) -> None:
         source = Remembering(tmp_path / "t.sqlite3")
         first = source.add_message("s", "user", "one", "2026-11-30T10:00:00Z")
@@ -274,7 +274,7 @@ class TestPlan:
     """``--plan``: what a sweep would send, and nothing written."""
 
     async def test_it_counts_exactly_what_the_sweep_then_sends(
-        self, transcripts: SqliteTranscripts, state: StateStore, loom: ScriptedLoom
+        self, transcripts: SqliteTranscripts, state: StateStore, loom: FakeLoom
     ) -> None:
         add_session(transcripts, "long", 230, size=300)
         add_session(transcripts, "short", 3)
@@ -306,7 +306,7 @@ class TestPlan:
         assert plan.as_dict()["backfill"] == {"scope": "all", **_figures(plan.backfill)}
 
     async def test_after_a_backfill_it_leaves_out_what_is_passed_over(
-        self, nerve: NerveDb, reader: NerveTranscripts, state: StateStore, loom: ScriptedLoom
+        self, nerve: NerveDb, reader: NerveTranscripts, state: StateStore, loom: FakeLoom
     ) -> None:
         switched(nerve, 10, memorized=4)
         await sweep(reader, state, loom)
@@ -319,7 +319,7 @@ class TestPlan:
         assert plan.due.bytes == sent_bytes(reader, loom, since_call=calls)
 
     async def test_it_writes_nothing_to_the_state_or_to_nerves_file(
-        self, tmp_path: Path, nerve: NerveDb, reader: NerveTranscripts, loom: ScriptedLoom
+        self, tmp_path: Path, nerve: NerveDb, reader: NerveTranscripts, loom: FakeLoom
     ) -> None:
         switched(nerve, 10, memorized=4)
         path = tmp_path / "state.sqlite3"
@@ -394,7 +394,7 @@ class TestPlan:
         )
 
 
-def sent_bytes(source: TranscriptSource, loom: ScriptedLoom, *, since_call: int = 0) -> int:
+def sent_bytes(source: TranscriptSource, loom: FakeLoom, *, since_call: int = 0) -> int:
     """The request bodies of the calls Loom took, sized as ``batching`` sizes them."""
     total = 0
     for call in loom.calls[since_call:]:
@@ -553,7 +553,7 @@ class TestBackfillBesideAQueuedBatch:
         self, nerve: NerveDb, reader: NerveTranscripts, state: StateStore
     ) -> None:
         ids = switched(nerve, 10, memorized=5)
-        loom = QueuedLoom(step=StepScript({"q-1": ["queued"]}))
+        loom = FakeLoom(queue=True, step=StepScript({"q-1": ["queued"]}))
         view = sweep_source(reader, state, fixed_clock)
         sweeper = Sweeper(loom, view, state, clock=fixed_clock, mode=QUEUED)  # type: ignore[arg-type]
         await sweeper.run_once()  # ids[5:] queued as q-1, not written yet

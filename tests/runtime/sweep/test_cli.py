@@ -19,7 +19,7 @@ from provisioner.devgateway import RunningGateway, serve_in_thread
 from provisioner.runtime.state import StateStore
 from provisioner.runtime.sweep.lock import sweep_lock
 from provisioner.runtime.transcripts import SqliteTranscripts
-from tests.conftest import read_terminal
+from tests.support.processes import read_terminal
 
 
 @pytest.fixture

@@ -57,9 +57,8 @@ from provisioner.runtime.sweep.concurrency import (
 from provisioner.runtime.sweep.outcomes import STOPPED_BREAKER, STOPPED_DONE, SweepReport
 from provisioner.runtime.sweep.sweeper import WAITING, Sweeper, SweepProgress
 from provisioner.runtime.transcripts import Message, SqliteTranscripts
-
-from .conftest import fixed_clock
-from .scripted_loom import ScriptedLoom
+from tests.fakes.loom import FakeLoom
+from tests.support.clock import fixed_clock
 
 THROUGH = WindowResult(verdict=Verdict.THROUGH)
 SLOW_DOWN = WindowResult(verdict=Verdict.SLOW_DOWN)
@@ -155,14 +154,14 @@ def message(message_id: int) -> Message:
 
 @pytest.mark.anyio
 class TestTalliedExtractor:
-    async def test_a_window_whose_batches_were_taken_went_through(self, loom: ScriptedLoom):
+    async def test_a_window_whose_batches_were_taken_went_through(self, loom: FakeLoom):
         tallied = TalliedExtractor(loom)
         tally = tallied.start("s1")
         await tallied.extract([message(1), message(2)], session_id="s1")
         await tallied.extract([message(3)], session_id="s1")
         assert (tally.taken, tally.failed, tally.verdict) == (2, 0, Verdict.THROUGH)
 
-    async def test_a_429_among_the_calls_asks_to_slow_down(self, loom: ScriptedLoom):
+    async def test_a_429_among_the_calls_asks_to_slow_down(self, loom: FakeLoom):
         tallied = TalliedExtractor(loom)
         tally = tallied.start("s1")
         await tallied.extract([message(1)], session_id="s1")
@@ -171,7 +170,7 @@ class TestTalliedExtractor:
             await tallied.extract([message(2)], session_id="s1")
         assert tally.verdict is Verdict.SLOW_DOWN
 
-    async def test_loom_s_own_fault_or_nothing_taken_is_neutral(self, loom: ScriptedLoom):
+    async def test_loom_s_own_fault_or_nothing_taken_is_neutral(self, loom: FakeLoom):
         tallied = TalliedExtractor(loom)
         failing, empty = tallied.start("s1"), tallied.start("s2")
         await tallied.extract([message(1)], session_id="s1")
@@ -183,7 +182,7 @@ class TestTalliedExtractor:
         assert (failing.verdict, empty.verdict) == (Verdict.NEUTRAL, Verdict.NEUTRAL)
 
     async def test_the_answer_passes_unchanged_and_each_session_has_its_own_tally(
-        self, loom: ScriptedLoom
+        self, loom: FakeLoom
     ):
         tallied = TalliedExtractor(loom)
         first = tallied.start("s1")
@@ -518,31 +517,12 @@ def on_virtual_time(main: Callable[[], Coroutine[Any, Any, Any]]) -> tuple[Any, 
         loop.close()
 
 
-class SlowLoom:
-    """The scripted Loom, one virtual second per call; counts the calls in flight, in all and
-    per session, and keeps the session of each call in the order the calls went out."""
-
-    def __init__(self, loom: ScriptedLoom) -> None:
-        self.loom = loom
-        self.in_flight = 0
-        self.peak = 0
-        self.per_session: dict[str, int] = {}
-        self.session_peak = 0
-        self.order: list[str] = []
-
-    async def extract(self, messages: Sequence[Message], **options: Any) -> Extracted:
-        session = options["session_id"]
-        self.order.append(session)
-        self.in_flight += 1
-        self.per_session[session] = self.per_session.get(session, 0) + 1
-        self.peak = max(self.peak, self.in_flight)
-        self.session_peak = max(self.session_peak, self.per_session[session])
-        try:
-            await asyncio.sleep(CALL_S)
-            return await self.loom.extract(messages, **options)
-        finally:
-            self.in_flight -= 1
-            self.per_session[session] -= 1
+def slowed(loom: FakeLoom) -> FakeLoom:
+    """``loom`` taking ``CALL_S`` virtual seconds per extraction; it counts the calls in
+    flight, in all and per session, and keeps the session of each call in the order the calls
+    went out."""
+    loom.call_s = CALL_S
+    return loom
 
 
 class ToldHost:
@@ -602,14 +582,14 @@ def backlog(source: SqliteTranscripts, count: int, batches: int) -> dict[str, in
 class TestTheSweeperTakesALimit:
     @pytest.mark.parametrize("cap", [0, SWEEP_CONCURRENCY_MAX + 1, True])
     def test_a_limit_outside_one_to_thirty_two_is_refused_when_the_sweeper_is_built(
-        self, cap: Any, loom: ScriptedLoom, transcripts: SqliteTranscripts, state: StateStore
+        self, cap: Any, loom: FakeLoom, transcripts: SqliteTranscripts, state: StateStore
     ) -> None:
         """The configuration has checked it; a caller passing its own value hears at once."""
         with pytest.raises(ValueError, match="cap"):
             Sweeper(loom, transcripts, state, concurrency=cap)
 
     def test_the_default_is_the_configuration_s_default(
-        self, loom: ScriptedLoom, transcripts: SqliteTranscripts, state: StateStore
+        self, loom: FakeLoom, transcripts: SqliteTranscripts, state: StateStore
     ) -> None:
         """SWEEP-14: at most 4 unless memory.loom.sweep_concurrency says otherwise."""
         assert Sweeper(loom, transcripts, state).concurrency == SWEEP_CONCURRENCY_DEFAULT
@@ -619,13 +599,13 @@ class TestBacklog:
     SESSIONS = 24
     BATCHES = 3
 
-    def sweep_backlog(self, tmp_path, name: str, cap: int, loom: ScriptedLoom):
+    def sweep_backlog(self, tmp_path, name: str, cap: int, loom: FakeLoom):
         with (
             SqliteTranscripts(tmp_path / f"{name}-t.sqlite3") as source,
             StateStore(tmp_path / f"{name}-s.sqlite3") as state,
         ):
             last = backlog(source, self.SESSIONS, self.BATCHES)
-            slow = SlowLoom(loom)
+            slow = slowed(loom)
             told: list[SweepProgress] = []
             report, elapsed = sweep_once(slow, source, state, cap, told.append)
             watermarks = {session: state.watermark(session) for session in last}
@@ -636,7 +616,7 @@ class TestBacklog:
     ):
         """SWEEP-14: the same calls, none lost; four windows at once once the limit has grown
         from one to four, a window through at a time."""
-        one, many = ScriptedLoom(), ScriptedLoom()
+        one, many = FakeLoom(), FakeLoom()
         _, alone_s, alone, _, alone_done = self.sweep_backlog(tmp_path, "one", 1, one)
         report, together_s, slow, _, done = self.sweep_backlog(tmp_path, "many", 4, many)
         calls = self.SESSIONS * self.BATCHES
@@ -654,13 +634,13 @@ class TestBacklog:
 
     def test_one_session_never_has_two_windows_in_flight(self, tmp_path):
         """SWEEP-14: a session listed twice is swept once; its batches go one after another."""
-        loom = ScriptedLoom()
+        loom = FakeLoom()
         with (
             SqliteTranscripts(tmp_path / "t.sqlite3") as transcripts,
             StateStore(tmp_path / "s.sqlite3") as state,
         ):
             last = backlog(transcripts, 8, self.BATCHES)  # 1, then 2, then 4 side by side
-            source, slow = ToldHost(transcripts, listings=2), SlowLoom(loom)
+            source, slow = ToldHost(transcripts, listings=2), slowed(loom)
             report, _ = sweep_once(slow, source, state, 4)
             assert {session: state.watermark(session) for session in last} == last
         assert (slow.session_peak, slow.peak) == (1, 4)
@@ -670,7 +650,7 @@ class TestBacklog:
     def test_at_a_limit_of_one_the_sessions_take_their_turns_as_before(self, tmp_path):
         """``sweep_concurrency: 1``: one window at a time, in the order listed, each session's
         batches together, and the progress told as one window at a time told it."""
-        report, _, slow, told, done = self.sweep_backlog(tmp_path, "one", 1, ScriptedLoom())
+        report, _, slow, told, done = self.sweep_backlog(tmp_path, "one", 1, FakeLoom())
         names = [f"s{index:03d}" for index in range(self.SESSIONS)]
         assert slow.order == [name for name in names for _ in range(self.BATCHES)]
         assert (slow.peak, report.sessions_swept, done) == (1, self.SESSIONS, True)
@@ -680,7 +660,7 @@ class TestBacklog:
         )
 
     def test_progress_names_each_window_s_batches_and_how_many_are_in_flight(self, tmp_path):
-        _, _, _, told, _ = self.sweep_backlog(tmp_path, "many", 4, ScriptedLoom())
+        _, _, _, told, _ = self.sweep_backlog(tmp_path, "many", 4, FakeLoom())
         out = [(step.session_id, step.batch) for step in told if step.waiting]
         back = [
             (step.session_id, step.batch) for step in told if step.session_id and not step.waiting
@@ -701,13 +681,13 @@ class TestBacklog:
         """SWEEP-7 per session: a 429 stops that window only; later sweeps finish the rest."""
         draw = random.Random(20)
         turned_away = MayPass("rate limited", retry_after_s=1.0)
-        loom = ScriptedLoom(fault_for_call=lambda _: turned_away if draw.random() < 0.2 else None)
+        loom = FakeLoom(fault_for_call=lambda _: turned_away if draw.random() < 0.2 else None)
         with (
             SqliteTranscripts(tmp_path / "t.sqlite3") as source,
             StateStore(tmp_path / "s.sqlite3") as state,
         ):
             last = backlog(source, self.SESSIONS, self.BATCHES)
-            slow = SlowLoom(loom)
+            slow = slowed(loom)
             sweeps = 0
             while any(state.watermark(s) != last[s] for s in last) and sweeps < 20:
                 sweep_once(slow, source, state, 4)
@@ -724,13 +704,13 @@ class TestBacklog:
         opened = CircuitOpen("breaker open", retry_in_s=15.0)
         # Call 13 is the second batch of the first window of four side by side (one window of
         # three batches, then two, then four): three windows are mid-way when it fails.
-        loom = ScriptedLoom(fault_for_call=lambda n: opened if n == 13 else None)
+        loom = FakeLoom(fault_for_call=lambda n: opened if n == 13 else None)
         with (
             SqliteTranscripts(tmp_path / "t.sqlite3") as transcripts,
             StateStore(tmp_path / "s.sqlite3") as state,
         ):
             last = backlog(transcripts, self.SESSIONS, self.BATCHES)
-            source, slow = ToldHost(transcripts), SlowLoom(loom)
+            source, slow = ToldHost(transcripts), slowed(loom)
             report, _ = sweep_once(slow, source, state, 4)
             watermarks = {session: state.watermark(session) for session in last}
             midway = [s for s in last if 0 < watermarks[s] < last[s]]
@@ -747,13 +727,13 @@ class TestBacklog:
         """SWEEP-5 with SWEEP-14: both batches were planned with the same budget; one cut, one
         audit row, and the limit halves back to one window."""
         call_limit = GatewayCallTimeout("MCP server timed out")
-        loom = ScriptedLoom(fault_for_call=lambda n: call_limit if n in (1, 2) else None)
+        loom = FakeLoom(fault_for_call=lambda n: call_limit if n in (1, 2) else None)
         with (
             SqliteTranscripts(tmp_path / "t.sqlite3") as transcripts,
             StateStore(tmp_path / "s.sqlite3") as state,
         ):
             backlog(transcripts, 3, 1)
-            slow = SlowLoom(loom)
+            slow = slowed(loom)
             report, _ = sweep_once(slow, transcripts, state, 4)
             cuts = [row for row in state.audit() if row["kind"] == AUDIT_BUDGET]
             assert state.batch_budget(WAITING.name, DEFAULT) == halved_once()

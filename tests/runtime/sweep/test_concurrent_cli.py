@@ -19,7 +19,7 @@ from provisioner.devgateway import RunningGateway, serve_in_thread
 from provisioner.runtime.budget import WAITING_MAX_MESSAGES
 from provisioner.runtime.state import StateStore
 from provisioner.runtime.transcripts import SqliteTranscripts
-from tests.conftest import assert_one_line_error, clean_environment
+from tests.support.processes import assert_one_line_error, clean_environment
 
 EXTRACT = "loom_memory_set_from_messages"
 PER_SESSION = WAITING_MAX_MESSAGES + 1  # two batches a session: 100 messages, then one

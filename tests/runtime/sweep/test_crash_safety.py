@@ -38,7 +38,7 @@ from provisioner.devgateway.app import REQUEST_MAX_BYTES, read_body, replay_body
 from provisioner.devgateway.serve import build_gateway
 from provisioner.runtime.state import StateStore
 from provisioner.runtime.transcripts import SqliteTranscripts
-from tests.runtime.loopback import LoopbackServer
+from tests.support.loopback import LoopbackServer
 
 KILLS = 20  # the issue: 20 random points
 SEED = int(os.environ.get("SWEEP_CRASH_SEED", "20261201"))

@@ -22,8 +22,9 @@ from provisioner.runtime.loom.backend import LoomMemory
 from provisioner.runtime.state import StateStore
 from provisioner.runtime.sweep.sweeper import Sweeper
 from provisioner.runtime.transcripts import SqliteTranscripts
+from tests.support.clock import fixed_clock
 
-from .conftest import add_session, fixed_clock
+from .sessions import add_session
 
 pytestmark = pytest.mark.anyio
 

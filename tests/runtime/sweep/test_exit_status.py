@@ -41,12 +41,13 @@ from provisioner.runtime.state_schema import AUDIT_FAILED
 from provisioner.runtime.sweep.lock import sweep_lock
 from provisioner.runtime.sweep.sweeper import Sweeper
 from provisioner.runtime.transcripts import SqliteTranscripts
-from tests.conftest import RunNerve, clean_environment
+from tests.fakes.loom import FakeLoom
 from tests.runtime.gateway.fault_gateway import FaultGateway
-from tests.runtime.loopback import LoopbackServer, closed_port_url
+from tests.support.clock import NOW, fixed_clock
+from tests.support.loopback import LoopbackServer, closed_port_url
+from tests.support.processes import RunNerve, clean_environment
 
-from .conftest import NOW, add_session, fixed_clock
-from .scripted_loom import ScriptedLoom
+from .sessions import add_session
 
 EXTRACTION = "loom_memory_set_from_messages"
 SWEEPS_BEFORE_THE_IMPORT_MAX = 30  # --every 1s sweeps with nothing due until the import lands
@@ -307,7 +308,7 @@ class TestBadInput:
 # --- the report behind the status, against a scripted Loom -----------------------------------
 
 
-def sweeper(loom: ScriptedLoom, transcripts: SqliteTranscripts, state: StateStore) -> Sweeper:
+def sweeper(loom: FakeLoom, transcripts: SqliteTranscripts, state: StateStore) -> Sweeper:
     return Sweeper(loom, transcripts, state, clock=fixed_clock)
 
 
@@ -327,7 +328,7 @@ class TestWhatTheReportCounts:
     )
     async def test_a_request_that_never_left_is_not_counted_as_sent(
         self,
-        loom: ScriptedLoom,
+        loom: FakeLoom,
         transcripts: SqliteTranscripts,
         state: StateStore,
         error: Exception,
@@ -343,7 +344,7 @@ class TestWhatTheReportCounts:
         assert state.audit(kinds=(AUDIT_FAILED,)) == []
 
     async def test_an_open_breaker_is_worded_with_the_time_it_closes(
-        self, loom: ScriptedLoom, transcripts: SqliteTranscripts, state: StateStore
+        self, loom: FakeLoom, transcripts: SqliteTranscripts, state: StateStore
     ) -> None:
         add_session(transcripts, "a", 1)
         loom.fail_every_batch = CircuitOpen("open", retry_in_s=15)
@@ -353,7 +354,7 @@ class TestWhatTheReportCounts:
         assert why_it_stopped(report, "http://gw") == f"gateway http://gw: {report.reason}"
 
     async def test_no_answer_was_sent_and_ends_the_sweep_with_status_75(
-        self, loom: ScriptedLoom, transcripts: SqliteTranscripts, state: StateStore
+        self, loom: FakeLoom, transcripts: SqliteTranscripts, state: StateStore
     ) -> None:
         """SWEEP-10: the batch went out and the gateway did not answer by the deadline."""
         add_session(transcripts, "a", 2)
@@ -365,7 +366,7 @@ class TestWhatTheReportCounts:
         assert exit_status(report) == EXIT_TEMPFAIL
 
     async def test_a_policy_refusal_reached_the_gateway_and_counts_as_sent(
-        self, loom: ScriptedLoom, transcripts: SqliteTranscripts, state: StateStore
+        self, loom: FakeLoom, transcripts: SqliteTranscripts, state: StateStore
     ) -> None:
         add_session(transcripts, "a", 2)
         loom.fail_every_batch = PolicyRefused("not allowed")
@@ -383,7 +384,7 @@ class TestWhatTheReportCounts:
     )
     async def test_an_answered_failure_is_a_failed_batch_with_status_1(
         self,
-        loom: ScriptedLoom,
+        loom: FakeLoom,
         transcripts: SqliteTranscripts,
         state: StateStore,
         error: Exception,
@@ -402,7 +403,7 @@ class TestWhatTheReportCounts:
         assert state.audit() == []  # the per-batch rows stay out of the message audit
 
     async def test_a_batch_loom_took_none_of_is_a_failed_batch(
-        self, loom: ScriptedLoom, transcripts: SqliteTranscripts, state: StateStore
+        self, loom: FakeLoom, transcripts: SqliteTranscripts, state: StateStore
     ) -> None:
         add_session(transcripts, "a", 3)
         loom.accept_limit = 0
@@ -412,7 +413,7 @@ class TestWhatTheReportCounts:
         assert exit_status(report) == EXIT_INCOMPLETE
 
     async def test_arguments_refused_before_any_call_stop_the_window_unsent(
-        self, loom: ScriptedLoom, transcripts: SqliteTranscripts, state: StateStore
+        self, loom: FakeLoom, transcripts: SqliteTranscripts, state: StateStore
     ) -> None:
         add_session(transcripts, "a", 1)
         loom.fail_every_batch = ValueError("session id too long")
@@ -422,7 +423,7 @@ class TestWhatTheReportCounts:
         assert why_it_stopped(report, None) == "1 window could not go (ValueError)"
 
     async def test_a_refused_message_waiting_for_the_next_is_no_failure(
-        self, loom: ScriptedLoom, transcripts: SqliteTranscripts, state: StateStore
+        self, loom: FakeLoom, transcripts: SqliteTranscripts, state: StateStore
     ) -> None:
         """SWEEP-12: the newest message has a role Loom does not take; it waits for one to
         follow it, and the window is through."""
@@ -433,7 +434,7 @@ class TestWhatTheReportCounts:
         assert exit_status(report) == EXIT_OK
 
     async def test_every_batch_through_is_status_0_and_kept_for_status(
-        self, loom: ScriptedLoom, transcripts: SqliteTranscripts, state: StateStore
+        self, loom: FakeLoom, transcripts: SqliteTranscripts, state: StateStore
     ) -> None:
         add_session(transcripts, "a", 150)
         report = await sweeper(loom, transcripts, state).run_once()

@@ -19,10 +19,11 @@ from provisioner.runtime.sweep.backfill import BackfillView, sweep_source
 from provisioner.runtime.sweep.realign import host_of
 from provisioner.runtime.sweep.sweeper import Sweeper
 from provisioner.runtime.transcripts import Message, SqliteTranscripts
+from tests.fakes.loom import FakeLoom
 from tests.integrations.nerve.nerve_db import NerveDb, native
+from tests.support.clock import fixed_clock
 
-from .conftest import fixed_clock, sweep
-from .scripted_loom import ScriptedLoom
+from .sessions import sweep
 
 pytestmark = pytest.mark.anyio
 
@@ -67,7 +68,7 @@ class TestTheHostBehindTheView:
 
 class TestTheHostIsTold:
     async def test_a_sweep_through_the_view_tells_the_host_the_watermark(
-        self, state: StateStore, loom: ScriptedLoom
+        self, state: StateStore, loom: FakeLoom
     ) -> None:
         host = HostStore(three_messages())
         report = await sweep(host, state, loom)
@@ -75,7 +76,7 @@ class TestTheHostIsTold:
         assert host.told == [("a", 3)]
 
     async def test_a_sweep_through_the_view_keeps_which_host_source_it_read(
-        self, state: StateStore, loom: ScriptedLoom
+        self, state: StateStore, loom: FakeLoom
     ) -> None:
         host = HostStore(three_messages())
         await Sweeper(loom, sweep_source(host, state, fixed_clock), state).run_once()
@@ -83,7 +84,7 @@ class TestTheHostIsTold:
         assert [tuple(row) for row in rows] == [("host-store", "host://conversations")]
 
     async def test_a_sweep_of_nerve_db_through_the_view_writes_last_memorized_at(
-        self, nerve: NerveDb, reader: NerveTranscripts, state: StateStore, loom: ScriptedLoom
+        self, nerve: NerveDb, reader: NerveTranscripts, state: StateStore, loom: FakeLoom
     ) -> None:
         nerve.session("s")
         nerve.add("s", "user", "hello", created_at=native(0))

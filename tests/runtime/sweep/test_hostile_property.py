@@ -33,14 +33,14 @@ from provisioner.runtime.loom.answers import MESSAGE_ROLES
 from provisioner.runtime.state import StateStore
 from provisioner.runtime.sweep import sweeper as sweep_module
 from provisioner.runtime.sweep.sweeper import Sweeper
+from tests.fakes.loom import FakeLoom
+from tests.support.clock import fixed_clock
 
-from .conftest import fixed_clock
 from .hostile_source import (
     BAD_ROWS,
     CANARY,
     NOT_A_LIST,
     USABLE_ID,
-    ContractLoom,
     HostileSource,
 )
 
@@ -92,9 +92,7 @@ def build(drawn: list[list[tuple]], failure: object) -> HostileSource:
     return source
 
 
-async def sweep_until_idle(
-    source: HostileSource, loom: ContractLoom, state: StateStore
-) -> list[dict]:
+async def sweep_until_idle(source: HostileSource, loom: FakeLoom, state: StateStore) -> list[dict]:
     """Sweep until a sweep sends nothing: every window is empty of what can go."""
     sweeper = Sweeper(loom, source, state, clock=fixed_clock)
     reports = []
@@ -107,13 +105,13 @@ async def sweep_until_idle(
 
 
 def check_loom_took_every_good_message_once_as_it_was(
-    source: HostileSource, loom: ContractLoom
+    source: HostileSource, loom: FakeLoom
 ) -> None:
     assert loom.refusals == []
     for session_id in source.rows:
         good = source.good(session_id) if session_id != "f" else []
         assert loom.taken_ids(session_id) == [message.id for message in good]
-        wires = [t.wire for t in loom.taken if t.session_id == session_id]
+        wires = [t.wire for t in loom.taken_items if t.session_id == session_id]
         assert wires == [
             {"role": m.role, "content": m.content, "created_at": m.created_at} for m in good
         ]
@@ -147,7 +145,7 @@ class TestHostileSourceProperty:
         """SWEEP-12 (with SWEEP-2, SWEEP-7, SWEEP-9): a mix of good messages and bad rows of
         every kind, answered in part or "not now"; see the module docstring."""
         assume(all(longest_run_without_usable_id(rows) < PAGE for rows in drawn))
-        source, loom = build(drawn, failure), ContractLoom(answers=list(plan))
+        source, loom = build(drawn, failure), FakeLoom(check_contract=True, plays=list(plan))
         with (
             StateStore(":memory:") as state,
             mock.patch.object(sweep_module, "READ_PAGE_MESSAGES", PAGE),

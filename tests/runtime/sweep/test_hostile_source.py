@@ -24,15 +24,15 @@ from provisioner.runtime.loom.report import WITHHELD, ErrorRecord, LastError, qu
 from provisioner.runtime.state import StateStore
 from provisioner.runtime.sweep.sweeper import READ_PAGE_MESSAGES, Sweeper
 from provisioner.runtime.transcripts import Message, loom_time
+from tests.fakes.loom import FakeLoom
+from tests.support.clock import fixed_clock
 
-from .conftest import fixed_clock
 from .hostile_source import (
     BAD_ROWS,
     CANARY,
     GOOD_TIME,
     NOT_A_LIST,
     USABLE_ID,
-    ContractLoom,
     HostileSource,
 )
 
@@ -130,12 +130,12 @@ class TestWhereTheWatermarkGoes:
     ) -> None:
         """SWEEP-12: one call carries both good messages; the skip and the watermark are one
         transaction, past all three."""
-        source, loom = HostileSource(), ContractLoom()
+        source, loom = HostileSource(), FakeLoom(check_contract=True)
         first = source.add_good("a", "one")
         bad = source.add_bad("a", "unknown role")
         last = source.add_good("a", "two")
         report = await Sweeper(loom, source, state, clock=fixed_clock).run_once()
-        assert loom.taken_ids("a") == [first.id, last.id] and loom.calls == 1
+        assert loom.taken_ids("a") == [first.id, last.id] and len(loom.calls) == 1
         assert state.watermark("a") == last.id
         assert [row["message_id"] for row in refused_rows(state)] == [bad]
         assert report.messages_skipped == 1
@@ -146,12 +146,12 @@ class TestWhereTheWatermarkGoes:
         """SWEEP-9, SWEEP-12: Loom takes only the first message; the watermark stops before
         the bad one, which is skipped once, with the next message, and nothing is sent twice
         to be taken."""
-        source, loom = HostileSource(), ContractLoom(answers=["one"])
+        source, loom = HostileSource(), FakeLoom(check_contract=True, plays=["one"])
         first = source.add_good("a", "one")
         bad = source.add_bad("a", "time not a time")
         last = source.add_good("a", "two")
         await Sweeper(loom, source, state, clock=fixed_clock).run_once()
-        assert loom.taken_ids("a") == [first.id, last.id] and loom.calls == 2
+        assert loom.taken_ids("a") == [first.id, last.id] and len(loom.calls) == 2
         assert [row["message_id"] for row in refused_rows(state)] == [bad]
         assert state.watermark("a") == last.id
 
@@ -160,7 +160,7 @@ class TestWhereTheWatermarkGoes:
     ) -> None:
         """SWEEP-7, SWEEP-12: "not now" moves nothing and skips nothing; the next sweep
         takes the good messages and skips the bad one, once."""
-        source, loom = HostileSource(), ContractLoom(answers=["not now"])
+        source, loom = HostileSource(), FakeLoom(check_contract=True, plays=["not now"])
         source.add_good("a", "one")
         bad = source.add_bad("a", "id bool")
         last = source.add_good("a", "two")
@@ -170,7 +170,7 @@ class TestWhereTheWatermarkGoes:
         await sweeper.run_once()
         assert state.watermark("a") == last.id
         assert [(row["message_id"], row["role"]) for row in refused_rows(state)] == [(None, "user")]
-        assert bad not in [t.message_id for t in loom.taken]
+        assert bad not in [t.message_id for t in loom.taken_items]
 
     async def test_a_bad_message_at_the_end_waits_for_a_message_after_it(
         self, state: StateStore
@@ -178,7 +178,7 @@ class TestWhereTheWatermarkGoes:
         """SWEEP-12: the newest message read may still be written, so a bad one last in its
         session is not passed: the report names the session, every sweep, and no audit row
         repeats. Once a message follows it, both go."""
-        source, loom = HostileSource(), ContractLoom()
+        source, loom = HostileSource(), FakeLoom(check_contract=True)
         first = source.add_good("a", "one")
         bad = source.add_bad("a", "no content")
         sweeper = Sweeper(loom, source, state, clock=fixed_clock)
@@ -196,7 +196,7 @@ class TestWhereTheWatermarkGoes:
     ) -> None:
         """SWEEP-1, SWEEP-12: 350 bad rows fill more than three windows; they are passed on
         their own, and the good messages behind them go in the same sweep."""
-        source, loom = HostileSource(), ContractLoom()
+        source, loom = HostileSource(), FakeLoom(check_contract=True)
         bad = [source.add_bad("a", "content a number") for _ in range(350)]
         good = [source.add_good("a", f"fact {n}") for n in range(3)]
         report = await Sweeper(loom, source, state, clock=fixed_clock).run_once()
@@ -209,7 +209,7 @@ class TestWhereTheWatermarkGoes:
     ) -> None:
         """SWEEP-2, SWEEP-12: a repeated id is refused (its row keeps the id it showed);
         the watermark moves only forward."""
-        source, loom = HostileSource(), ContractLoom()
+        source, loom = HostileSource(), FakeLoom(check_contract=True)
         first = source.add_good("a", "one")
         source.add_raw("a", lambda _ordinal: Message(first.id, "user", "again", GOOD_TIME))
         last = source.add_good("a", "two")
@@ -227,7 +227,7 @@ class TestWhereTheWatermarkGoes:
         """SWEEP-1, SWEEP-12: a source is asked for rows after an id; a whole page of rows
         with none it can be asked past stops that window (named in the report, nothing
         skipped), and the other sessions are swept."""
-        source, loom = HostileSource(), ContractLoom()
+        source, loom = HostileSource(), FakeLoom(check_contract=True)
         first = source.add_good("a", "one")
         for _ in range(READ_PAGE_MESSAGES):
             source.add_bad("a", "id text")
@@ -244,7 +244,7 @@ class TestWhereTheWatermarkGoes:
     ) -> None:
         """SWEEP-12: the audit row names the message by id (when it has a usable one), a role
         that is a plain name or "(unknown)", a time or nothing — never any of its text."""
-        source, loom = HostileSource(), ContractLoom()
+        source, loom = HostileSource(), FakeLoom(check_contract=True)
         first = source.add_good("a", "one")
         bad = source.add_bad("a", kind)
         last = source.add_good("a", "two")
@@ -261,7 +261,7 @@ class TestWhereTheWatermarkGoes:
 
     async def test_a_role_that_is_text_is_recorded_as_unknown(self, state: StateStore) -> None:
         """SWEEP-12: a role Loom does not take is kept only as a short plain name."""
-        source, loom = HostileSource(), ContractLoom()
+        source, loom = HostileSource(), FakeLoom(check_contract=True)
         source.add_bad("a", "role that is text")
         source.add_bad("a", "unknown role")
         source.add_good("a", "one")
@@ -275,12 +275,12 @@ class TestTimesLoomTakes:
     ) -> None:
         """SWEEP-12: Loom's ``created_at`` is a JSON Schema ``date-time`` (RFC 3339). An
         ISO 8601 time of another form (no seconds, no zone) goes in UTC, in RFC 3339."""
-        source, loom = HostileSource(), ContractLoom()
+        source, loom = HostileSource(), FakeLoom(check_contract=True)
         source.add_good("a", "one", created_at="2026-11-30T10:00:00.25+05:30")
         source.add_good("a", "two", created_at="2026-11-30T10:00Z")
         source.add_good("a", "three", created_at="2026-11-30 10:00:00")
         await Sweeper(loom, source, state, clock=fixed_clock).run_once()
-        assert [t.wire["created_at"] for t in loom.taken] == [
+        assert [t.wire["created_at"] for t in loom.taken_items] == [
             "2026-11-30T10:00:00.25+05:30",
             "2026-11-30T10:00:00+00:00",
             "2026-11-30T10:00:00+00:00",
@@ -301,7 +301,7 @@ class TestSourceFailures:
         self, state: StateStore, failure: object
     ) -> None:
         """SWEEP-12: the failing session is named in the report; the others are swept."""
-        source, loom = HostileSource(), ContractLoom()
+        source, loom = HostileSource(), FakeLoom(check_contract=True)
         source.add_good("a", "one")
         source.add_good("b", "two")
         source.add_good("c", "three")
@@ -310,7 +310,7 @@ class TestSourceFailures:
         kind = "SourceFailed(OSError)" if failure is not NOT_A_LIST else "SourceFailed(TypeError)"
         assert report.errors == [{"session_id": "b", "kind": kind}]
         assert report.stopped == "done" and report.sessions_swept == 3
-        assert [t.session_id for t in loom.taken] == ["a", "c"]
+        assert [t.session_id for t in loom.taken_items] == ["a", "c"]
 
     async def test_a_source_that_cannot_list_its_sessions_ends_the_sweep(
         self, state: StateStore
@@ -321,7 +321,9 @@ class TestSourceFailures:
             def sessions(self) -> list[str]:
                 raise RuntimeError(f"{CANARY} no such table")
 
-        report = await Sweeper(ContractLoom(), NoSessions(), state, clock=fixed_clock).run_once()
+        report = await Sweeper(
+            FakeLoom(check_contract=True), NoSessions(), state, clock=fixed_clock
+        ).run_once()
         assert report.stopped == "source_failed"
         assert report.errors == [{"session_id": "", "kind": "SourceFailed(RuntimeError)"}]
 
@@ -332,7 +334,7 @@ class TestSourceFailures:
             def sessions(self) -> list[object]:  # type: ignore[override]
                 return [None, "\ud800", "a"]
 
-        source, loom = OddSessions(), ContractLoom()
+        source, loom = OddSessions(), FakeLoom(check_contract=True)
         source.add_good("a", "one")
         report = await Sweeper(loom, source, state, clock=fixed_clock).run_once()
         assert report.errors == [

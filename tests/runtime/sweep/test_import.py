@@ -19,7 +19,7 @@ import pytest
 from provisioner.cli import memory_import
 from provisioner.cli.main import main
 from provisioner.runtime.transcripts_sqlite import TRANSCRIPTS_VERSION
-from tests.conftest import RunNerve, assert_one_line_error
+from tests.support.processes import RunNerve, assert_one_line_error
 
 from .racing import PRELOAD, read_output, run_cli
 

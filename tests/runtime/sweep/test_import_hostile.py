@@ -15,7 +15,7 @@ import pytest
 
 from provisioner.cli.memory_import import IMPORT_LINE_MAX_BYTES, RECORD_ID_MAX_CHARS
 from provisioner.runtime.transcripts_sqlite import TRANSCRIPTS_VERSION
-from tests.conftest import RunNerve, assert_one_line_error
+from tests.support.processes import RunNerve, assert_one_line_error
 
 GOOD = {
     "session_id": "s1",

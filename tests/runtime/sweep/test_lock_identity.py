@@ -18,10 +18,11 @@ from provisioner.runtime.sweep.lock import LOCK_SUFFIX, lock_path_of, sweep_lock
 from provisioner.runtime.sweep.outcomes import STOPPED_BUSY
 from provisioner.runtime.sweep.sweeper import Sweeper
 from provisioner.runtime.transcripts import SqliteTranscripts
-from tests.runtime.second_process import SWEEP_LOCK, held_by_another_process, spellings
+from tests.fakes.loom import FakeLoom
+from tests.support.clock import NOW, fixed_clock
+from tests.support.machine_faults import SWEEP_LOCK, process_holding, spellings
 
-from .conftest import NOW, add_session, fixed_clock
-from .scripted_loom import ScriptedLoom
+from .sessions import add_session
 
 pytestmark = pytest.mark.anyio
 
@@ -51,11 +52,11 @@ class TestASecondSweepThroughAnotherSpelling:
         self, tmp_path: Path, spelling: str
     ) -> None:
         paths = spellings(tmp_path)
-        loom = ScriptedLoom()
+        loom = FakeLoom()
         with SqliteTranscripts(tmp_path / "transcripts.sqlite3") as source:
             add_session(source, "a", 3)
             with (
-                held_by_another_process(SWEEP_LOCK, paths["real"]),
+                process_holding(SWEEP_LOCK, str(paths["real"])),
                 StateStore(paths[spelling]) as state,
             ):
                 report = await Sweeper(loom, source, state, clock=fixed_clock).run_once()
@@ -67,11 +68,11 @@ class TestASecondSweepThroughAnotherSpelling:
         self, tmp_path: Path
     ) -> None:
         paths = spellings(tmp_path)
-        loom = ScriptedLoom()
+        loom = FakeLoom()
         with SqliteTranscripts(tmp_path / "transcripts.sqlite3") as source:
             add_session(source, "a", 3)
             with (
-                held_by_another_process(SWEEP_LOCK, paths["file symlink"]),
+                process_holding(SWEEP_LOCK, str(paths["file symlink"])),
                 StateStore(paths["real"]) as state,
             ):
                 report = await Sweeper(loom, source, state, clock=fixed_clock).run_once()
@@ -80,10 +81,10 @@ class TestASecondSweepThroughAnotherSpelling:
 
     async def test_the_sweep_goes_once_the_other_process_let_go(self, tmp_path: Path) -> None:
         paths = spellings(tmp_path)
-        loom = ScriptedLoom()
+        loom = FakeLoom()
         with SqliteTranscripts(tmp_path / "transcripts.sqlite3") as source:
             ids = add_session(source, "a", 3)
-            with held_by_another_process(SWEEP_LOCK, paths["real"]):
+            with process_holding(SWEEP_LOCK, str(paths["real"])):
                 pass
             with StateStore(paths["file symlink"]) as state:
                 report = await Sweeper(loom, source, state, clock=fixed_clock).run_once()
@@ -98,7 +99,7 @@ class TestASecondSweepThroughAnotherSpelling:
         with SqliteTranscripts(tmp_path / "transcripts.sqlite3") as source:
             add_session(source, "a", 3)
             with (
-                held_by_another_process(SWEEP_LOCK, paths["real"]),
+                process_holding(SWEEP_LOCK, str(paths["real"])),
                 StateStore(paths["file symlink"]) as state,
                 pytest.raises(BackfillBusy),
             ):

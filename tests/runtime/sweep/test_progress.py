@@ -20,7 +20,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -34,27 +33,17 @@ from provisioner.cli.sweep_progress import (
 from provisioner.devgateway import serve_in_thread
 from provisioner.runtime.budget import BatchBudget
 from provisioner.runtime.loom.backend import EXTRACT_DEADLINE_S
-from provisioner.runtime.loom.types import Extracted
 from provisioner.runtime.state import StateStore
 from provisioner.runtime.sweep.sweeper import Sweeper, SweepProgress
-from provisioner.runtime.transcripts import Message, SqliteTranscripts
-from tests.conftest import clean_environment
+from provisioner.runtime.transcripts import SqliteTranscripts
+from tests.fakes.loom import FakeLoom
+from tests.support.clock import FakeClock, fixed_clock
+from tests.support.processes import clean_environment
 
-from .conftest import add_session, fixed_clock
-from .scripted_loom import ScriptedLoom
+from .sessions import add_session
 
 BUDGET = BatchBudget.default(100, 128 * 1024)
 PTY_WAIT_S = 60.0  # how long the pty test waits for a line before it gives up (a stuck run)
-
-
-class FakeClock:
-    """Monotonic seconds that move only when the test says so."""
-
-    def __init__(self) -> None:
-        self.now = 1_000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class FakeStream(io.StringIO):
@@ -266,33 +255,10 @@ class TestWithoutATerminal:
         assert "\r" not in stream.getvalue()
 
 
-class HeldLoom:
-    """An extraction that waits until the test lets it answer (every session's, or only
-    those of ``held``)."""
-
-    def __init__(self, held: frozenset[str] | None = None) -> None:
-        self.release = asyncio.Event()
-        self.calls = 0
-        self.held = held
-
-    async def extract(
-        self,
-        messages: Sequence[Message],
-        *,
-        context: Sequence[Message] = (),
-        session_id: str,
-        defer: bool = False,
-    ) -> Extracted:
-        if self.held is None or session_id in self.held:
-            self.calls += 1
-            await self.release.wait()
-        return Extracted(accepted=len(messages))
-
-
 @pytest.mark.anyio
 class TestTheSweepTellsEachBatch:
     async def test_each_batch_is_told_going_out_and_coming_back(
-        self, loom: ScriptedLoom, transcripts: SqliteTranscripts, state: StateStore
+        self, loom: FakeLoom, transcripts: SqliteTranscripts, state: StateStore
     ) -> None:
         add_session(transcripts, "a", 150)
         add_session(transcripts, "b", 10)
@@ -312,7 +278,7 @@ class TestTheSweepTellsEachBatch:
         assert seen[-1].messages_taken == 160 and seen[-1].sessions_total == 2
 
     async def test_a_failed_batch_is_told_coming_back_too(
-        self, loom: ScriptedLoom, transcripts: SqliteTranscripts, state: StateStore
+        self, loom: FakeLoom, transcripts: SqliteTranscripts, state: StateStore
     ) -> None:
         from provisioner.runtime.gateway.errors import GatewayUnreachable
 
@@ -328,11 +294,11 @@ class TestTheSweepTellsEachBatch:
         """The waiting time comes from the printer's clock, moved by the test; the ticker only
         redraws it, and stops with the sweep."""
         add_session(transcripts, "hung", 3)
-        held, clock, stream = HeldLoom(), FakeClock(), FakeStream(terminal=True)
+        held, clock, stream = FakeLoom(held=True), FakeClock(), FakeStream(terminal=True)
         printer = ProgressPrinter(stream, clock=clock, deadline_s=130)
         sweeper = Sweeper(held, transcripts, state, clock=fixed_clock)
         sweep = asyncio.create_task(sweep_with_progress(sweeper, printer, tick_s=0.001))
-        while held.calls == 0:
+        while held.held_calls == 0:
             await asyncio.sleep(0.001)
         clock.now += 35
         for _ in range(10_000):  # until a tick has redrawn it
@@ -353,12 +319,12 @@ class TestTheSweepTellsEachBatch:
         holds both, and the line counts the wait of the one held longest, and the two."""
         for session in ("a", "b", "c"):
             add_session(transcripts, session, 3)
-        held, clock = HeldLoom(frozenset({"b", "c"})), FakeClock()
+        held, clock = FakeLoom(held=frozenset({"b", "c"})), FakeClock()
         stream = FakeStream(terminal=True)
         printer = ProgressPrinter(stream, clock=clock, deadline_s=130)
         sweeper = Sweeper(held, transcripts, state, clock=fixed_clock, concurrency=4)
         sweep = asyncio.create_task(sweep_with_progress(sweeper, printer, tick_s=0.001))
-        while held.calls < 2:
+        while held.held_calls < 2:
             await asyncio.sleep(0.001)
         clock.now += 7
         wanted = "session 2/3 b, batch 1: waiting for Loom: 7 s of 130 s; 2 in flight"

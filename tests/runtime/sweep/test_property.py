@@ -42,9 +42,8 @@ from provisioner.runtime.gateway.errors import (
 from provisioner.runtime.state import StateStore
 from provisioner.runtime.sweep.sweeper import QUEUED, WAITING, Sweeper
 from provisioner.runtime.transcripts import SqliteTranscripts
-
-from .conftest import fixed_clock
-from .scripted_loom import LOST_ANSWER, ScriptedLoom
+from tests.fakes.loom import LOST, FakeLoom
+from tests.support.clock import fixed_clock
 
 SCHEDULES = int(os.environ.get("SWEEP_PROPERTY_SCHEDULES", "300"))
 ONE_SEED = os.environ.get("SWEEP_PROPERTY_SEED")
@@ -67,7 +66,7 @@ def per_call_faults() -> list[object]:
         CircuitOpen("open", retry_in_s=15),
         BrokenAnswer("cut"),
         ToolRefused("refused"),
-        LOST_ANSWER,
+        LOST,
         Interrupted(),
     ]
 
@@ -99,7 +98,7 @@ class World:
 class Checker:
     """The invariants, checked after each sweep."""
 
-    def __init__(self, world: World, loom: ScriptedLoom, state: StateStore, seed: int) -> None:
+    def __init__(self, world: World, loom: FakeLoom, state: StateStore, seed: int) -> None:
         self.world, self.loom, self.state, self.seed = world, loom, state, seed
         self.watermarks: dict[str, int] = {}
 
@@ -131,7 +130,7 @@ class Checker:
         )
 
 
-def fault_plan(rng: random.Random, loom: ScriptedLoom) -> None:
+def fault_plan(rng: random.Random, loom: FakeLoom) -> None:
     """Loom's behaviour for one sweep of the fault stretch."""
     loom.fail_every_batch = None
     loom.fault_for_call = None
@@ -154,7 +153,7 @@ async def run_schedule(seed: int) -> None:
     sessions = [f"s{n}" for n in range(rng.randint(1, 4))]
     for _ in range(rng.randint(1, 4)):
         world.add(rng.choice(sessions), rng.randint(1, 120), rng.choice((0.0, 0.01, 0.05)))
-    loom = ScriptedLoom()
+    loom = FakeLoom()
     mode = rng.choice((WAITING, WAITING, WAITING, QUEUED))
     sweeper = Sweeper(loom, transcripts, state, clock=fixed_clock, mode=mode)
     checker = Checker(world, loom, state, seed)

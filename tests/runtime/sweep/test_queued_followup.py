@@ -1,6 +1,6 @@
 """Queued batches followed up until Loom has written them (SWEEP-15, SWEEP-4).
 
-Against a scripted Loom with a queue (``queued_loom.py``) for the rules, then through the real
+Against ``FakeLoom`` with a queue (``tests/fakes/loom.py``) for the rules, then through the real
 ``LoomMemory`` and the dev gateway on loopback, and through ``nerve memory sweep`` itself with
 ``defer_extraction: true``. Transcripts and state are real SQLite files.
 """
@@ -29,11 +29,12 @@ from provisioner.runtime.state_schema import (
 from provisioner.runtime.sweep.followup import DOUBT_KIND
 from provisioner.runtime.sweep.sweeper import QUEUED, Sweeper, SweepReport
 from provisioner.runtime.transcripts import SqliteTranscripts
-from tests.conftest import RunNerve
 from tests.devgateway.test_loom_op import loom_op_problems
+from tests.fakes.loom import MISSING, FakeLoom, QueuedBatch
+from tests.support.clock import fixed_clock
+from tests.support.processes import RunNerve
 
-from .conftest import add_session, fixed_clock
-from .queued_loom import MISSING, QueuedBatch, QueuedLoom
+from .sessions import add_session
 
 pytestmark = pytest.mark.anyio
 STATUS_OP = "memory.extraction_status_mine"
@@ -76,7 +77,7 @@ class TestTheWatermarkWaitsForLoom:
         self, transcripts: SqliteTranscripts, state: StateStore
     ) -> None:
         ids = add_session(transcripts, "a", 5)
-        loom = QueuedLoom(step=StepScript({"q-1": ["queued", "running"]}))
+        loom = FakeLoom(queue=True, step=StepScript({"q-1": ["queued", "running"]}))
         sweeper = queued(loom, transcripts, state)
         await sweeper.run_once()
         assert state.watermark("a") == 0 and loom.written == {}
@@ -88,7 +89,7 @@ class TestTheWatermarkWaitsForLoom:
         assert state.watermark("a") == ids[-1] and open_batches(state) == []
         assert set(loom.written) == set(ids)
         assert [kind for kind, _ in follow_up_rows(state)] == [AUDIT_WRITTEN]
-        assert len(loom.extracts) == 1, "nothing was sent again while Loom worked"
+        assert len(loom.calls) == 1, "nothing was sent again while Loom worked"
 
     async def test_a_session_s_next_batch_waits_for_the_one_in_loom_s_queue(
         self, transcripts: SqliteTranscripts, state: StateStore
@@ -96,7 +97,7 @@ class TestTheWatermarkWaitsForLoom:
         """One batch in flight per session: 900 messages go as 400, 400, 100 over 3 sweeps."""
         ids = add_session(transcripts, "a", 900)
         add_session(transcripts, "b", 3)
-        loom = QueuedLoom()
+        loom = FakeLoom(queue=True)
         sweeper = queued(loom, transcripts, state)
         first = await sweeper.run_once()
         assert [len(batch) for batch, _ in loom.sent_in("a")] == [400]
@@ -115,7 +116,7 @@ class TestTheWatermarkWaitsForLoom:
     ) -> None:
         """Written between two sweeps: the next sweep passes it and sends the next batch."""
         ids = add_session(transcripts, "a", 500)
-        loom = QueuedLoom()
+        loom = FakeLoom(queue=True)
         sweeper = queued(loom, transcripts, state)
         await sweeper.run_once()
         second = await sweeper.run_once()
@@ -128,7 +129,7 @@ class TestTheWatermarkWaitsForLoom:
     ) -> None:
         for number in range(250):
             add_session(transcripts, f"s{number:03d}", 1)
-        loom = QueuedLoom()
+        loom = FakeLoom(queue=True)
         sweeper = queued(loom, transcripts, state)
         await sweeper.run_once()
         await sweeper.run_once()
@@ -142,13 +143,13 @@ class TestTheWatermarkWaitsForLoom:
     ) -> None:
         """SWEEP-2: what is followed lives in the state file, not in the process."""
         ids = add_session(transcripts, "a", 5)
-        loom = QueuedLoom()
+        loom = FakeLoom(queue=True)
         with StateStore(tmp_path / "crash.sqlite3") as state:
             await queued(loom, transcripts, state).run_once()
         with StateStore(tmp_path / "crash.sqlite3") as state:
             await queued(loom, transcripts, state).run_once()
             assert state.watermark("a") == ids[-1]
-        assert len(loom.extracts) == 1
+        assert len(loom.calls) == 1
 
 
 class TestAFailedBatch:
@@ -156,7 +157,7 @@ class TestAFailedBatch:
         self, transcripts: SqliteTranscripts, state: StateStore
     ) -> None:
         ids = add_session(transcripts, "a", 5)
-        loom = QueuedLoom(step=StepScript({"q-1": ["failed"]}))
+        loom = FakeLoom(queue=True, step=StepScript({"q-1": ["failed"]}))
         sweeper = queued(loom, transcripts, state)
         await sweeper.run_once()
         await sweeper.run_once()  # failed, then retried: queued again
@@ -173,7 +174,7 @@ class TestAFailedBatch:
     ) -> None:
         """SWEEP-3 batches (100 messages) from the watermark, then queued mode again."""
         ids = add_session(transcripts, "a", 450)
-        loom = QueuedLoom(step=StepScript({"q-1": ["failed", "failed"]}))
+        loom = FakeLoom(queue=True, step=StepScript({"q-1": ["failed", "failed"]}))
         sweeper = queued(loom, transcripts, state)
         await sweeper.run_once()  # q-1: 400 messages queued
         await sweeper.run_once()  # failed: replayed
@@ -194,7 +195,7 @@ class TestAFailedBatch:
         self, transcripts: SqliteTranscripts, state: StateStore
     ) -> None:
         ids = add_session(transcripts, "a", 5)
-        loom = QueuedLoom(step=StepScript({"q-1": ["failed"]}))
+        loom = FakeLoom(queue=True, step=StepScript({"q-1": ["failed"]}))
         sweeper = queued(loom, transcripts, state)
         await sweeper.run_once()
         loom.faults.extend([None, MayPass("upstream unavailable")])
@@ -212,11 +213,11 @@ class TestNeverOnDoubt:
         self, transcripts: SqliteTranscripts, state: StateStore, step: str
     ) -> None:
         add_session(transcripts, "a", 5)
-        loom = QueuedLoom(step=lambda queue_id, batch: step)
+        loom = FakeLoom(queue=True, step=lambda queue_id, batch: step)
         sweeper = queued(loom, transcripts, state)
         await sweeper.run_once()
         report = await sweeper.run_once()
-        assert state.watermark("a") == 0 and len(loom.extracts) == 1
+        assert state.watermark("a") == 0 and len(loom.calls) == 1
         assert report.errors == [{"session_id": "a", "kind": DOUBT_KIND}]
         assert report.went_through, "a batch still in Loom's hands is no failure"
 
@@ -248,7 +249,7 @@ class TestNeverOnDoubt:
     ) -> None:
         add_session(transcripts, "a", 3)
         b = add_session(transcripts, "b", 3)
-        loom = QueuedLoom(shared_queue_id="q-same", step=lambda queue_id, batch: "queued")
+        loom = FakeLoom(queue=True, shared_queue_id="q-same", step=lambda queue_id, batch: "queued")
         sweeper = queued(loom, transcripts, state)
         await sweeper.run_once()
         await sweeper.run_once()
@@ -266,7 +267,7 @@ class TestFailedFollowUpCalls:
         """SWEEP-7: the window stops, the watermark stays, one call for all the sessions."""
         add_session(transcripts, "a", 3)
         add_session(transcripts, "b", 3)
-        loom = QueuedLoom()
+        loom = FakeLoom(queue=True)
         sweeper = queued(loom, transcripts, state)
         await sweeper.run_once()
         loom.faults.append(fault)
@@ -285,7 +286,7 @@ class TestFailedFollowUpCalls:
     ) -> None:
         """SWEEP-10: no window is offered; the line says why."""
         add_session(transcripts, "a", 3)
-        loom = QueuedLoom()
+        loom = FakeLoom(queue=True)
         sweeper = queued(loom, transcripts, state)
         await sweeper.run_once()
         add_session(transcripts, "new", 3)
@@ -301,7 +302,7 @@ class TestWithoutLoomOp:
         self, transcripts: SqliteTranscripts, state: StateStore
     ) -> None:
         ids = add_session(transcripts, "a", 500)
-        loom = QueuedLoom(listed_now=False)
+        loom = FakeLoom(queue=True, listed_now=False)
         report = await queued(loom, transcripts, state).run_once()
         assert state.watermark("a") == ids[-1] and report.messages_taken == 500
         assert loom.queue_calls == [] and open_batches(state) == []
@@ -312,7 +313,7 @@ class TestWithoutLoomOp:
         """In Loom's queue: passed; failed: sent again in waiting mode."""
         a = add_session(transcripts, "a", 3)
         b = add_session(transcripts, "b", 3)
-        loom = QueuedLoom(step=StepScript({"q-2": ["failed"]}, then="queued"))
+        loom = FakeLoom(queue=True, step=StepScript({"q-2": ["failed"]}, then="queued"))
         sweeper = queued(loom, transcripts, state)
         await sweeper.run_once()
         loom.faults.extend([None, MayPass("busy")])  # the retry of q-2 does not go through

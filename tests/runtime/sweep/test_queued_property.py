@@ -34,9 +34,10 @@ from provisioner.runtime.loom.backend import LoomMemory
 from provisioner.runtime.state import StateStore
 from provisioner.runtime.sweep.sweeper import QUEUED, Sweeper
 from provisioner.runtime.transcripts import SqliteTranscripts
+from tests.fakes.loom import MISSING, AfterLoom, FakeLoom, QueuedBatch
+from tests.support.clock import fixed_clock
 
-from .conftest import add_session, fixed_clock
-from .queued_loom import MISSING, AfterLoom, QueuedBatch, QueuedLoom
+from .sessions import add_session
 
 
 class Interrupted(BaseException):
@@ -63,7 +64,7 @@ def run_sweep(sweeper: Sweeper) -> None:
 
 
 def assert_no_watermark_past_an_unwritten_message(
-    loom: QueuedLoom, state: StateStore, sessions: dict[str, list[int]]
+    loom: FakeLoom, state: StateStore, sessions: dict[str, list[int]]
 ) -> None:
     for session, ids in sessions.items():
         watermark = state.watermark(session)
@@ -82,7 +83,7 @@ def assert_each_message_is_written_once(
     def step(queue_id: str, batch: QueuedBatch) -> str:
         return drawn.popleft() if drawn else "queued"
 
-    loom = QueuedLoom(step=step, faults=deque(FAULTS[name]() for name in faults))
+    loom = FakeLoom(queue=True, step=step, faults=deque(FAULTS[name]() for name in faults))
     with tempfile.TemporaryDirectory(prefix="queued-property-") as folder:
         path = Path(folder) / "state.sqlite3"
         with SqliteTranscripts(Path(folder) / "transcripts.sqlite3") as transcripts:

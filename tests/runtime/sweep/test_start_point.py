@@ -18,10 +18,11 @@ from provisioner.runtime.sweep.backfill import SweepSource, sweep_source
 from provisioner.runtime.sweep.realign import host_of
 from provisioner.runtime.sweep.start import Memorized, start_new_sessions, start_where_host_stopped
 from provisioner.runtime.transcripts import Message, SqliteTranscripts
+from tests.fakes.loom import FakeLoom
 from tests.integrations.nerve.nerve_db import NerveDb, native
+from tests.support.clock import NOW, fixed_clock
 
-from .conftest import NOW, add_session, fixed_clock, sweep
-from .scripted_loom import ScriptedLoom
+from .sessions import add_session, sweep
 
 pytestmark = pytest.mark.anyio
 
@@ -97,7 +98,7 @@ class TestStartPoint:
         ids=["none", "int", "zero", "negative", "bool", "negative-count", "too-big", "raises"],
     )
     async def test_an_answer_that_cannot_be_used_starts_the_session_at_zero(
-        self, tmp_path: Path, state: StateStore, loom: ScriptedLoom, answer: object
+        self, tmp_path: Path, state: StateStore, loom: FakeLoom, answer: object
     ) -> None:
         source = Answering(tmp_path / "t.sqlite3", answer)
         ids = add_session(source, "s", 4)
@@ -107,7 +108,7 @@ class TestStartPoint:
         source.close()
 
     async def test_imported_transcripts_have_no_such_capability_and_start_at_zero(
-        self, transcripts: SqliteTranscripts, state: StateStore, loom: ScriptedLoom
+        self, transcripts: SqliteTranscripts, state: StateStore, loom: FakeLoom
     ) -> None:
         ids = add_session(transcripts, "s", 3)
         assert start_where_host_stopped(transcripts, state, "s", now=NOW) is None
@@ -119,7 +120,7 @@ class TestTheSweepAfterASwitch:
     """MIG-2 end to end: what memU distilled is not extracted a second time."""
 
     async def test_only_the_messages_after_memus_point_reach_loom(
-        self, nerve: NerveDb, reader: NerveTranscripts, state: StateStore, loom: ScriptedLoom
+        self, nerve: NerveDb, reader: NerveTranscripts, state: StateStore, loom: FakeLoom
     ) -> None:
         nerve.session("old")
         nerve.session("fresh")
@@ -133,7 +134,7 @@ class TestTheSweepAfterASwitch:
         assert (row["message_id"], row["detail"]) == (old[6], "messages=7")
 
     async def test_after_the_sweep_kept_last_memorized_at_in_step_new_messages_still_go(
-        self, nerve: NerveDb, reader: NerveTranscripts, state: StateStore, loom: ScriptedLoom
+        self, nerve: NerveDb, reader: NerveTranscripts, state: StateStore, loom: FakeLoom
     ) -> None:
         """The sweep's own ``last_memorized_at`` (NERVE-3) stands behind a watermark the state
         keeps, so it is never read as memU's point again."""
@@ -152,7 +153,7 @@ class TestTheSweepAfterASwitch:
         nerve: NerveDb,
         reader: NerveTranscripts,
         state: StateStore,
-        loom: ScriptedLoom,
+        loom: FakeLoom,
         value: str | None,
     ) -> None:
         nerve.session("a")
@@ -162,7 +163,7 @@ class TestTheSweepAfterASwitch:
         assert sorted(loom.taken) == ids and left_rows(state) == []
 
     async def test_a_second_sweep_neither_starts_the_session_again_nor_writes_a_row(
-        self, nerve: NerveDb, reader: NerveTranscripts, state: StateStore, loom: ScriptedLoom
+        self, nerve: NerveDb, reader: NerveTranscripts, state: StateStore, loom: FakeLoom
     ) -> None:
         nerve.session("a")
         ids = nerve.add_many("a", 6)
@@ -172,7 +173,7 @@ class TestTheSweepAfterASwitch:
         assert sorted(loom.taken) == ids[4:] and len(left_rows(state)) == 1
 
     async def test_a_session_memu_had_taken_whole_sends_nothing_until_it_grows(
-        self, nerve: NerveDb, reader: NerveTranscripts, state: StateStore, loom: ScriptedLoom
+        self, nerve: NerveDb, reader: NerveTranscripts, state: StateStore, loom: FakeLoom
     ) -> None:
         nerve.session("a")
         nerve.add_many("a", 4)

@@ -30,11 +30,12 @@ from provisioner.runtime.state import StateStore
 from provisioner.runtime.sweep.outcomes import STOPPED_SOURCE, STOPPED_STATE, SweepReport
 from provisioner.runtime.sweep.sweeper import Sweeper
 from provisioner.runtime.transcripts import SqliteTranscripts
-from tests.runtime.loopback import closed_port_url
-from tests.runtime.second_process import SQLITE_EXCLUSIVE, held_by_another_process
+from tests.fakes.loom import FakeLoom
+from tests.support.clock import fixed_clock
+from tests.support.loopback import closed_port_url
+from tests.support.machine_faults import held_by_another_process
 
-from .conftest import add_session, fixed_clock
-from .scripted_loom import ScriptedLoom
+from .sessions import add_session
 
 pytestmark = pytest.mark.anyio
 
@@ -43,7 +44,7 @@ FILLER_CHUNK = 64 * 1024
 PAGE_BYTES = 4096  # SQLite's default page size
 
 
-async def sweep(source: SqliteTranscripts, state: StateStore, loom: ScriptedLoom) -> SweepReport:
+async def sweep(source: SqliteTranscripts, state: StateStore, loom: FakeLoom) -> SweepReport:
     return await Sweeper(loom, source, state, clock=fixed_clock).run_once()
 
 
@@ -145,7 +146,7 @@ class TestAFullDisk:
             SqliteTranscripts(tmp_path / "transcripts.sqlite3") as source,
         ):
             first = add_session(source, "a", 3)
-            loom = ScriptedLoom()
+            loom = FakeLoom()
             with StateStore(small / "state.sqlite3") as state:
                 assert (await sweep(source, state, loom)).stopped == "done"
             later = add_session(source, "a", 3)
@@ -164,7 +165,7 @@ class TestAFullDisk:
                 assert state.watermark("a") == later[-1]
 
     async def test_a_write_refused_as_full_ends_the_sweep_and_the_next_picks_up(
-        self, tmp_path: Path, transcripts: SqliteTranscripts, loom: ScriptedLoom
+        self, tmp_path: Path, transcripts: SqliteTranscripts, loom: FakeLoom
     ) -> None:
         ids = add_session(transcripts, "a", 3)
         with FailingWrites(tmp_path / "state.sqlite3", INJECTED["full"]) as state:
@@ -180,7 +181,7 @@ class TestAFullDisk:
 class TestEveryKindOfStateFault:
     @pytest.mark.parametrize("kind", sorted(INJECTED))
     async def test_a_state_that_cannot_be_written_is_named_with_its_cause_and_loses_nothing(
-        self, tmp_path: Path, transcripts: SqliteTranscripts, loom: ScriptedLoom, kind: str
+        self, tmp_path: Path, transcripts: SqliteTranscripts, loom: FakeLoom, kind: str
     ) -> None:
         first = add_session(transcripts, "a", 2)
         add_session(transcripts, "b", 2)
@@ -206,12 +207,12 @@ class TestEveryKindOfStateFault:
 class TestABusyState:
     @pytest.mark.slow
     async def test_a_state_another_process_holds_past_the_wait_ends_the_sweep_as_busy(
-        self, tmp_path: Path, transcripts: SqliteTranscripts, loom: ScriptedLoom
+        self, tmp_path: Path, transcripts: SqliteTranscripts, loom: FakeLoom
     ) -> None:
         ids = add_session(transcripts, "a", 3)
         path = tmp_path / "state.sqlite3"
         with StateStore(path) as state:
-            with held_by_another_process(SQLITE_EXCLUSIVE, path):
+            with held_by_another_process(path):
                 report = await sweep(transcripts, state, loom)
             assert (report.stopped, report.fault_kind) == (STOPPED_STATE, "busy")
             assert state.watermark("a") == 0
@@ -221,7 +222,7 @@ class TestABusyState:
 
 class TestADamagedFile:
     async def test_a_damaged_page_of_the_state_ends_the_sweep_as_damaged(
-        self, tmp_path: Path, transcripts: SqliteTranscripts, loom: ScriptedLoom
+        self, tmp_path: Path, transcripts: SqliteTranscripts, loom: FakeLoom
     ) -> None:
         add_session(transcripts, "a", 3)
         path = tmp_path / "state.sqlite3"
@@ -237,7 +238,7 @@ class TestADamagedFile:
         )
 
     async def test_damaged_transcripts_end_the_sweep_naming_the_transcripts(
-        self, tmp_path: Path, state: StateStore, loom: ScriptedLoom
+        self, tmp_path: Path, state: StateStore, loom: FakeLoom
     ) -> None:
         path = tmp_path / "damaged.sqlite3"
         with SqliteTranscripts(path) as source:

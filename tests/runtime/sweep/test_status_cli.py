@@ -22,7 +22,7 @@ from provisioner.doctor import sweep as doctor_sweep
 from provisioner.runtime.loom.diagnostics import since_last_error
 from provisioner.runtime.state import AuditEntry, StateStore
 from provisioner.runtime.state_schema import AUDIT_BATCH, AUDIT_FAILED, AUDIT_QUEUED
-from tests.conftest import RunNerve
+from tests.support.processes import RunNerve
 
 EXTRACTION = "loom_memory_set_from_messages"
 BUSY = "Loom busy with this agent's earlier calls"  # FLEET-4: what GRANT_BUSY means

@@ -19,7 +19,7 @@ import pytest
 
 from provisioner.devgateway import RunningGateway, serve_in_thread
 from provisioner.runtime.state import StateStore
-from tests.conftest import clean_environment
+from tests.support.processes import clean_environment
 
 EXTRACT = "loom_memory_set_from_messages"
 POLLS_MAX = 60_000  # polls of 1 ms for the gateway to hold the call: a stuck run fails

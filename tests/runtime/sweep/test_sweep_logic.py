@@ -1,6 +1,6 @@
 """The sweep's rules, one class per requirement, against a scripted Loom (SWEEP-3…SWEEP-11).
 
-The scripted Loom (``scripted_loom.py``) raises the real outcome classes of
+The scripted Loom (``tests/fakes/loom.py``) raises the real outcome classes of
 ``provisioner.runtime.gateway.errors``; the transcripts and the state are real SQLite files.
 """
 
@@ -43,14 +43,15 @@ from provisioner.runtime.sweep import sweeper as sweep_module
 from provisioner.runtime.sweep.batching import ENVELOPE_BYTES, wire_size
 from provisioner.runtime.sweep.sweeper import QUEUED, WAITING, Sweeper, SweepReport, extraction_mode
 from provisioner.runtime.transcripts import SqliteTranscripts
+from tests.fakes.loom import FakeLoom
+from tests.support.clock import fixed_clock
 
-from .conftest import add_session, fixed_clock
-from .scripted_loom import ScriptedLoom
+from .sessions import add_session
 
 pytestmark = pytest.mark.anyio
 
 
-def make(loom: ScriptedLoom, transcripts: SqliteTranscripts, state: StateStore, mode=WAITING):
+def make(loom: FakeLoom, transcripts: SqliteTranscripts, state: StateStore, mode=WAITING):
     return Sweeper(loom, transcripts, state, clock=fixed_clock, mode=mode)
 
 
@@ -60,7 +61,7 @@ async def sweep_times(sweeper: Sweeper, times: int) -> list[SweepReport]:
 
 class TestWaitingExtraction:
     async def test_batches_hold_at_most_100_messages_sent_without_defer(
-        self, loom: ScriptedLoom, transcripts: SqliteTranscripts, state: StateStore
+        self, loom: FakeLoom, transcripts: SqliteTranscripts, state: StateStore
     ) -> None:
         """SWEEP-3: waiting mode sends ``defer: false`` in batches of at most 100 messages."""
         ids = add_session(transcripts, "a", 250)
@@ -71,7 +72,7 @@ class TestWaitingExtraction:
         assert state.watermark("a") == ids[-1]
 
     async def test_a_batch_stays_within_128_kib_of_request_body(
-        self, loom: ScriptedLoom, transcripts: SqliteTranscripts, state: StateStore
+        self, loom: FakeLoom, transcripts: SqliteTranscripts, state: StateStore
     ) -> None:
         """SWEEP-3: big messages make smaller batches; each body is within 128 KiB."""
         add_session(transcripts, "a", 60, size=5000)
@@ -83,7 +84,7 @@ class TestWaitingExtraction:
         assert sum(len(c.message_ids) for c in loom.calls) == 60
 
     async def test_the_watermark_moves_past_exactly_the_accepted_messages(
-        self, loom: ScriptedLoom, transcripts: SqliteTranscripts, state: StateStore
+        self, loom: FakeLoom, transcripts: SqliteTranscripts, state: StateStore
     ) -> None:
         """SWEEP-3, SWEEP-9: Loom took the first 30 of a batch; the watermark names the 30th."""
         ids = add_session(transcripts, "a", 40)
@@ -93,7 +94,7 @@ class TestWaitingExtraction:
         assert state.watermark("a") == ids[29]
 
     async def test_a_batch_loom_fails_keeps_the_watermark(
-        self, loom: ScriptedLoom, transcripts: SqliteTranscripts, state: StateStore
+        self, loom: FakeLoom, transcripts: SqliteTranscripts, state: StateStore
     ) -> None:
         """SWEEP-3 (the seed's lost window): in waiting mode a failed batch moves nothing."""
         add_session(transcripts, "a", 10)
@@ -108,7 +109,7 @@ class TestWaitingExtraction:
 
 class TestQueuedMode:
     async def test_queued_mode_sends_defer_in_batches_of_400(
-        self, loom: ScriptedLoom, transcripts: SqliteTranscripts, state: StateStore
+        self, loom: FakeLoom, transcripts: SqliteTranscripts, state: StateStore
     ) -> None:
         """SWEEP-4: ``defer: true``, at most 400 messages within 768 KiB."""
         ids = add_session(transcripts, "a", 900)
@@ -120,7 +121,7 @@ class TestQueuedMode:
         assert (QUEUED_MAX_MESSAGES, QUEUED_MAX_BYTES) == (400, 768 * 1024)
 
     async def test_the_audit_log_names_each_queued_batch(
-        self, loom: ScriptedLoom, transcripts: SqliteTranscripts, state: StateStore
+        self, loom: FakeLoom, transcripts: SqliteTranscripts, state: StateStore
     ) -> None:
         """SWEEP-4: one ``queued`` row per batch, with Loom's queue id."""
         ids = add_session(transcripts, "a", 500)
@@ -130,7 +131,7 @@ class TestQueuedMode:
         assert "queue_id=q-1" in rows[0]["detail"] and "queue_id=q-2" in rows[1]["detail"]
 
     async def test_a_queued_batch_loom_later_fails_keeps_the_watermark_in_waiting_mode(
-        self, loom: ScriptedLoom, transcripts: SqliteTranscripts, state: StateStore
+        self, loom: FakeLoom, transcripts: SqliteTranscripts, state: StateStore
     ) -> None:
         """SWEEP-3/4 (the seed's scenario): the same failing batch moves the watermark only when
         queued (Loom's later failure is out of sight); waiting keeps it."""
@@ -139,7 +140,7 @@ class TestQueuedMode:
         queued = await make(loom, transcripts, state, mode=QUEUED).run_once()
         assert queued.messages_taken == 5  # queued: the watermark moved at queue time
         waiting_state = StateStore(":memory:")
-        failing = ScriptedLoom()  # waits while extracting: the poison fails the call
+        failing = FakeLoom()  # waits while extracting: the poison fails the call
         await make(failing, transcripts, waiting_state).run_once()
         assert waiting_state.watermark("a") == 0
 
@@ -154,7 +155,7 @@ class TestQueuedMode:
 
 class TestBatchBudget:
     async def test_a_body_too_large_halves_messages_and_bytes_and_the_cut_stays(
-        self, loom: ScriptedLoom, transcripts: SqliteTranscripts, state: StateStore
+        self, loom: FakeLoom, transcripts: SqliteTranscripts, state: StateStore
     ) -> None:
         """SWEEP-5: a 413 halves both limits, the window goes again next sweep, and the cut
         stays however many batches then go through."""
@@ -170,7 +171,7 @@ class TestBatchBudget:
         assert [row["kind"] for row in state.audit()] == ["budget"]
 
     async def test_the_budget_never_halves_below_10_messages_in_16_kib(
-        self, loom: ScriptedLoom, transcripts: SqliteTranscripts, state: StateStore
+        self, loom: FakeLoom, transcripts: SqliteTranscripts, state: StateStore
     ) -> None:
         """SWEEP-5: the floor."""
         add_session(transcripts, "a", 30)
@@ -181,7 +182,7 @@ class TestBatchBudget:
         assert [len(call.message_ids) for call in loom.calls][-1] == 10
 
     async def test_a_gateway_call_limit_halves_and_ten_good_batches_grow_it_back(
-        self, loom: ScriptedLoom, transcripts: SqliteTranscripts, state: StateStore
+        self, loom: FakeLoom, transcripts: SqliteTranscripts, state: StateStore
     ) -> None:
         """SWEEP-5 (the seed's scenario): "MCP server timed out" halves the budget; after ten
         batches in a row go through it doubles back to the default."""
@@ -197,7 +198,7 @@ class TestBatchBudget:
         assert sweeper.budget().cut_reason is None and sweeper.budget().at_default
 
     async def test_the_clients_own_timeout_halves_the_budget_too(
-        self, loom: ScriptedLoom, transcripts: SqliteTranscripts, state: StateStore
+        self, loom: FakeLoom, transcripts: SqliteTranscripts, state: StateStore
     ) -> None:
         """SWEEP-5: no answer by the deadline cuts like the gateway's call limit."""
         add_session(transcripts, "a", 20)
@@ -206,7 +207,7 @@ class TestBatchBudget:
         assert (report.budget_messages, report.budget_cut_reason) == (50, "timeout")
 
     async def test_a_message_bigger_than_the_byte_budget_is_sent_cut_with_an_audit_row(
-        self, loom: ScriptedLoom, transcripts: SqliteTranscripts, state: StateStore
+        self, loom: FakeLoom, transcripts: SqliteTranscripts, state: StateStore
     ) -> None:
         """SWEEP-11: it goes alone, cut to fit, and the audit row says so."""
         add_session(transcripts, "a", 2)
@@ -223,7 +224,7 @@ class TestBatchBudget:
 
 class TestContextTurns:
     async def test_context_turns_count_against_the_byte_budget(
-        self, loom: ScriptedLoom, transcripts: SqliteTranscripts, state: StateStore
+        self, loom: FakeLoom, transcripts: SqliteTranscripts, state: StateStore
     ) -> None:
         """SWEEP-6: later batches carry context turns, and batch plus context fit the budget."""
         add_session(transcripts, "a", 300, size=1500)
@@ -235,7 +236,7 @@ class TestContextTurns:
             assert set(call.context_ids).isdisjoint(call.message_ids)
 
     async def test_a_budget_at_its_minimum_still_fits_its_context(
-        self, loom: ScriptedLoom, transcripts: SqliteTranscripts, state: StateStore
+        self, loom: FakeLoom, transcripts: SqliteTranscripts, state: StateStore
     ) -> None:
         """SWEEP-6: at 10 messages / 16 KiB the context shrinks to one turn and still fits."""
         ids = add_session(transcripts, "a", 60, size=1400)
@@ -267,7 +268,7 @@ class TestNotNow:
     )
     async def test_a_not_now_outcome_stops_the_window_and_counts_nothing(
         self,
-        loom: ScriptedLoom,
+        loom: FakeLoom,
         transcripts: SqliteTranscripts,
         state: StateStore,
         fault: Exception,
@@ -283,7 +284,7 @@ class TestNotNow:
         assert report.messages_taken == 5 and report.stopped == "done"
 
     async def test_coded_faults_on_every_batch_for_100_sweeps_skip_nothing(
-        self, loom: ScriptedLoom, transcripts: SqliteTranscripts, state: StateStore
+        self, loom: FakeLoom, transcripts: SqliteTranscripts, state: StateStore
     ) -> None:
         """SWEEP-7, SWEEP-8 (the seed's scenario): a Loom whose database is down."""
         add_session(transcripts, "a", 120)
@@ -296,7 +297,7 @@ class TestNotNow:
 
 class TestIsolation:
     async def test_a_poison_message_in_a_batch_of_100_is_found_and_skipped_after_the_next_batch(
-        self, loom: ScriptedLoom, transcripts: SqliteTranscripts, state: StateStore
+        self, loom: FakeLoom, transcripts: SqliteTranscripts, state: StateStore
     ) -> None:
         """SWEEP-8 (the seed's scenario): three failing sweeps, halving, then the skip is
         written only in the transaction of the next batch that went through."""
@@ -319,7 +320,7 @@ class TestIsolation:
     @pytest.mark.parametrize("position", [0, 1, 37, 49, 50, 63, 98, 99])
     async def test_poison_anywhere_in_a_batch_of_100_is_found_within_3_7_1_calls(
         self,
-        loom: ScriptedLoom,
+        loom: FakeLoom,
         transcripts: SqliteTranscripts,
         state: StateStore,
         position: int,
@@ -337,7 +338,7 @@ class TestIsolation:
         assert set(loom.taken) == set(ids) - {ids[position]}
 
     async def test_the_first_failures_skip_nothing(
-        self, loom: ScriptedLoom, transcripts: SqliteTranscripts, state: StateStore
+        self, loom: FakeLoom, transcripts: SqliteTranscripts, state: StateStore
     ) -> None:
         """SWEEP-8: the first and second failing sweeps only count."""
         add_session(transcripts, "a", 20, poison_at=(5,))
@@ -346,7 +347,7 @@ class TestIsolation:
         assert len(loom.calls) == 2
 
     async def test_uncoded_failures_on_every_batch_for_100_sweeps_skip_nothing(
-        self, loom: ScriptedLoom, transcripts: SqliteTranscripts, state: StateStore
+        self, loom: FakeLoom, transcripts: SqliteTranscripts, state: StateStore
     ) -> None:
         """SWEEP-8 (the seed's scenario): a Loom failing every batch is an outage, not poison;
         and when it recovers every message is taken."""
@@ -361,7 +362,7 @@ class TestIsolation:
         assert set(loom.taken) == set(ids)
 
     async def test_an_outage_that_starts_during_the_isolation_skips_nothing(
-        self, loom: ScriptedLoom, transcripts: SqliteTranscripts, state: StateStore
+        self, loom: FakeLoom, transcripts: SqliteTranscripts, state: StateStore
     ) -> None:
         """SWEEP-7, SWEEP-8: coded faults mid-isolation stop it; it resumes next sweep."""
         ids = add_session(transcripts, "a", 100, poison_at=(70,))
@@ -374,7 +375,7 @@ class TestIsolation:
         assert [row["message_id"] for row in state.audit()] == [ids[70]]
 
     async def test_after_a_skip_the_isolation_is_over(
-        self, loom: ScriptedLoom, transcripts: SqliteTranscripts, state: StateStore
+        self, loom: FakeLoom, transcripts: SqliteTranscripts, state: StateStore
     ) -> None:
         """SWEEP-8: a second poison later in the window needs its own three sweeps."""
         ids = add_session(transcripts, "a", 100, poison_at=(3, 60))
@@ -388,7 +389,7 @@ class TestIsolation:
         assert set(loom.taken) == set(ids) - {ids[3], ids[60]}
 
     async def test_two_poison_messages_side_by_side_are_both_skipped(
-        self, loom: ScriptedLoom, transcripts: SqliteTranscripts, state: StateStore
+        self, loom: FakeLoom, transcripts: SqliteTranscripts, state: StateStore
     ) -> None:
         """SWEEP-8: the next batch fails on the second; it is found at once, and both are
         skipped when the batch after them goes through."""
@@ -398,7 +399,7 @@ class TestIsolation:
         assert set(loom.taken) == set(ids) - {ids[10], ids[11]}
 
     async def test_poison_last_in_its_window_is_skipped_when_a_half_went_through_this_sweep(
-        self, loom: ScriptedLoom, transcripts: SqliteTranscripts, state: StateStore
+        self, loom: FakeLoom, transcripts: SqliteTranscripts, state: StateStore
     ) -> None:
         """SWEEP-8: at the end of the window, proof is a batch through since the isolation
         began in this sweep."""
@@ -408,7 +409,7 @@ class TestIsolation:
         assert state.watermark("a") == ids[8]
 
     async def test_a_lone_poison_message_without_proof_is_not_skipped(
-        self, loom: ScriptedLoom, transcripts: SqliteTranscripts, state: StateStore
+        self, loom: FakeLoom, transcripts: SqliteTranscripts, state: StateStore
     ) -> None:
         """SWEEP-8: nothing went through, so nothing shows Loom works without it."""
         add_session(transcripts, "a", 1, poison_at=(0,))
@@ -418,7 +419,7 @@ class TestIsolation:
 
 class TestReofferedWindow:
     async def test_a_window_offered_again_sends_only_messages_loom_has_not_taken(
-        self, loom: ScriptedLoom, transcripts: SqliteTranscripts, state: StateStore
+        self, loom: FakeLoom, transcripts: SqliteTranscripts, state: StateStore
     ) -> None:
         """SWEEP-9: after partial takes, lost answers and not-now faults, each message Loom
         took was sent exactly once."""
@@ -445,7 +446,7 @@ class TestSweepEnds:
     )
     async def test_the_sweep_ends_at_once(
         self,
-        loom: ScriptedLoom,
+        loom: FakeLoom,
         transcripts: SqliteTranscripts,
         state: StateStore,
         fault: Exception,
@@ -466,27 +467,20 @@ class TestOneSweepAtATime:
     ) -> None:
         """SWEEP-11: the lock is per state file, for any sweeper over it."""
         add_session(transcripts, "a", 3)
-        entered, release = asyncio.Event(), asyncio.Event()
-
-        class SlowLoom(ScriptedLoom):
-            async def extract(self, messages, **kwargs):  # type: ignore[no-untyped-def]
-                entered.set()
-                await release.wait()
-                return await super().extract(messages, **kwargs)
-
-        first = asyncio.create_task(make(SlowLoom(), transcripts, state).run_once())
-        await entered.wait()
+        held = FakeLoom(held=True)
+        first = asyncio.create_task(make(held, transcripts, state).run_once())
+        await held.entered.wait()
         other_store = StateStore(state.path)
-        second = await make(ScriptedLoom(), transcripts, other_store).run_once()
-        same = await make(ScriptedLoom(), transcripts, state).run_once()
-        release.set()
+        second = await make(FakeLoom(), transcripts, other_store).run_once()
+        same = await make(FakeLoom(), transcripts, state).run_once()
+        held.release.set()
         done = await first
         other_store.close()
         assert second.stopped == same.stopped == "already_running"
         assert second.batches_sent == 0 and done.stopped == "done"
 
     async def test_the_lock_is_free_again_after_a_sweep(
-        self, loom: ScriptedLoom, transcripts: SqliteTranscripts, state: StateStore
+        self, loom: FakeLoom, transcripts: SqliteTranscripts, state: StateStore
     ) -> None:
         """SWEEP-11: ending (or failing) releases the lock."""
         add_session(transcripts, "a", 3)
@@ -498,7 +492,7 @@ class TestOneSweepAtATime:
 
 class TestReport:
     async def test_the_report_is_plain_json(
-        self, loom: ScriptedLoom, transcripts: SqliteTranscripts, state: StateStore
+        self, loom: FakeLoom, transcripts: SqliteTranscripts, state: StateStore
     ) -> None:
         """The report says sessions, batches, messages, budget and why it stopped."""
         add_session(transcripts, "a", 3)

@@ -23,8 +23,9 @@ from provisioner.runtime.transcripts_sqlite import (
     record_key,
     utc_instant,
 )
+from tests.support.clock import NOW
 
-from .conftest import NOW, add_session
+from .sessions import add_session
 
 DEFAULT = BatchBudget.default(100, 128 * 1024)
 

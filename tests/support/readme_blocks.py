@@ -14,9 +14,9 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
-from tests.conftest import clean_environment
+from tests.support.processes import clean_environment
+from tests.support.repo import REPO_ROOT
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 README = REPO_ROOT / "README.md"
 SCRIPT_TIMEOUT_S = 180  # far above what the blocks take; a hung command fails the test
 # On exit, whatever the script left running in the background is stopped and waited for;

@@ -3,7 +3,8 @@
 The server has its own event loop, so a test's loop and the server's never block each other,
 and a fixture can keep one server for a whole module. ``stop()`` asks uvicorn to exit and
 waits for the thread; a server that does not start within a few seconds fails the fixture
-instead of hanging the suite.
+instead of hanging the suite. ``SilentListener`` and ``CountingListener`` are ports that take
+connections and never answer: a gateway that is up but stuck.
 """
 
 from __future__ import annotations
@@ -97,3 +98,47 @@ class SilentListener:
         for filler in self._fillers:
             filler.close()
         self._socket.close()
+
+
+class CountingListener:
+    """A TCP listener on 127.0.0.1 that counts connections and never answers."""
+
+    def __init__(self) -> None:
+        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._socket.bind(("127.0.0.1", 0))
+        self._socket.listen(16)
+        self._socket.settimeout(0.05)
+        self._held: list[socket.socket] = []
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._count = 0
+        self._thread = threading.Thread(target=self._accept, name="counting-listener", daemon=True)
+        self._thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._socket.getsockname()[1]}"
+
+    @property
+    def connections(self) -> int:
+        with self._lock:
+            return self._count
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        for held in self._held:
+            held.close()
+        self._socket.close()
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                connection, _address = self._socket.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            with self._lock:
+                self._count += 1
+            self._held.append(connection)  # held open, never answered

@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from tests.support.repo import REPO_ROOT
 
 NUMBER_WORDS = {
     "one": 1,
