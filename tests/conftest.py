@@ -1,4 +1,5 @@
-"""Fixtures every test may ask for: the real ``nerve`` process, and copies of the templates."""
+"""Fixtures every test may ask for: the command line run in this process (or as a real
+``nerve`` process where a test is about one), and copies of the templates."""
 
 from __future__ import annotations
 
@@ -10,17 +11,37 @@ from pathlib import Path
 
 import pytest
 
+from tests.runner import run_cli
 from tests.support.processes import RunNerve, clean_environment
 from tests.support.repo import GOLDEN_DIR, REPO_ROOT
 
 
 @pytest.fixture
 def run_nerve(tmp_path: Path) -> RunNerve:
-    """Run ``python -m provisioner …`` (the same CLI as ``nerve``) as a real process.
+    """Run the command line ``python -m provisioner …`` (the same CLI as ``nerve``) in this
+    process, through ``main(argv)`` (``tests.runner``).
 
     Runs in ``tmp_path`` with a clean environment whose HOME is a fresh folder, so no user
     configuration or earlier run leaks in. ``input`` is fed to stdin; stdin is never a TTY.
     """
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+
+    def run(
+        *args: str,
+        input: str | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+    ) -> subprocess.CompletedProcess:
+        return run_cli(args, input=input, env=clean_environment(home, env), cwd=cwd or tmp_path)
+
+    return run
+
+
+@pytest.fixture
+def nerve_process(tmp_path: Path) -> RunNerve:
+    """``run_nerve`` as a real process, for a test about what only a second process meets
+    (a lock this process holds)."""
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
 

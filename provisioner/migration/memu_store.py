@@ -119,16 +119,17 @@ Row = MemuItem | UnusableRow
 class MemuStore:
     """memU's store at ``path``, opened read only; ``MemuStoreError`` when it is not one.
 
-    ``page_items`` rows are read per query; a lock is waited out for ``read_wait_ms``. Use it
-    as a context manager, or call ``close()``.
+    ``page_items`` rows are read per query; a lock is waited out for ``read_wait_ms``
+    (``READ_WAIT_MS`` unless given, read when the store opens). Use it as a context manager,
+    or call ``close()``.
     """
 
     def __init__(
-        self, path: Path, *, page_items: int = PAGE_ITEMS, read_wait_ms: int = READ_WAIT_MS
+        self, path: Path, *, page_items: int = PAGE_ITEMS, read_wait_ms: int | None = None
     ) -> None:
         self.path = Path(path)
         self._page_items = page_items
-        self._db = _open(self.path, read_wait_ms)
+        self._db = _open(self.path, READ_WAIT_MS if read_wait_ms is None else read_wait_ms)
         try:
             self._columns, self._has_categories = _shape_of(self._db, self.path)
         except BaseException:

@@ -10,13 +10,17 @@ from typing import Any
 
 import pytest
 
+from provisioner.doctor import network
 from provisioner.doctor.network import CATALOG_WAIT_S, NETWORK_CHECK_DEADLINE_S
+from provisioner.runtime.gateway import catalog
 from provisioner.runtime.gateway.catalog import CATALOG_DEADLINE_S
+from provisioner.runtime.loom import backend
 from tests.fakes.gateway import LOOM_TOOLS, FakeGateway, catalog_payload, loom_server
 from tests.support.loopback import CountingListener, LoopbackServer, closed_port_url
 from tests.support.processes import RunNerve
 
 DOC_1_WHOLE_RUN_S = 10.0  # DOC-1: with the gateway down, doctor ends within this
+SHORT_WAIT_S = 1.0  # an answer that never comes, waited for this long instead
 
 
 @pytest.fixture(scope="module")
@@ -68,9 +72,15 @@ class TestOffline:
         assert checks["loom.gateway"]["status"] == "OK"
 
     def test_without_offline_the_same_setup_does_connect(
-        self, doctor, listener: CountingListener
+        self, doctor, listener: CountingListener, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        """The counter above can see a connection: this run, without --offline, makes one."""
+        """The counter above can see a connection: this run, without --offline, makes one.
+
+        The listener never answers; doctor's catalog and health reads wait SHORT_WAIT_S for
+        it, not their 5 s deadlines (the slow tier's test below waits those out)."""
+        monkeypatch.setattr(network, "CATALOG_WAIT_S", SHORT_WAIT_S)
+        monkeypatch.setattr(catalog, "CATALOG_DEADLINE_S", SHORT_WAIT_S)
+        monkeypatch.setattr(backend, "HEALTH_DEADLINE_S", SHORT_WAIT_S)
         _result, checks = doctor(listener.url)
         assert listener.connections >= 1
         assert checks["loom.catalog"]["status"] == "ERR"

@@ -11,8 +11,6 @@ import json
 import os
 import shlex
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +26,7 @@ from provisioner.doctor.wording import (
 )
 from provisioner.templating.folder import loom_core_tools
 from tests.doctor.test_doctor import Instance, assert_text_matches_json, by_id
+from tests.runner import run_cli
 from tests.support.processes import RunNerve, clean_environment
 
 LOOM_CONFIG = "memory:\n  backend: loom\nmcp_gateway_url: http://127.0.0.1:9\n"
@@ -39,15 +38,12 @@ PLANTED_MEMU = "Keep each fact with `mcp__nerve__memorize` before the session en
 
 
 def _init(root: Path, *flags: str) -> Path:
-    """A workspace provisioned by the real ``nerve init`` under ``root``."""
-    command = [sys.executable, "-m", "provisioner", "init", "--non-interactive"]
-    done = subprocess.run(
-        [*command, "--workspace", "ws", "--config-dir", "cfg", *flags],
-        capture_output=True,
-        text=True,
+    """A workspace provisioned by the real ``nerve init`` under ``root`` (in this process)."""
+    (root / "home").mkdir(parents=True, exist_ok=True)
+    done = run_cli(
+        ["init", "--non-interactive", "--workspace", "ws", "--config-dir", "cfg", *flags],
         env=clean_environment(root / "home"),
         cwd=root,
-        timeout=120,
     )
     assert done.returncode == 0, done.stderr
     return root / "ws"

@@ -12,7 +12,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from provisioner.templating.jobs import unrecorded_memu_prompts
 from provisioner.templating.texts import all_texts
 from provisioner.workspace.diff import CR_MARK, NO_NEWLINE, structural_summary, unified_diff
 from provisioner.workspace.render import RenderedFile
+from tests.runner import run_cli
 from tests.support.processes import assert_one_line_error, clean_environment
 from tests.support.repo import GOLDEN_DIR, REPO_ROOT
 
@@ -53,17 +53,10 @@ def replace_once(path: Path, old: str, new: str) -> None:
 def nerve(
     home: Path, *args: str, env: Mapping[str, str] | None = None, cwd: Path | None = None
 ) -> subprocess.CompletedProcess:
-    """``python -m provisioner …`` with a clean environment (module-scoped scenarios)."""
+    """``python -m provisioner …`` with a clean environment (module-scoped scenarios), run in
+    this process (``tests.runner``)."""
     home.mkdir(parents=True, exist_ok=True)
-    return subprocess.run(
-        [sys.executable, "-m", "provisioner", *args],
-        input="",
-        capture_output=True,
-        text=True,
-        env=clean_environment(home, env),
-        cwd=cwd or home,
-        timeout=120,
-    )
+    return run_cli(args, env=clean_environment(home, env), cwd=cwd or home)
 
 
 def snapshot(root: Path) -> Snapshot:

@@ -29,6 +29,7 @@ from provisioner.templating.wording import (
     loom_tools_named,
     memu_tools_named,
 )
+from tests.runner import run_cli
 from tests.support.processes import clean_environment
 from tests.support.repo import GOLDEN_DIR, REPO_ROOT
 
@@ -48,11 +49,13 @@ def _append_after(path: Path, anchor: str, addition: str) -> None:
 def _nerve(
     home: Path, *args: str, env: dict[str, str], python: bool = False
 ) -> subprocess.CompletedProcess:
-    """Run the CLI (or, with ``python=True``, the interpreter) with a clean environment."""
+    """Run the CLI (in this process, ``tests.runner``; or, with ``python=True``, the
+    interpreter) with a clean environment."""
     home.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, *args] if python else [sys.executable, "-m", "provisioner", *args]
+    if not python:
+        return run_cli(args, env=clean_environment(home, env), cwd=home)
     return subprocess.run(
-        command,
+        [sys.executable, *args],
         input="",
         capture_output=True,
         text=True,

@@ -1,4 +1,5 @@
-"""The real ``nerve memory migrate`` process, in a temporary folder with its own configuration."""
+"""``nerve memory migrate`` in a temporary folder with its own configuration: run in this
+process (``tests.runner``), or its command line for a test that needs a real process."""
 
 from __future__ import annotations
 
@@ -8,9 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tests.runner import run_cli
 from tests.support.processes import clean_environment
-
-CLI_TIMEOUT_S = 180
 
 
 class Nerve:
@@ -34,10 +34,12 @@ class Nerve:
         self.configure("memory:", "  backend: loom", *extra, url)
 
     def command(self, *args: str) -> list[str]:
+        """The process's command line: ``python -m provisioner`` and ``words(*args)``."""
+        return [sys.executable, "-m", "provisioner", *self.words(*args)]
+
+    def words(self, *args: str) -> list[str]:
+        """``memory migrate *args`` with this folder's config folder and workspace."""
         return [
-            sys.executable,
-            "-m",
-            "provisioner",
             "memory",
             "migrate",
             *args,
@@ -51,15 +53,8 @@ class Nerve:
         return clean_environment(self.home)
 
     def migrate(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            self.command(*args),
-            capture_output=True,
-            text=True,
-            env=self.environment(),
-            cwd=self.cwd,
-            timeout=CLI_TIMEOUT_S,
-            check=False,
-        )
+        """``command(*args)`` run in this process (``tests.runner``)."""
+        return run_cli(self.words(*args), env=self.environment(), cwd=self.cwd)
 
     def migrate_json(self, *args: str) -> tuple[int, dict[str, Any]]:
         done = self.migrate(*args, "--json")

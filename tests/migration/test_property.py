@@ -10,6 +10,7 @@ from collections import Counter, deque
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -60,21 +61,12 @@ async def one_run(memu: MemuDb, state: StateStore, loom: FakeLoom, page: int) ->
         return await Migration(loom, store, state, clock=fixed_clock, sleep=no_wait).run()
 
 
-@settings(
-    max_examples=60,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-    derandomize=True,
-)
-@given(
-    items=st.integers(min_value=1, max_value=24),
-    schedule=st.lists(st.sampled_from(sorted(OUTCOMES)), max_size=50),
-    page=st.integers(min_value=1, max_value=9),
-    verdicts=st.lists(st.sampled_from(["clear", "merge", "conflict", "rejected"]), max_size=24),
-)
-def test_random_faults_then_runs_to_the_end_leave_each_item_in_loom_once(
+def assert_each_item_is_in_loom_once(
     items: int, schedule: list[str], page: int, verdicts: list[str]
 ) -> None:
+    """``items`` memU items migrated through the faults of ``schedule``, ``page`` items a
+    read, run again until done: each in Loom once with Loom's verdict, or skipped with its
+    audit row."""
     with tempfile.TemporaryDirectory(prefix="migrate-property-") as folder:
         memu = MemuDb(Path(folder) / "memu.sqlite")
         ids = memu.add_items(items)
@@ -119,3 +111,37 @@ def test_random_faults_then_runs_to_the_end_leave_each_item_in_loom_once(
         assert set(loom.stored) <= {f"memu-{i}" for i in ids}  # nothing else was written
         event(f"skipped items: {min(len(skipped), 2)}")
         event(f"crashed or lost answers: {min(sum(w in (LOST, CRASH) for _k, w in loom.log), 2)}")
+
+
+EXAMPLES = 60  # CI's slow tier (-m slow); the default run tries a tenth of them
+_ITEMS = st.integers(min_value=1, max_value=24)
+_SCHEDULE = st.lists(st.sampled_from(sorted(OUTCOMES)), max_size=50)
+_PAGE = st.integers(min_value=1, max_value=9)
+_VERDICTS = st.lists(st.sampled_from(["clear", "merge", "conflict", "rejected"]), max_size=24)
+
+
+@settings(
+    max_examples=EXAMPLES // 10,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    derandomize=True,
+)
+@given(items=_ITEMS, schedule=_SCHEDULE, page=_PAGE, verdicts=_VERDICTS)
+def test_random_faults_then_runs_to_the_end_leave_each_item_in_loom_once(
+    items: int, schedule: list[str], page: int, verdicts: list[str]
+) -> None:
+    assert_each_item_is_in_loom_once(items, schedule, page, verdicts)
+
+
+@pytest.mark.slow
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    derandomize=True,
+)
+@given(items=_ITEMS, schedule=_SCHEDULE, page=_PAGE, verdicts=_VERDICTS)
+def test_random_faults_then_runs_to_the_end_leave_each_item_in_loom_once_over_all_the_examples(
+    items: int, schedule: list[str], page: int, verdicts: list[str]
+) -> None:
+    assert_each_item_is_in_loom_once(items, schedule, page, verdicts)

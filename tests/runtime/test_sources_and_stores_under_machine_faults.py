@@ -16,6 +16,8 @@ import pytest
 
 from provisioner.cli.main import main
 from provisioner.devgateway.store import DATABASE_FILE
+from provisioner.integrations.nerve import transcripts as nerve_transcripts
+from provisioner.migration import memu_store
 from provisioner.runtime import sqlite_file
 from provisioner.runtime.state import StateStore
 from tests.integrations.nerve.nerve_db import NerveDb
@@ -29,7 +31,10 @@ GATEWAY_EXIT_WAIT_S = 60  # a gateway that serves instead of refusing its store 
 
 @pytest.fixture(autouse=True)
 def short_busy_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The state's, Nerve's database's and memU's store's waits for a lock, all shortened."""
     monkeypatch.setattr(sqlite_file, "BUSY_TIMEOUT_MS", FAST_BUSY_TIMEOUT_MS)
+    monkeypatch.setattr(nerve_transcripts, "READ_WAIT_MS", FAST_BUSY_TIMEOUT_MS)
+    monkeypatch.setattr(memu_store, "READ_WAIT_MS", FAST_BUSY_TIMEOUT_MS)
 
 
 @pytest.fixture

@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 
 from provisioner.workspace.fs import WorkspaceRoot
 from provisioner.workspace.lock import LOCK_PATH, WorkspaceBusy, WorkspaceLock
+from tests.runner import run_cli
 from tests.support.processes import assert_one_line_error, clean_environment
 from tests.support.repo import REPO_ROOT
 
@@ -83,6 +84,11 @@ class Runner:
         self.env = clean_environment(folder / "home", {"PYTHONPATH": str(REPO_ROOT)})
 
     def nerve(self, *args: str) -> subprocess.CompletedProcess:
+        """The CLI run in this process (``tests.runner``)."""
+        return run_cli(args, env=self.env, cwd=self.folder)
+
+    def nerve_process(self, *args: str) -> subprocess.CompletedProcess:
+        """The CLI as a process of its own, to meet a lock this process holds."""
         return subprocess.run(
             [sys.executable, "-m", "provisioner", *args],
             capture_output=True,
@@ -105,8 +111,10 @@ class Runner:
         )
 
 
-def init_ok(runner: Runner, *args: str) -> dict:
-    result = runner.nerve("init", "--non-interactive", "--json", *args)
+def init_ok(runner: Runner, *args: str, process: bool = False) -> dict:
+    """``init --non-interactive --json`` (``process``: in a process of its own)."""
+    run = runner.nerve_process if process else runner.nerve
+    result = run("init", "--non-interactive", "--json", *args)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
 
@@ -214,7 +222,7 @@ class TestOneInitAtATime:
         release = threading.Timer(1.0, handle.close)
         release.start()
         try:
-            summary = init_ok(runner, "--workspace", "ws", "--memory-backend", "loom")
+            summary = init_ok(runner, "--workspace", "ws", "--memory-backend", "loom", process=True)
         finally:
             release.join()
         assert summary["kept"] == []
@@ -229,7 +237,7 @@ class TestOneInitAtATime:
             fcntl.flock(handle, fcntl.LOCK_EX)
             handle.write("424242\n")
             handle.flush()
-            result = runner.nerve("init", "--workspace", "ws", "--memory-backend", "loom")
+            result = runner.nerve_process("init", "--workspace", "ws", "--memory-backend", "loom")
         assert_one_line_error(result, "pid 424242", "init.lock")
         assert "loom" not in (tmp_path / "ws" / "AGENTS.md").read_text().lower().split("mcp__")[0]
 

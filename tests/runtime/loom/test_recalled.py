@@ -40,6 +40,8 @@ BIDI_CONTROLS = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2
 ENTITY = re.compile(r"&(?:amp|lt|gt|quot|apos|#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6});")
 COUNT_LINE = re.compile(r"^\((\d+) more not shown")
 PROPERTY_EXAMPLES = 2000  # the acceptance of the issue: at least 2,000 examples in CI
+# The default run tries a tenth of them; CI's slow tier (-m slow) runs the 2,000.
+QUICK_EXAMPLES = PROPERTY_EXAMPLES // 10
 
 
 def pack(text: str) -> str:
@@ -431,55 +433,90 @@ def _frame_lines() -> tuple[str, ...]:
     return tuple(line for line in lines[1:-1] if not line.startswith("- "))
 
 
+def assert_the_block_stays_whole(items: list[str]) -> None:
+    """REC-2, TXT-4: the recalled block of ``items`` keeps its shape, cap and every line."""
+    block = session_context(items, recalled=True)
+    assert len(block.encode()) <= BLOCK_MAX_BYTES
+    assert block.endswith("\n")
+    lines = block[:-1].split("\n")
+    # No character inside any line is one that splitlines() would break at.
+    assert block.splitlines() == lines
+
+    assert block.count("<session-context>") == 1
+    assert block.count("</session-context>") == 1
+    assert lines[0] == "<session-context>"
+    assert lines[-1] == "</session-context>"
+
+    expected = [line for line in (pack(item) for item in items) if line]
+    kept = [line for line in lines[1:-1] if line.startswith("- ")]
+    others = [line for line in lines[1:-1] if not line.startswith("- ")]
+    for line in kept:
+        assert "<" not in line
+        assert ">" not in line
+        assert every_ampersand_starts_an_entity(line)
+    dropped = dropped_count(block)
+    assert kept == [f"- {line}" for line in expected[: len(expected) - dropped]]
+    if not expected:
+        assert others == ["No memories were recalled for this session."]
+    else:
+        count_line = [line for line in others if COUNT_LINE.match(line)]
+        assert others == [*_frame_lines(), *count_line]
+        assert bool(count_line) == (dropped > 0)
+
+
+SANITIZE_EXAMPLES = 500  # the slow tier's; the default run tries a tenth of them
+_SANITIZED_TEXT = st.lists(_PIECE, max_size=100).map("".join)
+
+
+def assert_one_capped_line_that_stays_as_it_is(text: str) -> None:
+    """``text`` sanitized, as pack or search text, is one capped line with nothing to escape
+    left and no lone surrogate, and sanitizing it again changes nothing."""
+    for source in ("pack", "search"):
+        line = sanitize_recalled(text, source=source)
+        assert line.splitlines() in ([line], [])
+        assert len(line) <= ITEM_MAX_CHARS
+        assert "<" not in line and ">" not in line
+        assert every_ampersand_starts_an_entity(line.removesuffix(ELLIPSIS))
+        line.encode()  # no lone surrogate is left to break the byte count
+        assert pack(line) == line
+
+
 class TestSessionContextBlockProperty:
     """REC-2, TXT-4: no stored text, whatever it holds, can break the block's shape."""
 
+    @settings(
+        max_examples=QUICK_EXAMPLES,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
+    @given(items=_ITEMS)
+    def test_any_recalled_texts_keep_the_block_whole(self, items: list[str]) -> None:
+        assert_the_block_stays_whole(items)
+
+    @pytest.mark.slow
     @settings(
         max_examples=PROPERTY_EXAMPLES,
         deadline=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     )
     @given(items=_ITEMS)
-    def test_any_recalled_texts_keep_the_block_whole(self, items: list[str]) -> None:
-        block = session_context(items, recalled=True)
-        assert len(block.encode()) <= BLOCK_MAX_BYTES
-        assert block.endswith("\n")
-        lines = block[:-1].split("\n")
-        # No character inside any line is one that splitlines() would break at.
-        assert block.splitlines() == lines
+    def test_any_recalled_texts_keep_the_block_whole_over_all_the_examples(
+        self, items: list[str]
+    ) -> None:
+        assert_the_block_stays_whole(items)
 
-        assert block.count("<session-context>") == 1
-        assert block.count("</session-context>") == 1
-        assert lines[0] == "<session-context>"
-        assert lines[-1] == "</session-context>"
-
-        expected = [line for line in (pack(item) for item in items) if line]
-        kept = [line for line in lines[1:-1] if line.startswith("- ")]
-        others = [line for line in lines[1:-1] if not line.startswith("- ")]
-        for line in kept:
-            assert "<" not in line
-            assert ">" not in line
-            assert every_ampersand_starts_an_entity(line)
-        dropped = dropped_count(block)
-        assert kept == [f"- {line}" for line in expected[: len(expected) - dropped]]
-        if not expected:
-            assert others == ["No memories were recalled for this session."]
-        else:
-            count_line = [line for line in others if COUNT_LINE.match(line)]
-            assert others == [*_frame_lines(), *count_line]
-            assert bool(count_line) == (dropped > 0)
-
-    @settings(max_examples=500, deadline=None)
-    @given(text=st.lists(_PIECE, max_size=100).map("".join))
+    @settings(max_examples=SANITIZE_EXAMPLES // 10, deadline=None)
+    @given(text=_SANITIZED_TEXT)
     def test_any_text_sanitizes_to_one_capped_line_that_stays_as_it_is(self, text: str) -> None:
-        for source in ("pack", "search"):
-            line = sanitize_recalled(text, source=source)
-            assert line.splitlines() in ([line], [])
-            assert len(line) <= ITEM_MAX_CHARS
-            assert "<" not in line and ">" not in line
-            assert every_ampersand_starts_an_entity(line.removesuffix(ELLIPSIS))
-            line.encode()  # no lone surrogate is left to break the byte count
-            assert pack(line) == line
+        assert_one_capped_line_that_stays_as_it_is(text)
+
+    @pytest.mark.slow
+    @settings(max_examples=SANITIZE_EXAMPLES, deadline=None)
+    @given(text=_SANITIZED_TEXT)
+    def test_any_text_sanitizes_to_one_capped_line_that_stays_as_it_is_over_all_the_examples(
+        self, text: str
+    ) -> None:
+        assert_one_capped_line_that_stays_as_it_is(text)
 
 
 # REC-5: text made of what cannot be seen, and of what looks like the block's own tag.
@@ -520,25 +557,39 @@ def _unseen(line: str) -> list[str]:
     ]
 
 
+def assert_nothing_hides_or_closes_the_tag(texts_: list[str]) -> None:
+    """REC-5: no line of a block of ``texts_`` shows less than the model reads, nor can
+    rebuild the closing tag, whatever the block's shape."""
+    items = [search(text) for text in texts_] + [pack(text) for text in texts_]
+    for shape in texts.SHAPES:
+        block = session_context(items, recalled=True, shape=shape)
+        for line in block.splitlines():
+            assert _unseen(line) == [], line
+        item_lines_ = [line for line in block.splitlines() if line.startswith("- ")]
+        for line in item_lines_:
+            folded = unicodedata.normalize("NFKC", line)
+            assert "<" not in folded and ">" not in folded, line
+        closing = unicodedata.normalize("NFKC", block).count("</session-context>")
+        assert closing == (1 if shape == "block" else 0)
+    for line in items:
+        assert _unseen(line) == []
+        assert pack(line) == line
+
+
 class TestInvisibleAndLookalikeProperty:
     """REC-5: for any text, no line shows less than the model reads, nor can rebuild the tag."""
 
-    @settings(max_examples=PROPERTY_EXAMPLES // 2, deadline=None)
+    @settings(max_examples=QUICK_EXAMPLES // 2, deadline=None)
     @given(texts_=st.lists(_HIDING_TEXT, min_size=1, max_size=6))
     def test_no_line_holds_an_invisible_character_or_forms_the_closing_tag(
         self, texts_: list[str]
     ) -> None:
-        items = [search(text) for text in texts_] + [pack(text) for text in texts_]
-        for shape in texts.SHAPES:
-            block = session_context(items, recalled=True, shape=shape)
-            for line in block.splitlines():
-                assert _unseen(line) == [], line
-            item_lines_ = [line for line in block.splitlines() if line.startswith("- ")]
-            for line in item_lines_:
-                folded = unicodedata.normalize("NFKC", line)
-                assert "<" not in folded and ">" not in folded, line
-            closing = unicodedata.normalize("NFKC", block).count("</session-context>")
-            assert closing == (1 if shape == "block" else 0)
-        for line in items:
-            assert _unseen(line) == []
-            assert pack(line) == line
+        assert_nothing_hides_or_closes_the_tag(texts_)
+
+    @pytest.mark.slow
+    @settings(max_examples=PROPERTY_EXAMPLES // 2, deadline=None)
+    @given(texts_=st.lists(_HIDING_TEXT, min_size=1, max_size=6))
+    def test_no_line_holds_an_invisible_character_or_forms_the_closing_tag_over_all_the_examples(
+        self, texts_: list[str]
+    ) -> None:
+        assert_nothing_hides_or_closes_the_tag(texts_)

@@ -535,8 +535,9 @@ class TestCommandLine:
         assert sorted(gateway.app.store.memory_texts()) == [f"turn {n} of a" for n in range(6)]
 
     def test_a_backfill_while_another_sweep_runs_moves_nothing_and_exits_75(
-        self, tmp_path: Path, nerve: NerveDb, run_nerve: RunNerve
+        self, tmp_path: Path, nerve: NerveDb, nerve_process: RunNerve
     ) -> None:
+        """The lock is held by this process; the command runs in a process of its own."""
         switched(nerve, 6, memorized=4)
         options = [*cli_options(tmp_path, "http://127.0.0.1:9"), "--nerve-db", str(nerve.path)]
         state_path = tmp_path / "state.sqlite3"
@@ -544,7 +545,7 @@ class TestCommandLine:
         before = _digest(state_path)
         with sweep_lock(str(state_path), None) as held:
             assert held
-            done = run_nerve("memory", "sweep", "--backfill", "all", *options)
+            done = nerve_process("memory", "sweep", "--backfill", "all", *options)
         assert done.returncode == 75 and "another sweep" in done.stderr
         assert _digest(state_path) == before
 

@@ -137,18 +137,19 @@ class TestStatusZero:
         assert line.startswith("sweep done: 1 of 1 session, 0 batches sent, 0 messages taken")
 
     def test_another_sweep_running_exits_0_and_the_line_says_so(
-        self, tmp_path: Path, gateway: RunningGateway, run_nerve: RunNerve
+        self, tmp_path: Path, gateway: RunningGateway, run_nerve: RunNerve, nerve_process: RunNerve
     ) -> None:
         """SWEEP-11, SWEEP-13: the lock holder sweeps these windows and reports on them; this
-        run is neither a failure of memory nor a sweep that left windows behind."""
+        run is neither a failure of memory nor a sweep that left windows behind. The lock is
+        held by this process; the sweeps run in processes of their own."""
         configure(tmp_path, gateway.base_url)
         import_messages(run_nerve, tmp_path, {"a": 1})
         state_path = tmp_path / "cfg" / "memory" / "state.sqlite3"
         StateStore(state_path).close()
         with sweep_lock(str(state_path), None) as held:
             assert held
-            status, line = sweep_line(run_nerve, tmp_path)
-            json_status, report = sweep_json(run_nerve, tmp_path)
+            status, line = sweep_line(nerve_process, tmp_path)
+            json_status, report = sweep_json(nerve_process, tmp_path)
         assert status == json_status == report["exit_status"] == EXIT_OK
         assert line.startswith("sweep already_running: another sweep of this state file")
         assert report["stopped"] == "already_running" and report["batches_sent"] == 0

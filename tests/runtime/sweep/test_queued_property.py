@@ -24,6 +24,7 @@ from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -72,21 +73,12 @@ def assert_no_watermark_past_an_unwritten_message(
         assert not unwritten, f"{session}: the watermark {watermark} passed {unwritten[:3]}"
 
 
-@settings(
-    max_examples=80,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-    derandomize=True,
-)
-@given(
-    sizes=st.lists(st.integers(min_value=1, max_value=450), min_size=1, max_size=3),
-    faults=st.lists(st.sampled_from(sorted(FAULTS)), max_size=40),
-    steps=st.lists(st.sampled_from(STEPS), max_size=60),
-    restart_every=st.integers(min_value=0, max_value=4),
-)
-def test_random_faults_then_sweeps_to_the_end_write_each_message_once(
+def assert_each_message_is_written_once(
     sizes: list[int], faults: list[str], steps: list[str], restart_every: int
 ) -> None:
+    """Sessions of ``sizes`` swept through ``faults`` and Loom's queue ``steps``, restarted
+    every ``restart_every`` sweeps, then calmly to the end: no watermark ever passes an
+    unwritten message, and each message is written once."""
     drawn = deque(steps)
 
     def step(queue_id: str, batch: QueuedBatch) -> str:
@@ -118,6 +110,40 @@ def test_random_faults_then_sweeps_to_the_end_write_each_message_once(
             finally:
                 state.close()
     assert {i: loom.written[i] for i in every} == dict.fromkeys(every, 1)
+
+
+EXAMPLES = 80  # CI's slow tier (-m slow); the default run tries a tenth of them
+_SIZES = st.lists(st.integers(min_value=1, max_value=450), min_size=1, max_size=3)
+_FAULTS = st.lists(st.sampled_from(sorted(FAULTS)), max_size=40)
+_STEPS = st.lists(st.sampled_from(STEPS), max_size=60)
+_RESTART_EVERY = st.integers(min_value=0, max_value=4)
+
+
+@settings(
+    max_examples=EXAMPLES // 10,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    derandomize=True,
+)
+@given(sizes=_SIZES, faults=_FAULTS, steps=_STEPS, restart_every=_RESTART_EVERY)
+def test_random_faults_then_sweeps_to_the_end_write_each_message_once(
+    sizes: list[int], faults: list[str], steps: list[str], restart_every: int
+) -> None:
+    assert_each_message_is_written_once(sizes, faults, steps, restart_every)
+
+
+@pytest.mark.slow
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    derandomize=True,
+)
+@given(sizes=_SIZES, faults=_FAULTS, steps=_STEPS, restart_every=_RESTART_EVERY)
+def test_random_faults_then_sweeps_to_the_end_write_each_message_once_over_all_the_examples(
+    sizes: list[int], faults: list[str], steps: list[str], restart_every: int
+) -> None:
+    assert_each_message_is_written_once(sizes, faults, steps, restart_every)
 
 
 # --- the same through the real backend and the dev gateway ------------------------------------
