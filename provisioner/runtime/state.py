@@ -206,14 +206,24 @@ class StateStore:
         return frozen_recall_in(self.read, session_id)
 
     def freeze_recall(
-        self, session_id: str, *, source: str, items: Sequence[str], now: float
+        self,
+        session_id: str,
+        *,
+        source: str,
+        items: Sequence[str],
+        now: float,
+        on_locked: Callable[[], object] | None = None,
     ) -> FrozenRecall:
         """Keep a successful recall for ``session_id``; the first one frozen wins.
 
         Two tasks starting the same session at once both recall; whichever commits first is
         what every later prompt of that session shows, and both callers get that one back.
+        ``on_locked`` is called once the write lock is held: from then on the freeze waits for
+        no other process, and a reader never waits for it (WAL).
         """
         with self.transaction() as db:
+            if on_locked is not None:
+                on_locked()
             db.execute(
                 "INSERT OR IGNORE INTO frozen_recall (session_id, source, items, frozen_at)"
                 " VALUES (?, ?, ?, ?)",

@@ -19,6 +19,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -224,6 +225,45 @@ class TestTheLookupOnTheLoopNeverWaits:
         assert len(gateway.app.calls) == 0
         assert memory.state_fault is None
 
+    async def test_a_freeze_that_holds_the_write_lock_holds_no_lookup_back(
+        self, tmp_path: Path, gateway: RunningGateway, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """REL-3: once the worker's freeze holds the write lock it waits for no other process,
+        and a reader never waits for it; a lookup made while it is still under way (held
+        here just after it took the lock) is read on the loop, in the recall's first turn."""
+        gateway.app.store.remember("first fact")
+        path = new_state_file(tmp_path / "state.sqlite3")
+        with StateStore(path) as state:
+            state.freeze_recall("s-old", source="pack", items=["kept before"], now=1.0)
+            state.freeze_recall("s-2", source="pack", items=["kept for s-2"], now=1.0)
+        locked, release = threading.Event(), threading.Event()
+        freeze_recall = StateStore.freeze_recall
+
+        def freeze_held_once_locked(store: StateStore, *args: Any, **kwargs: Any) -> Any:
+            def cue_then_hold() -> None:
+                kwargs["on_locked"]()
+                locked.set()
+                release.wait()
+
+            return freeze_recall(store, *args, **{**kwargs, "on_locked": cue_then_hold})
+
+        monkeypatch.setattr(StateStore, "freeze_recall", freeze_held_once_locked)
+        memory = backend(gateway, state_path=path, recall_deadline_s=LONG_BUDGET_S)
+        async with memory:
+            await memory.startup_recall("s-old")  # the worker's first step opens the reader
+            told = await memory.startup_recall("s-1")  # its freeze goes to the worker
+            await asyncio.to_thread(locked.wait)
+            try:
+                answering = asyncio.create_task(memory.startup_recall("s-2"))
+                await asyncio.sleep(0)  # one turn: the recall's first step
+                assert answering.done()
+            finally:
+                release.set()  # the freeze goes on, also when the assertion failed
+        assert answering.result().items == ("kept for s-2",)
+        assert told.items == ("first fact",)
+        assert frozen_items(path, "s-1") == ("first fact",)
+        assert memory.state_fault is None
+
     async def test_a_store_another_thread_holds_sends_the_lookup_to_the_worker_and_the_loop_runs(
         self, gateway: RunningGateway
     ) -> None:
@@ -247,15 +287,17 @@ class TestTheLookupOnTheLoopNeverWaits:
             async with backend(gateway, state=state, recall_deadline_s=LONG_BUDGET_S) as memory:
                 holder.start()
                 await asyncio.to_thread(holding.wait)
-                answering = asyncio.create_task(memory.startup_recall("s-1"))
-                turns = 0
-                for _ in range(20):  # the loop keeps turning while the lookup waits
-                    await asyncio.sleep(0)
-                    turns += 1
-                assert turns == 20
-                assert not answering.done()
-                assert len(gateway.app.calls) == 0
-                release.set()
+                try:
+                    answering = asyncio.create_task(memory.startup_recall("s-1"))
+                    turns = 0
+                    for _ in range(20):  # the loop keeps turning while the lookup waits
+                        await asyncio.sleep(0)
+                        turns += 1
+                    assert turns == 20
+                    assert not answering.done()
+                    assert len(gateway.app.calls) == 0
+                finally:
+                    release.set()  # the holder lets go, also when an assertion failed
                 recall = await answering
                 await asyncio.to_thread(holder.join)
         assert (recall.items, recall.recalled) == (("theirs",), True)

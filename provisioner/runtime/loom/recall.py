@@ -22,6 +22,7 @@ import contextlib
 import enum
 import os
 import sqlite3
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
@@ -235,12 +236,14 @@ class FrozenRecalls:
     whose busy timeout is 0 (SQLite answers "busy" at once instead of waiting), or, for an
     in-memory store, only while no other thread holds it. Whatever stops that read — busy, or
     a fault such as a damaged page — sends the lookup to the worker, which waits within the
-    budget and names the fault. The loop reads only while the worker is idle, so a lookup
-    never overtakes a step this process handed over: behind a freeze waiting for a lock, it
-    waits too, off the loop. One wait the loop cannot cut: SQLite retries a read on its own
-    (for up to about 10 s) while another process holds a lock of the WAL index a reader
-    needs, which SQLite holds only for an instant (a writer restarting the log, a checkpoint
-    moving its marks); only a process stopped in that instant can make the loop wait.
+    budget and names the fault. The loop reads only while the worker is idle, or busy with a
+    freeze that holds the write lock already (it waits for no other process then, and a
+    reader never waits for it), so a lookup never overtakes a step that may still wait:
+    behind a freeze waiting for a lock, it waits too, off the loop. One wait the loop cannot
+    cut: SQLite retries a read on its own (for up to about 10 s) while another process holds
+    a lock of the WAL index a reader needs, which SQLite holds only for an instant (a writer
+    restarting the log, a checkpoint moving its marks); only a process stopped in that
+    instant can make the loop wait.
 
     ``given`` answers what this process already gave the session, ``frozen`` what the state
     file froze for it (when the worker reads it, the loop stops waiting ``STATE_GUARD_S`` past
@@ -271,7 +274,9 @@ class FrozenRecalls:
         self._given: OrderedDict[str, Recall] = OrderedDict()
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="recall-state")
         self._last_step: Future[Any] | None = None  # the worker is idle once it is done
-        self._handing_over: list[Callable[[], None]] = []  # freezes for the worker, on the loop
+        self._last_step_locked: threading.Event | None = None  # set once it holds the write lock
+        # freezes for the worker, each with its cue that it holds the write lock
+        self._handing_over: list[tuple[Callable[[], None], threading.Event]] = []
 
     def given(self, session_id: str) -> Recall | None:
         """The recall this process gave the session already, if it remembers one."""
@@ -306,8 +311,9 @@ class FrozenRecalls:
     def _read_on_loop(self, session_id: str) -> FrozenRecall | _Unread | None:
         """The lookup without leaving the loop; ``UNREAD`` when it could wait, or SQLite
         refused it (busy, or a fault the worker's read will name)."""
-        if self._last_step is not None and not self._last_step.done():
-            return _Unread.UNREAD  # the worker has a step under way: the lookup queues behind it
+        step, locked = self._last_step, self._last_step_locked
+        if step is not None and not step.done() and not (locked is not None and locked.is_set()):
+            return _Unread.UNREAD  # the worker may wait for a lock: the lookup queues behind it
         read: Callable[[str, Sequence[object]], Sequence[Sequence[object]] | None]
         if self._state.path == IN_MEMORY:
             read = self._state.read_at_once
@@ -336,9 +342,12 @@ class FrozenRecalls:
         loop = asyncio.get_running_loop()
         wait_s = max(until - loop.time(), 0.0)
         items, source = recall.items, recall.source or ""
+        locked = threading.Event()
 
         def freeze(store: StateStore) -> None:
-            frozen = store.freeze_recall(session_id, source=source, items=items, now=now)
+            frozen = store.freeze_recall(
+                session_id, source=source, items=items, now=now, on_locked=locked.set
+            )
             if (frozen.items, frozen.source) != (items, source):  # another process's came first
                 adopted = Recall(frozen.items, True, frozen.source)
                 loop.call_soon_threadsafe(self._adopt, session_id, adopted)
@@ -354,7 +363,7 @@ class FrozenRecalls:
 
         if not self._handing_over:
             loop.call_soon(self._hand_over)
-        self._handing_over.append(freeze_or_say_why)
+        self._handing_over.append((freeze_or_say_why, locked))
         return self._remember(session_id, recall)
 
     def keep_error(self, last: LastError, *, wait_s: float) -> None:
@@ -376,13 +385,14 @@ class FrozenRecalls:
     def _hand_over(self) -> None:
         """Give the worker the freezes kept since the loop last came here."""
         freezes, self._handing_over = self._handing_over, []
-        for freeze in freezes:
+        for freeze, locked in freezes:
             self._submit(freeze)
+            self._last_step_locked = locked
 
     def _submit(self, call: Callable[..., T], *arguments: Any) -> Future[T]:
         """``call`` on the worker, after every step handed over before it."""
         step = self._worker.submit(call, *arguments)
-        self._last_step = step
+        self._last_step, self._last_step_locked = step, None
         return step
 
     def _remember(self, session_id: str, recall: Recall) -> Recall:
