@@ -7,14 +7,17 @@ both see the same machine load:
 * raw: ``httpx.AsyncClient.post`` of the ``loom_context_pack`` call on one kept client, with
   the JSON body decoded;
 * recall: ``LoomMemory.startup_recall`` of a new session on one kept backend (the frozen
-  lookup in the state's worker thread, catalog check, breaker, deadline, answer sorting,
-  contract reads, sanitizing; the freeze runs in that thread after the recall answers).
+  lookup, catalog check, breaker, deadline, answer sorting, contract reads, sanitizing; the
+  freeze is handed to the state's worker thread after the recall answers).
 
-It prints both medians and their ratio (target: at most 1.10). Then it switches the gateway's
+The state is in memory, or with ``--state file`` a state file in a fresh temporary folder, as
+Nerve keeps it (the lookup then reads through the recall's own read-only connection). It
+prints both medians and their ratio (target: at most 1.10). Then it switches the gateway's
 faults to ``hang`` and times whole recalls on fresh backends: each must give up and answer
 "could not be recalled" within the 5 s read (target: at most 5.05 s of wall time).
 
     python benchmarks/bench_recall.py [--sessions 500] [--hang-runs 3] [--answers json|sse]
+                                      [--state memory|file]
 """
 
 from __future__ import annotations
@@ -25,8 +28,10 @@ import json
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import httpx
 
@@ -111,13 +116,13 @@ async def time_recall(memory: LoomMemory, session: str) -> float:
     return elapsed
 
 
-async def measure(base: str, sessions: int) -> tuple[list[float], list[float]]:
+async def measure(base: str, sessions: int, state_path: str) -> tuple[list[float], list[float]]:
     """Per-session seconds for the raw pack POST and for ``startup_recall``, interleaved."""
     url = base + MCP_PATH
     raw, ours = [], []
     async with httpx.AsyncClient(trust_env=False) as client:
         await store_memories(client, url)
-        with StateStore(":memory:") as state:
+        with StateStore(state_path) as state:
             async with LoomMemory.from_config(BenchConfig(base), state=state) as memory:
                 for number in range(WARM_UP_SESSIONS + sessions):
                     session = f"bench-{number}"
@@ -154,16 +159,20 @@ def main() -> int:
     parser.add_argument("--sessions", type=int, default=500, help="timed sessions of each kind")
     parser.add_argument("--hang-runs", type=int, default=3, help="recalls against a hang")
     parser.add_argument("--answers", choices=("json", "sse"), default="json")
+    parser.add_argument("--state", choices=("memory", "file"), default="memory")
     args = parser.parse_args()
     gateway, base = start_gateway(args.answers)
     try:
-        raw, ours = asyncio.run(measure(base, args.sessions))
+        with tempfile.TemporaryDirectory() as folder:
+            state_path = str(Path(folder, "state.sqlite3")) if args.state == "file" else ":memory:"
+            raw, ours = asyncio.run(measure(base, args.sessions, state_path))
         hangs = asyncio.run(measure_hang(base, args.hang_runs)) if args.hang_runs else []
     finally:
         gateway.terminate()
         gateway.wait(timeout=10)
     raw_ms, ours_ms = statistics.median(raw) * 1000, statistics.median(ours) * 1000
     print(f"dev gateway answering {args.answers}, {args.sessions} sessions each")
+    print(f"state:                      {args.state}")
     print(f"raw pack POST, median:      {raw_ms:.3f} ms")
     print(f"startup_recall, median:     {ours_ms:.3f} ms")
     print(f"ratio:                      {ours_ms / raw_ms:.3f} (target: at most {TARGET_RATIO})")

@@ -36,6 +36,7 @@ SMOKE_RUNS: dict[str, tuple[tuple[list[str], str], ...]] = {
     "bench_recall.py": (
         (["--sessions", "5", "--hang-runs", "0", "--answers", "json"], "ratio:"),
         (["--sessions", "5", "--hang-runs", "0", "--answers", "sse"], "ratio:"),
+        (["--sessions", "5", "--hang-runs", "0", "--state", "file"], "ratio:"),
     ),
     "bench_sweep.py": (
         (["--scales", "400:4"], "µs/msg"),

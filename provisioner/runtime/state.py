@@ -39,7 +39,7 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from provisioner.runtime import sqlite_file
 from provisioner.runtime.budget import BatchBudget
@@ -454,29 +454,41 @@ class StateStore:
             cursor.row_factory = sqlite3.Row
             return list(cursor.fetchall())
 
+    def read_at_once(self, sql: str, parameters: Sequence[object] = ()) -> list[sqlite3.Row] | None:
+        """``read``, or None at once while another thread is using the store: for a caller that
+        must never wait for a thread (the event loop, REL-3)."""
+        if not self._lock.acquire(blocking=False):
+            return None
+        try:
+            return self.read(sql, parameters)
+        finally:
+            self._lock.release()
+
     # --- frozen recalls (REC-3) ---------------------------------------------------------------
 
     def frozen_recall(self, session_id: str) -> FrozenRecall | None:
         """The recall frozen for ``session_id``, or None when none was frozen yet."""
-        rows = self.read(
-            "SELECT source, items, frozen_at FROM frozen_recall WHERE session_id = ?",
-            (session_id,),
-        )
-        if not rows:
-            return None
-        row = rows[0]
-        items = tuple(str(item) for item in json.loads(row["items"]))
-        return FrozenRecall(session_id, row["source"], items, row["frozen_at"])
+        return frozen_recall_in(self.read, session_id)
 
     def freeze_recall(
-        self, session_id: str, *, source: str, items: Sequence[str], now: float
+        self,
+        session_id: str,
+        *,
+        source: str,
+        items: Sequence[str],
+        now: float,
+        on_locked: Callable[[], object] | None = None,
     ) -> FrozenRecall:
         """Keep a successful recall for ``session_id``; the first one frozen wins.
 
         Two tasks starting the same session at once both recall; whichever commits first is
         what every later prompt of that session shows, and both callers get that one back.
+        ``on_locked`` is called once the write lock is held: from then on the freeze waits for
+        no other process, and a reader never waits for it (WAL).
         """
         with self.transaction() as db:
+            if on_locked is not None:
+                on_locked()
             db.execute(
                 "INSERT OR IGNORE INTO frozen_recall (session_id, source, items, frozen_at)"
                 " VALUES (?, ?, ?, ?)",
@@ -678,6 +690,19 @@ def kept_budget(read: Read, mode: str, default: BatchBudget) -> BatchBudget:
     streak = streak if type(streak) is int else 0
     defaults = (default.default_messages, default.default_bytes)
     return BatchBudget(messages, size, *defaults, reason, streak)
+
+
+def frozen_recall_in(read: Read, session_id: str) -> FrozenRecall | None:
+    """The recall a state file froze for ``session_id``, through ``read`` (a store's, or a
+    read-only reader's); None when none was frozen yet."""
+    rows = read(
+        "SELECT source, items, frozen_at FROM frozen_recall WHERE session_id = ?", (session_id,)
+    )
+    if not rows:
+        return None
+    source, items, frozen_at = rows[0]
+    listed = tuple(str(item) for item in json.loads(cast(str, items)))
+    return FrozenRecall(session_id, cast(str, source), listed, cast(float, frozen_at))
 
 
 def watermark_in(db: sqlite3.Connection, session_id: str) -> int:

@@ -10,22 +10,26 @@ duplicates, and no more of them than fit the session-context block.
 An answer may list any number of memories, and the recall runs on the event loop that serves
 Nerve's sessions and times the recall's own 5 s read. So the work is linear (repeats are found
 in sets), stops at the first line the block has no room for, and gives the loop back every
-``YIELD_AFTER_S`` however many memories clean to nothing (REC-5). For the same reason the
-state file is read and written off the loop, in a worker thread of ``FrozenRecalls`` (REL-3).
+``YIELD_AFTER_S`` however many memories clean to nothing (REC-5). For the same reason
+``FrozenRecalls`` never waits for the state file on the loop (REL-3): it writes in a worker
+thread, and reads there whenever reading on the loop could wait.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import os
 import sqlite3
+import threading
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextvars import ContextVar
 from functools import cache
+from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
@@ -39,7 +43,7 @@ from provisioner.runtime.loom.recalled import BLOCK_MAX_BYTES, line_bytes, sanit
 from provisioner.runtime.loom.report import LastError
 from provisioner.runtime.loom.types import Recall
 from provisioner.runtime.sqlite_file import IN_MEMORY, FileFault, file_fault
-from provisioner.runtime.state import StateBusyError, StateStore
+from provisioner.runtime.state import FrozenRecall, StateBusyError, StateStore, frozen_recall_in
 
 RECALL_DEADLINE_S = 5.0  # REC-1: the whole read, pack and fallback together
 RECALL_SEARCH_TOP_K = 10  # REC-1: results the fallback search asks for (in the fixture)
@@ -216,38 +220,62 @@ def _nested(list_path: str, items: list[Any]) -> dict[str, Any]:
 
 
 class FrozenRecalls:
-    """The recalls frozen for sessions, kept off the event loop (REC-3, REL-3).
+    """The recalls frozen for sessions, kept without the event loop ever waiting (REC-3, REL-3).
 
-    Every call on the state file may wait: for a lock another process holds (SQLite waits up
-    to its busy timeout), for the disk (each commit is flushed), on a damaged page. Nerve's
-    sessions share the loop the recall runs on, so none of it runs there: each step runs in
-    one worker thread of this object's own and waits for a lock no longer than what is left
-    of the recall's budget. A step the state cannot take hands its ``FileFault`` to
-    ``on_fault`` (on the loop); nothing here raises for the state.
+    A write on the state file may wait: for a lock another process holds (SQLite waits up to
+    its busy timeout), for the disk (each commit is flushed), on a damaged page. Nerve's
+    sessions share the loop the recall runs on, so no write runs there: each step runs in one
+    worker thread of this object's own and waits for a lock no longer than what is left of
+    the recall's budget. A step the state cannot take hands its ``FileFault`` to ``on_fault``
+    (on the loop); nothing here raises for the state.
+
+    A lookup is a read, and a read of the state waits for no writer (the file is in WAL mode),
+    so handing each one to the worker cost the recall more than the read itself. ``frozen``
+    reads on the loop whenever that cannot wait: through a read-only connection of its own
+    whose busy timeout is 0 (SQLite answers "busy" at once instead of waiting), or, for an
+    in-memory store, only while no other thread holds it. Whatever stops that read — busy, or
+    a fault such as a damaged page — sends the lookup to the worker, which waits within the
+    budget and names the fault. The loop reads only while the worker is idle, or busy with a
+    freeze that holds the write lock already (it waits for no other process then, and a
+    reader never waits for it), so a lookup never overtakes a step that may still wait:
+    behind a freeze waiting for a lock, it waits too, off the loop. One wait the loop cannot
+    cut: SQLite retries a read on its own (for up to about 10 s) while another process holds
+    a lock of the WAL index a reader needs, which SQLite holds only for an instant (a writer
+    restarting the log, a checkpoint moving its marks); only a process stopped in that
+    instant can make the loop wait.
 
     ``given`` answers what this process already gave the session, ``frozen`` what the state
-    file froze for it (the worker reads it; the loop stops waiting ``STATE_GUARD_S`` past the
-    budget, whatever the thread is doing). ``keep`` makes a new recall the session's at once
+    file froze for it (when the worker reads it, the loop stops waiting ``STATE_GUARD_S`` past
+    the budget, whatever the thread is doing). ``keep`` makes a new recall the session's at once
     — the first one kept in this process wins — and freezes it in the background, so the
-    session never waits for the state to be written: a busy, full or damaged state leaves it
-    unfrozen, still the same bytes on every rebuild in this process, and the next process
-    recalls it anew. Should another process have frozen the session meanwhile, the one it
-    froze is what later rebuilds show: the first one frozen wins. At most ``KEPT_SESSIONS``
-    sessions are remembered, the least recently asked for leaving first.
+    session never waits for the state to be written. The freeze goes to the worker once the
+    loop has handed the answer on (a loop turn later; ``aclose`` hands over any still kept),
+    so neither the answer nor another session's lookup in the same turn waits behind a
+    thread starting on it. A busy, full or damaged state leaves the recall unfrozen, still
+    the same bytes on every rebuild in this process, and the next process recalls it anew.
+    Should another process have frozen the session meanwhile, the one it froze is what later
+    rebuilds show: the first one frozen wins. At most ``KEPT_SESSIONS`` sessions are
+    remembered, the least recently asked for leaving first.
 
     A state file is reached through a connection of the worker's own, so its busy timeout can
     be cut to each step's share without shortening the waits of the sweep or of status on
-    the caller's store. An in-memory store has no other process to wait for; it is used as
-    it is. ``aclose()`` lets the steps under way end (each within its bound) and closes that
-    connection.
+    the caller's store; the worker opens the loop's reader beside it, on its first step (the
+    lookups before it run in the worker). An in-memory store has no other process to wait
+    for; it is used as it is. ``aclose()`` lets the steps under way end (each within its
+    bound) and closes both connections.
     """
 
     def __init__(self, state: StateStore, *, on_fault: Callable[[FileFault], object]) -> None:
         self._state = state
         self._own: StateStore | None = None
+        self._reader: sqlite3.Connection | None = None  # the loop's; opened by the worker
         self._on_fault = on_fault
         self._given: OrderedDict[str, Recall] = OrderedDict()
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="recall-state")
+        self._last_step: Future[Any] | None = None  # the worker is idle once it is done
+        self._last_step_locked: threading.Event | None = None  # set once it holds the write lock
+        # freezes for the worker, each with its cue that it holds the write lock
+        self._handing_over: list[tuple[Callable[[], None], threading.Event]] = []
 
     def given(self, session_id: str) -> Recall | None:
         """The recall this process gave the session already, if it remembers one."""
@@ -256,13 +284,53 @@ class FrozenRecalls:
             self._given.move_to_end(session_id)
         return given
 
-    async def frozen(self, session_id: str, *, until: float) -> Recall | None:
+    def frozen(self, session_id: str, *, until: float) -> Awaitable[Recall | None]:
         """The session's recall frozen in the state file; None when none is, or when the state
-        cannot say within the budget (``until``, on the loop's clock)."""
-        frozen = await self._step(until, lambda store: store.frozen_recall(session_id))
+        cannot say within the budget (``until``, on the loop's clock).
+
+        Read on the loop when that cannot wait (the awaitable is then done already), else
+        by the worker.
+        """
+        found = self._read_on_loop(session_id)
+        if found is _Unread.UNREAD:
+            return self._frozen_by_worker(session_id, until)
+        answered: asyncio.Future[Recall | None] = asyncio.get_running_loop().create_future()
+        answered.set_result(self._found(session_id, found))
+        return answered
+
+    async def _frozen_by_worker(self, session_id: str, until: float) -> Recall | None:
+        found = await self._step(until, lambda store: store.frozen_recall(session_id))
+        return self._found(session_id, found)
+
+    def _found(self, session_id: str, frozen: FrozenRecall | None) -> Recall | None:
         if frozen is None:
             return None
         return self._remember(session_id, Recall(frozen.items, True, frozen.source))
+
+    def _read_on_loop(self, session_id: str) -> FrozenRecall | _Unread | None:
+        """The lookup without leaving the loop; ``UNREAD`` when it could wait, or SQLite
+        refused it (busy, or a fault the worker's read will name)."""
+        step, locked = self._last_step, self._last_step_locked
+        if step is not None and not step.done() and not (locked is not None and locked.is_set()):
+            return _Unread.UNREAD  # the worker may wait for a lock: the lookup queues behind it
+        read: Callable[[str, Sequence[object]], Sequence[Sequence[object]] | None]
+        if self._state.path == IN_MEMORY:
+            read = self._state.read_at_once
+        elif self._reader is not None:
+            read = _reading_through(self._reader)
+        else:
+            return _Unread.UNREAD  # the worker opens the reader on its first step
+
+        def rows_or_unread(sql: str, parameters: Sequence[object]) -> Sequence[Sequence[object]]:
+            rows = read(sql, parameters)
+            if rows is None:
+                raise _WouldWait
+            return rows
+
+        try:
+            return frozen_recall_in(rows_or_unread, session_id)
+        except (_WouldWait, sqlite3.Error):
+            return _Unread.UNREAD
 
     def keep(self, session_id: str, recall: Recall, *, now: float, until: float) -> Recall:
         """Make ``recall`` the session's and freeze it in the background; answers the session's
@@ -273,9 +341,12 @@ class FrozenRecalls:
         loop = asyncio.get_running_loop()
         wait_s = max(until - loop.time(), 0.0)
         items, source = recall.items, recall.source or ""
+        locked = threading.Event()
 
         def freeze(store: StateStore) -> None:
-            frozen = store.freeze_recall(session_id, source=source, items=items, now=now)
+            frozen = store.freeze_recall(
+                session_id, source=source, items=items, now=now, on_locked=locked.set
+            )
             if (frozen.items, frozen.source) != (items, source):  # another process's came first
                 adopted = Recall(frozen.items, True, frozen.source)
                 loop.call_soon_threadsafe(self._adopt, session_id, adopted)
@@ -289,7 +360,9 @@ class FrozenRecalls:
                     raise
                 loop.call_soon_threadsafe(self._on_fault, fault)
 
-        self._worker.submit(freeze_or_say_why)
+        if not self._handing_over:
+            loop.call_soon(self._hand_over)
+        self._handing_over.append((freeze_or_say_why, locked))
         return self._remember(session_id, recall)
 
     def keep_error(self, last: LastError, *, wait_s: float) -> None:
@@ -300,12 +373,26 @@ class FrozenRecalls:
             at, op, kind, message, code = last.at, last.op, last.kind, last.message, last.code
             store.record_last_error(at=at, op=op, kind=kind, message=message, code=code)
 
-        self._worker.submit(self._quietly, wait_s, keep)
+        self._submit(self._quietly, wait_s, keep)
 
     async def aclose(self) -> None:
-        """Wait (off the loop) for the steps under way, then close the worker's connection."""
-        self._worker.submit(self._close_own)
+        """Wait (off the loop) for the steps under way, then close the worker's connections."""
+        self._hand_over()
+        self._submit(self._close_own)
         await asyncio.to_thread(self._worker.shutdown)
+
+    def _hand_over(self) -> None:
+        """Give the worker the freezes kept since the loop last came here."""
+        freezes, self._handing_over = self._handing_over, []
+        for freeze, locked in freezes:
+            self._submit(freeze)
+            self._last_step_locked = locked
+
+    def _submit(self, call: Callable[..., T], *arguments: Any) -> Future[T]:
+        """``call`` on the worker, after every step handed over before it."""
+        step = self._worker.submit(call, *arguments)
+        self._last_step, self._last_step_locked = step, None
+        return step
 
     def _remember(self, session_id: str, recall: Recall) -> Recall:
         self._given[session_id] = recall
@@ -323,7 +410,7 @@ class FrozenRecalls:
         wait_s = max(until - loop.time(), 0.0)
         try:
             async with asyncio.timeout_at(until + STATE_GUARD_S):
-                return await loop.run_in_executor(self._worker, self._bounded, wait_s, call)
+                return await asyncio.wrap_future(self._submit(self._bounded, wait_s, call))
         except TimeoutError:
             self._on_fault(FileFault(self._state.path, "busy", "no answer in time"))
         except (sqlite3.Error, OSError, StateBusyError) as error:
@@ -339,6 +426,8 @@ class FrozenRecalls:
             return call(self._state)
         if self._own is None:
             self._own = StateStore(self._state.path)
+        if self._reader is None:
+            self._reader = _open_reader(self._state.path)
         self._own.read(f"PRAGMA busy_timeout = {int(wait_s * 1000)}")
         return call(self._own)
 
@@ -348,8 +437,48 @@ class FrozenRecalls:
 
     def _close_own(self) -> None:
         own, self._own = self._own, None
+        reader, self._reader = self._reader, None
         if own is not None:
             own.close()
+        if reader is not None:
+            reader.close()
+
+
+class _Unread(enum.Enum):
+    """The loop did not read the state: it could have waited, or SQLite refused the read."""
+
+    UNREAD = enum.auto()
+
+
+class _WouldWait(Exception):
+    """Reading now would wait for another thread of this process."""
+
+
+def _open_reader(path: str) -> sqlite3.Connection | None:
+    """A read-only connection to the state file that never waits for a lock (busy timeout 0),
+    for the loop's lookups; None when the file will not open so, and the worker reads them."""
+    try:
+        uri = f"{Path(path).resolve().as_uri()}?mode=ro"
+        return sqlite3.connect(
+            uri, uri=True, timeout=0, isolation_level=None, check_same_thread=False
+        )
+    except (sqlite3.Error, OSError, ValueError):
+        return None
+
+
+def _reading_through(
+    reader: sqlite3.Connection,
+) -> Callable[[str, Sequence[object]], Sequence[Sequence[object]]]:
+    """One query's rows through ``reader``, its read ended before they are handed back."""
+
+    def read(sql: str, parameters: Sequence[object]) -> Sequence[Sequence[object]]:
+        cursor = reader.execute(sql, tuple(parameters))
+        try:
+            return cursor.fetchall()
+        finally:
+            cursor.close()
+
+    return read
 
 
 def state_fault_of(error: BaseException, path: str | os.PathLike[str]) -> FileFault | None:
@@ -366,11 +495,19 @@ _LOOKUP: ContextVar[asyncio.Future[Any] | None] = ContextVar("recall_lookup", de
 async def lookup_then_read(lookup: Awaitable[Recall | None], read: Awaitable[T]) -> Recall | T:
     """The recall ``lookup`` answers, or, when it answers None, what ``read`` (Loom) does.
 
-    The two start together, so the lookup's hand-off to the state's worker thread overlaps
-    the client's work before it sends (the catalog, the breaker, the request), but no request
-    leaves before the lookup has answered: ``HeldTransport`` holds it until then. A session
-    found frozen is answered from the state, and Loom is never asked (REC-3).
+    A lookup that answered already (read on the loop) costs no task: ``read`` runs, or is
+    dropped, in the caller's. Otherwise the two start together, so the lookup's hand-off to
+    the state's worker thread overlaps the client's work before it sends (the catalog, the
+    breaker, the request), but no request leaves before the lookup has answered:
+    ``HeldTransport`` holds it until then. A session found frozen is answered from the state,
+    and Loom is never asked (REC-3).
     """
+    if isinstance(lookup, asyncio.Future) and lookup.done():
+        if (found := lookup.result()) is None:
+            return await read
+        if isinstance(read, Coroutine):
+            read.close()  # never started: nothing was sent
+        return found
     looking = asyncio.ensure_future(lookup)
     token = _LOOKUP.set(looking)
     try:

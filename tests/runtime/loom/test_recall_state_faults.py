@@ -5,16 +5,20 @@ The state file is a real SQLite file and each fault a real one: another process 
 for the write (``max_page_count`` caps the store where a full disk would). Loom is the dev
 gateway on loopback. Nothing here compares a duration with a bound: the order of events shows
 that the loop ran while the state was held, and the recall's budget is injected short where a
-test must see it run out.
+test must see it run out. A lookup the loop makes itself is shown by its answer being ready in
+the recall's first turn of the loop, which no hand-off to the state's worker thread allows.
 """
 
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import subprocess
+import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -77,6 +81,23 @@ def damage_every_page_but_the_first(path: Path) -> None:
     page_size = int.from_bytes(data[16:18], "big")
     assert len(data) > 2 * page_size
     data[page_size:] = b"\xa5" * (len(data) - page_size)
+    path.write_bytes(bytes(data))
+
+
+def damage_the_frozen_recalls(path: Path) -> None:
+    """Overwrite the root pages of the frozen recalls' table and index; the rest stays whole,
+    so the file opens."""
+    with closing(sqlite3.connect(path)) as database:
+        roots = [
+            root
+            for (root,) in database.execute(
+                "SELECT rootpage FROM sqlite_master WHERE tbl_name = 'frozen_recall'"
+            )
+        ]
+    data = bytearray(path.read_bytes())
+    page_size = int.from_bytes(data[16:18], "big")
+    for root in roots:
+        data[(root - 1) * page_size : root * page_size] = b"\xa5" * page_size
     path.write_bytes(bytes(data))
 
 
@@ -168,6 +189,111 @@ class TestAStateAnotherProcessHolds:
         assert frozen_items(path, "s-1") is None
 
 
+class TestTheLookupOnTheLoopNeverWaits:
+    async def test_a_session_frozen_before_is_read_in_one_turn_while_another_process_holds_the_lock(
+        self, tmp_path: Path, gateway: RunningGateway
+    ) -> None:
+        """REL-3, REC-3: with the worker idle, the loop reads the frozen recall itself through
+        its read-only connection, which waits for no writer: the answer is ready in the
+        recall's first turn while a second process holds the write lock, and Loom is not
+        asked."""
+        path = new_state_file(tmp_path / "state.sqlite3")
+        with StateStore(path) as state:
+            state.freeze_recall("s-old", source="pack", items=["kept before"], now=1.0)
+            state.freeze_recall("s-1", source="search", items=["frozen fact"], now=1.0)
+        memory = backend(gateway, state_path=path, recall_deadline_s=LONG_BUDGET_S)
+        async with memory:
+            first = await memory.startup_recall("s-old")  # the worker's first step opens the reader
+            with held_by_another_process(path):
+                answering = asyncio.create_task(memory.startup_recall("s-1"))
+                await asyncio.sleep(0)  # one turn: the recall's first step
+                assert answering.done()
+                recall = answering.result()
+        assert first.items == ("kept before",)
+        assert (recall.items, recall.recalled, recall.source) == (("frozen fact",), True, "search")
+        assert len(gateway.app.calls) == 0
+        assert memory.state_fault is None
+
+    async def test_a_freeze_that_holds_the_write_lock_holds_no_lookup_back(
+        self, tmp_path: Path, gateway: RunningGateway, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """REL-3: once the worker's freeze holds the write lock it waits for no other process,
+        and a reader never waits for it; a lookup made while it is still under way (held
+        here just after it took the lock) is read on the loop, in the recall's first turn."""
+        gateway.app.store.remember("first fact")
+        path = new_state_file(tmp_path / "state.sqlite3")
+        with StateStore(path) as state:
+            state.freeze_recall("s-old", source="pack", items=["kept before"], now=1.0)
+            state.freeze_recall("s-2", source="pack", items=["kept for s-2"], now=1.0)
+        locked, release = threading.Event(), threading.Event()
+        freeze_recall = StateStore.freeze_recall
+
+        def freeze_held_once_locked(store: StateStore, *args: Any, **kwargs: Any) -> Any:
+            def cue_then_hold() -> None:
+                kwargs["on_locked"]()
+                locked.set()
+                release.wait()
+
+            return freeze_recall(store, *args, **{**kwargs, "on_locked": cue_then_hold})
+
+        monkeypatch.setattr(StateStore, "freeze_recall", freeze_held_once_locked)
+        memory = backend(gateway, state_path=path, recall_deadline_s=LONG_BUDGET_S)
+        async with memory:
+            await memory.startup_recall("s-old")  # the worker's first step opens the reader
+            told = await memory.startup_recall("s-1")  # its freeze goes to the worker
+            await asyncio.to_thread(locked.wait)
+            try:
+                answering = asyncio.create_task(memory.startup_recall("s-2"))
+                await asyncio.sleep(0)  # one turn: the recall's first step
+                assert answering.done()
+            finally:
+                release.set()  # the freeze goes on, also when the assertion failed
+        assert answering.result().items == ("kept for s-2",)
+        assert told.items == ("first fact",)
+        assert frozen_items(path, "s-1") == ("first fact",)
+        assert memory.state_fault is None
+
+    async def test_a_store_another_thread_holds_sends_the_lookup_to_the_worker_and_the_loop_runs(
+        self, gateway: RunningGateway
+    ) -> None:
+        """REL-3: the loop never waits for a thread holding the store; the lookup goes to the
+        worker, every other task runs meanwhile, Loom is sent nothing, and the lookup reads
+        what the holder froze once it lets go."""
+        gateway.app.store.remember("first fact")
+        holding, release = threading.Event(), threading.Event()
+        with StateStore(":memory:") as state:
+
+            def hold_then_freeze() -> None:
+                with state.transaction() as db:
+                    holding.set()
+                    release.wait()
+                    db.execute(
+                        "INSERT INTO frozen_recall (session_id, source, items, frozen_at)"
+                        " VALUES ('s-1', 'pack', '[\"theirs\"]', 1.0)"
+                    )
+
+            holder = threading.Thread(target=hold_then_freeze)
+            async with backend(gateway, state=state, recall_deadline_s=LONG_BUDGET_S) as memory:
+                holder.start()
+                await asyncio.to_thread(holding.wait)
+                try:
+                    answering = asyncio.create_task(memory.startup_recall("s-1"))
+                    turns = 0
+                    for _ in range(20):  # the loop keeps turning while the lookup waits
+                        await asyncio.sleep(0)
+                        turns += 1
+                    assert turns == 20
+                    assert not answering.done()
+                    assert len(gateway.app.calls) == 0
+                finally:
+                    release.set()  # the holder lets go, also when an assertion failed
+                recall = await answering
+                await asyncio.to_thread(holder.join)
+        assert (recall.items, recall.recalled) == (("theirs",), True)
+        assert len(gateway.app.calls) == 0
+        assert memory.state_fault is None
+
+
 class TestADamagedState:
     async def test_a_state_damaged_on_disk_gives_the_recall_unfrozen(
         self, tmp_path: Path, gateway: RunningGateway
@@ -187,6 +313,25 @@ class TestADamagedState:
         assert memory.state_fault.kind == "damaged"
         last_error = memory.diagnostics()["last_error"]
         assert (last_error["op"], last_error["kind"]) == ("recall", "FileFault")
+
+    async def test_a_damaged_page_met_on_the_loop_is_left_to_the_worker_and_the_session_is_told(
+        self, tmp_path: Path, gateway: RunningGateway
+    ) -> None:
+        """REL-3: the file opens, but the frozen recalls' pages are damaged. The first lookup
+        (the worker's) opens the loop's reader; the next session's, read on the loop while
+        the worker is idle, meets the damage, goes to the worker, and nothing raises."""
+        gateway.app.store.remember("first fact")
+        path = tmp_path / "state.sqlite3"
+        with StateStore(path) as state:
+            for number in range(40):
+                state.freeze_recall(f"old-{number}", source="pack", items=["x" * 400], now=1.0)
+        damage_the_frozen_recalls(path)
+        async with backend(gateway, state_path=path) as memory:
+            first = await memory.startup_recall("s-1")
+            recall = await memory.startup_recall("s-2")  # no turn between: the worker is idle
+        assert first.items == recall.items == ("first fact",)
+        assert memory.state_fault is not None
+        assert (memory.state_fault.kind, memory.state_fault.path) == ("damaged", str(path))
 
     async def test_a_state_that_cannot_be_opened_is_never_handed_to_a_sweep(
         self, tmp_path: Path, gateway: RunningGateway
