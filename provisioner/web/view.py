@@ -15,7 +15,7 @@ from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 from provisioner.backends import get_backend
 from provisioner.config.model import Config
-from provisioner.web.links import safe_link
+from provisioner.config.urls import absolute_http_url
 
 CARD_MAX_ROWS = 60  # our choice: a diagnostics dict is a dozen values
 CARD_MAX_DEPTH = 3  # our choice: diagnostics nest two levels at most
@@ -37,6 +37,21 @@ LABELS = {
     "kind": "outcome",
     "at": "when",
 }
+
+
+def safe_link(url: str | None) -> str | None:
+    """``url`` when it may become the page's ``href``, else None (CONF-5).
+
+    The dashboard address comes from configuration, which a platform, an environment
+    variable or a hostile workspace may have filled. Only an absolute ``http`` or ``https``
+    URL with a host becomes a link: ``javascript:``, ``data:``, a relative path, or anything
+    with blanks or control characters in it (which browsers strip, turning ``java\\tscript:``
+    back into a scheme) stays plain text. The loader drops such values already; the page
+    checks again, because a ``Config`` can be built without the loader.
+    """
+    if not url or absolute_http_url(url) is None:
+        return None
+    return url
 
 
 @runtime_checkable
