@@ -692,12 +692,17 @@ def kept_budget(read: Read, mode: str, default: BatchBudget) -> BatchBudget:
     return BatchBudget(messages, size, *defaults, reason, streak)
 
 
+FROZEN_RECALL_QUERY = "SELECT source, items, frozen_at FROM frozen_recall WHERE session_id = ?"
+
+
 def frozen_recall_in(read: Read, session_id: str) -> FrozenRecall | None:
     """The recall a state file froze for ``session_id``, through ``read`` (a store's, or a
     read-only reader's); None when none was frozen yet."""
-    rows = read(
-        "SELECT source, items, frozen_at FROM frozen_recall WHERE session_id = ?", (session_id,)
-    )
+    return frozen_recall_of(read(FROZEN_RECALL_QUERY, (session_id,)), session_id)
+
+
+def frozen_recall_of(rows: Sequence[Sequence[object]], session_id: str) -> FrozenRecall | None:
+    """The recall ``FROZEN_RECALL_QUERY``'s ``rows`` hold for ``session_id``; None for none."""
     if not rows:
         return None
     source, items, frozen_at = rows[0]

@@ -43,7 +43,13 @@ from provisioner.runtime.loom.recalled import BLOCK_MAX_BYTES, line_bytes, sanit
 from provisioner.runtime.loom.report import LastError
 from provisioner.runtime.loom.types import Recall
 from provisioner.runtime.sqlite_file import IN_MEMORY, FileFault, file_fault
-from provisioner.runtime.state import FrozenRecall, StateBusyError, StateStore, frozen_recall_in
+from provisioner.runtime.state import (
+    FROZEN_RECALL_QUERY,
+    FrozenRecall,
+    StateBusyError,
+    StateStore,
+    frozen_recall_of,
+)
 
 RECALL_DEADLINE_S = 5.0  # REC-1: the whole read, pack and fallback together
 RECALL_SEARCH_TOP_K = 10  # REC-1: results the fallback search asks for (in the fixture)
@@ -321,16 +327,13 @@ class FrozenRecalls:
         else:
             return _Unread.UNREAD  # the worker opens the reader on its first step
 
-        def rows_or_unread(sql: str, parameters: Sequence[object]) -> Sequence[Sequence[object]]:
-            rows = read(sql, parameters)
-            if rows is None:
-                raise _WouldWait
-            return rows
-
         try:
-            return frozen_recall_in(rows_or_unread, session_id)
-        except (_WouldWait, sqlite3.Error):
-            return _Unread.UNREAD
+            rows = read(FROZEN_RECALL_QUERY, (session_id,))
+        except sqlite3.Error:
+            return _Unread.UNREAD  # refused: the worker's read names the fault
+        if rows is None:
+            return _Unread.UNREAD  # reading now would wait for another thread of this process
+        return frozen_recall_of(rows, session_id)
 
     def keep(self, session_id: str, recall: Recall, *, now: float, until: float) -> Recall:
         """Make ``recall`` the session's and freeze it in the background; answers the session's
@@ -448,10 +451,6 @@ class _Unread(enum.Enum):
     """The loop did not read the state: it could have waited, or SQLite refused the read."""
 
     UNREAD = enum.auto()
-
-
-class _WouldWait(Exception):
-    """Reading now would wait for another thread of this process."""
 
 
 def _open_reader(path: str) -> sqlite3.Connection | None:
