@@ -378,6 +378,14 @@ class FrozenRecalls:
 
         self._submit(self._quietly, wait_s, keep)
 
+    async def settled(self) -> None:
+        """Wait until every state step handed to the worker so far has run, and what those
+        steps told the loop (a recall another process froze first, REC-3) has arrived; the
+        loop keeps running meanwhile. The worker runs its steps in order, so a step submitted
+        now finishes after them, and its answer reaches the loop after their news."""
+        self._hand_over()
+        await asyncio.wrap_future(self._submit(_nothing))
+
     async def aclose(self) -> None:
         """Wait (off the loop) for the steps under way, then close the worker's connections."""
         self._hand_over()
@@ -451,6 +459,10 @@ class _Unread(enum.Enum):
     """The loop did not read the state: it could have waited, or SQLite refused the read."""
 
     UNREAD = enum.auto()
+
+
+def _nothing() -> None:
+    """A step that does nothing: where it stands in the worker's queue is the point."""
 
 
 def _open_reader(path: str) -> sqlite3.Connection | None:

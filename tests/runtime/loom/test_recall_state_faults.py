@@ -165,7 +165,10 @@ class TestAStateAnotherProcessHolds:
                 holder.stdin.write("s-1 theirs\n")  # freezes s-1, then lets go
                 holder.stdin.flush()
                 assert holder.wait(timeout=30) == 0
-            await memory.startup_recall("s-2")  # the worker took s-1's freeze first
+            # s-1's freeze runs once the lock goes, and meets theirs; the loop hears of it
+            # only once the worker is done with it, which settled() waits for.
+            assert memory._frozen is not None
+            await memory._frozen.settled()
             again = await memory.startup_recall("s-1")
         assert told.items == ("first fact",)
         assert again.items == ("theirs",)
