@@ -468,7 +468,7 @@ class StateStore:
 
     def frozen_recall(self, session_id: str) -> FrozenRecall | None:
         """The recall frozen for ``session_id``, or None when none was frozen yet."""
-        return frozen_recall_in(self.read, session_id)
+        return frozen_recall_of(self.read(FROZEN_RECALL_QUERY, (session_id,)), session_id)
 
     def freeze_recall(
         self,
@@ -693,12 +693,6 @@ def kept_budget(read: Read, mode: str, default: BatchBudget) -> BatchBudget:
 
 
 FROZEN_RECALL_QUERY = "SELECT source, items, frozen_at FROM frozen_recall WHERE session_id = ?"
-
-
-def frozen_recall_in(read: Read, session_id: str) -> FrozenRecall | None:
-    """The recall a state file froze for ``session_id``, through ``read`` (a store's, or a
-    read-only reader's); None when none was frozen yet."""
-    return frozen_recall_of(read(FROZEN_RECALL_QUERY, (session_id,)), session_id)
 
 
 def frozen_recall_of(rows: Sequence[Sequence[object]], session_id: str) -> FrozenRecall | None:

@@ -25,8 +25,8 @@ from provisioner.runtime.gateway.errors import CatalogError, ServerNotListed
 from provisioner.runtime.gateway.protocol import NotJson, decode_json
 from provisioner.runtime.gateway.transport import (
     BodyOverLimit,
-    ClientState,
     Lifecycle,
+    LifecycleOwner,
     check_gateway_url,
     describe,
     media_type,
@@ -202,7 +202,7 @@ def _invalid(message: str) -> CatalogError:
     return CatalogError(f"catalog rejected: {message}", reason="invalid")
 
 
-class GatewayCatalog:
+class GatewayCatalog(LifecycleOwner):
     """Reads ``<base_url>/catalog`` at most every 30 s and keeps the last good catalog.
 
     An async context manager (``async with GatewayCatalog(url) as catalog``); it may also be
@@ -233,22 +233,10 @@ class GatewayCatalog:
         self._last_error: CatalogError | None = None
         self._last_attempt: float | None = None
 
-    async def __aenter__(self) -> GatewayCatalog:
-        self._lifecycle.enter()
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
-
     @property
     def base_url(self) -> str:
         """The gateway's base URL, without a trailing slash."""
         return self._base_url
-
-    @property
-    def state(self) -> ClientState:
-        """Unopened, opened or closed."""
-        return self._lifecycle.state
 
     @property
     def latest(self) -> Catalog | None:

@@ -64,10 +64,10 @@ from provisioner.runtime.gateway.protocol import (
 )
 from provisioner.runtime.gateway.transport import (
     CONNECT_TIMEOUT_S,
-    ClientState,
     ConnectProgress,
     KeptConnectionClosed,
     Lifecycle,
+    LifecycleOwner,
     check_gateway_url,
     describe,
     new_http_client,
@@ -132,7 +132,7 @@ READ = CallPolicy("read", retry_may_pass=True)  # GW-6: reads are retried once
 EXTRACTION = CallPolicy("extraction", retry_may_pass=False)  # GW-6: never waits on Retry-After
 
 
-class McpGatewayServer:
+class McpGatewayServer(LifecycleOwner):
     """A client for one catalog server's URL, such as ``<base>/s/loom/mcp``.
 
     An async context manager (``async with McpGatewayServer(url) as server``) that owns one
@@ -164,13 +164,6 @@ class McpGatewayServer:
         self._ids = itertools.count(1)
         self._lifecycle = Lifecycle(f"the client for {self._url}")
 
-    async def __aenter__(self) -> McpGatewayServer:
-        self._lifecycle.enter()
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
-
     @property
     def url(self) -> str:
         """The server URL this client posts to."""
@@ -180,11 +173,6 @@ class McpGatewayServer:
     def breaker(self) -> Breaker:
         """The breaker this client consults before every attempt."""
         return self._breaker
-
-    @property
-    def state(self) -> ClientState:
-        """Unopened, opened or closed; a closed server refuses calls."""
-        return self._lifecycle.state
 
     @property
     def closed(self) -> bool:
@@ -368,7 +356,7 @@ class CatalogSource(Protocol):
     async def current(self, *, deadline_s: float = ...) -> Catalog | None: ...
 
 
-class LoomConnection:
+class LoomConnection(LifecycleOwner):
     """Calls the tools of one catalog server (``loom`` by default) through one kept client.
 
     An async context manager; it may also be used without ``async with`` and closed with
@@ -400,13 +388,6 @@ class LoomConnection:
         self._listed: dict[str, list[dict[str, Any]]] = {}  # tools/list, by server URL
         self._lifecycle = Lifecycle("the Loom connection")
 
-    async def __aenter__(self) -> LoomConnection:
-        self._lifecycle.enter()
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
-
     @property
     def server_id(self) -> str:
         """The catalog server this connection calls."""
@@ -416,11 +397,6 @@ class LoomConnection:
     def catalog(self) -> CatalogSource:
         """The catalog this connection asks before each call (diagnostics read it)."""
         return self._catalog
-
-    @property
-    def state(self) -> ClientState:
-        """Unopened, opened or closed."""
-        return self._lifecycle.state
 
     @property
     def server(self) -> McpGatewayServer | None:

@@ -57,7 +57,7 @@ import enum
 import ssl
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, Mapping
 from functools import cache
-from typing import Any, cast
+from typing import Any, Self, cast
 from urllib.parse import urlsplit
 
 import httpx
@@ -127,6 +127,32 @@ class Lifecycle:
         first = self.state is not ClientState.CLOSED
         self.state = ClientState.CLOSED
         return first
+
+
+class LifecycleOwner:
+    """The ``async with`` face of an object whose life a ``Lifecycle`` keeps.
+
+    The catalog reader, the tool client and the Loom connection share it: ``async with``
+    opens an unopened object (and refuses a second opening or a closed one), leaving it
+    closes it through the object's own ``aclose()``, and ``state`` says where it is.
+    """
+
+    _lifecycle: Lifecycle
+
+    async def aclose(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        self._lifecycle.enter()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    @property
+    def state(self) -> ClientState:
+        """Unopened, opened or closed; a closed object refuses work."""
+        return self._lifecycle.state
 
 
 # --- the httpx client ----------------------------------------------------------------------
