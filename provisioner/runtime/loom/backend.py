@@ -51,8 +51,6 @@ from provisioner.runtime.loom.diagnostics import agent_tools_of, diagnostics_rep
 from provisioner.runtime.loom.recall import (
     RECALL_DEADLINE_S,
     FrozenRecalls,
-    HeldTransport,
-    lookup_then_read,
     recall_from_loom,
     state_fault_of,
 )
@@ -276,7 +274,7 @@ class LoomMemory:
         connection = LoomConnection(
             catalog,
             server_id=LOOM_SERVER,
-            transport_factory=lambda: HeldTransport(factory() if factory else None),
+            transport_factory=factory,
             clock=self._clock,
             sleep=self._sleep,
         )
@@ -342,10 +340,9 @@ class LoomMemory:
         asked = (self._connection, self._namespace, self._clock, reads_until)
         try:
             async with asyncio.timeout_at(until + RECALL_GUARD_S):
-                loom = recall_from_loom(*asked, self._note_recall_error)
-                if isinstance(read := await lookup_then_read(lookup, loom), Recall):
-                    return read  # frozen before: Loom was not asked
-                source, lines = read
+                if (frozen := await lookup) is not None:
+                    return frozen  # frozen before: Loom is not asked (REC-3)
+                source, lines = await recall_from_loom(*asked, self._note_recall_error)
         except TimeoutError:
             passed = f"the recall passed its {self._recall_deadline_s:g} s"
             self._note_recall_error(NoAnswer(passed, deadline_s=self._recall_deadline_s))

@@ -25,14 +25,10 @@ import sqlite3
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextvars import ContextVar
-from functools import cache
 from pathlib import Path
 from typing import Any, TypeVar
-
-import httpx
 
 from provisioner.runtime.clock import Clock
 from provisioner.runtime.gateway.client import READ, LoomConnection
@@ -497,71 +493,3 @@ def state_fault_of(error: BaseException, path: str | os.PathLike[str]) -> FileFa
     if isinstance(error, StateBusyError):  # another process kept it locked while it was opened
         return FileFault(path, "busy")
     return file_fault(error, path)
-
-
-# REL-3: the frozen lookup of the recall under way in this context, which Loom's reads wait for.
-_LOOKUP: ContextVar[asyncio.Future[Any] | None] = ContextVar("recall_lookup", default=None)
-
-
-async def lookup_then_read(lookup: Awaitable[Recall | None], read: Awaitable[T]) -> Recall | T:
-    """The recall ``lookup`` answers, or, when it answers None, what ``read`` (Loom) does.
-
-    A lookup that answered already (read on the loop) costs no task: ``read`` runs, or is
-    dropped, in the caller's. Otherwise the two start together, so the lookup's hand-off to
-    the state's worker thread overlaps the client's work before it sends (the catalog, the
-    breaker, the request), but no request leaves before the lookup has answered:
-    ``HeldTransport`` holds it until then. A session found frozen is answered from the state,
-    and Loom is never asked (REC-3).
-    """
-    if isinstance(lookup, asyncio.Future) and lookup.done():
-        if (found := lookup.result()) is None:
-            return await read
-        if isinstance(read, Coroutine):
-            read.close()  # never started: nothing was sent
-        return found
-    looking = asyncio.ensure_future(lookup)
-    token = _LOOKUP.set(looking)
-    try:
-        reading = asyncio.ensure_future(read)
-    finally:
-        _LOOKUP.reset(token)
-    try:
-        given = await looking
-    except BaseException:
-        looking.cancel()
-        reading.cancel()
-        raise
-    if given is None:
-        return await reading
-    reading.cancel()
-    await asyncio.wait((reading,))
-    if not reading.cancelled():
-        reading.exception()  # seen: a read ended before the cancellation is of no interest
-    return given
-
-
-class HeldTransport(httpx.AsyncBaseTransport):
-    """A transport that sends a recall's request only once its frozen lookup has answered.
-
-    Outside a recall (extraction, the health probe, a migration write) it sends at once.
-    ``inner`` is the transport that sends; None: httpx's own pool, as the gateway client
-    builds it (no proxy settings from the environment, the CA bundle loaded once).
-    """
-
-    def __init__(self, inner: httpx.AsyncBaseTransport | None = None) -> None:
-        self._inner = inner or httpx.AsyncHTTPTransport(verify=_tls_context(), trust_env=False)
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        lookup = _LOOKUP.get()
-        if lookup is not None and not lookup.done():
-            await asyncio.wait((lookup,))  # a cancellation here leaves the lookup running
-        return await self._inner.handle_async_request(request)
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-
-@cache
-def _tls_context() -> Any:
-    """httpx's default TLS context, built once: loading the CA bundle costs tens of ms."""
-    return httpx.create_ssl_context()

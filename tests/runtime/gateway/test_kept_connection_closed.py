@@ -9,7 +9,7 @@ the call fails without being sent again (GW-3, GW-5).
 The gateway here is a plain socket server on loopback, scripted by the test to the byte: each
 connection answers with a complete event stream and stays open, and the test closes or resets
 a connection itself at the moment it chooses, from its own task, between two steps of the
-client's.
+client's. The Loom backend's own connection is held to the same (it builds its clients itself).
 """
 
 from __future__ import annotations
@@ -20,11 +20,14 @@ import socket
 import struct
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 
 from provisioner.runtime.gateway.client import McpGatewayServer
 from provisioner.runtime.gateway.errors import BrokenAnswer
+from provisioner.runtime.loom.backend import LoomMemory
+from tests.fakes.gateway import catalog_payload, loom_server
 
 from .tracking import TrackedTransport as _Tracked
 
@@ -40,10 +43,11 @@ CLOSE_SETTLES_S = 0.02
 class ScriptedGateway:
     """A loopback gateway on plain sockets, one thread per connection.
 
-    Every request is recorded with the number of the connection it came on. A connection
+    Every tool call is recorded with the number of the connection it came on. A connection
     answers with a complete event stream and stays open, unless ``close_after_reading`` or
     ``reset_after_reading`` is set: then the next request is read in full and the connection is
-    closed (FIN) or reset (RST) without an answer.
+    closed (FIN) or reset (RST) without an answer. ``GET /catalog`` is answered with a catalog
+    listing Loom's tools; ``answer`` makes a call's structured content (default: its arguments).
     """
 
     def __init__(self) -> None:
@@ -53,6 +57,7 @@ class ScriptedGateway:
         self.requests: list[tuple[int, dict]] = []
         self.close_after_reading = False
         self.reset_after_reading = False
+        self.answer: Callable[[dict], dict] = lambda request: request["params"]["arguments"]
         self._threads: list[threading.Thread] = []
         self._accepting = threading.Thread(target=self._accept, daemon=True)
         self._accepting.start()
@@ -88,6 +93,9 @@ class ScriptedGateway:
                 return
             if request is None:
                 return
+            if request is CATALOG_REQUEST:
+                connection.sendall(_catalog_answer())
+                continue
             self.requests.append((number, request))
             if self.reset_after_reading:
                 connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
@@ -96,17 +104,23 @@ class ScriptedGateway:
             if self.close_after_reading:
                 connection.shutdown(socket.SHUT_RDWR)
                 return
-            connection.sendall(_stream_answer(request))
+            connection.sendall(_stream_answer(request, self.answer(request)))
+
+
+CATALOG_REQUEST: dict = {}  # what _read_request gives for GET /catalog
 
 
 def _read_request(connection: socket.socket, buffer: bytes) -> tuple[dict | None, bytes]:
-    """The next request's JSON body and what follows it, or None once the client closed."""
+    """The next request's JSON body (``CATALOG_REQUEST`` for the catalog) and what follows it,
+    or None once the client closed."""
     while b"\r\n\r\n" not in buffer:
         data = connection.recv(65536)
         if not data:
             return None, buffer
         buffer += data
     head, _, buffer = buffer.partition(b"\r\n\r\n")
+    if head.startswith(b"GET /catalog "):
+        return CATALOG_REQUEST, buffer
     length = next(
         int(line.split(b":", 1)[1])
         for line in head.split(b"\r\n")
@@ -120,19 +134,24 @@ def _read_request(connection: socket.socket, buffer: bytes) -> tuple[dict | None
     return json.loads(buffer[:length]), buffer[length:]
 
 
-def _stream_answer(request: dict) -> bytes:
+def _stream_answer(request: dict, structured: dict) -> bytes:
     """The result as one event of a chunked event stream, then the stream's end."""
-    arguments = request["params"]["arguments"]
     message = {
         "jsonrpc": "2.0",
         "id": request["id"],
-        "result": {"content": [], "structuredContent": arguments, "isError": False},
+        "result": {"content": [], "structuredContent": structured, "isError": False},
     }
     event = b"event: message\ndata: " + json.dumps(message).encode() + b"\n\n"
     head = (
         b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
     )
     return head + b"%x\r\n%s\r\n" % (len(event), event) + b"0\r\n\r\n"
+
+
+def _catalog_answer() -> bytes:
+    body = json.dumps(catalog_payload([loom_server()])).encode()
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n"
+    return head % len(body) + body
 
 
 class TrackedTransport(_Tracked):
@@ -211,3 +230,41 @@ class TestAConnectionClosedAfterTheRequestWentOut:
                 await server.call_tool("loom_search", {"n": 2}, deadline_s=DEADLINE_S)
         assert calls_of(gateway, 2) == [0], "read once by the gateway, on the kept connection"
         assert len(gateway.connections) == 1, "no second connection was opened for it"
+
+
+def pack_of(request: dict) -> dict:
+    """A pack answer holding one memory, whatever was asked."""
+    return {"sections": {"memories": {"items": [{"memory_key": "k", "text": "a fact"}]}}}
+
+
+class TestTheLoomBackendsConnectionIsHeldToTheSame:
+    """Defect: the backend wrapped its transport so that the check before the write was lost;
+    a kept connection the gateway closed just then broke the recall (GW-3, GW-5)."""
+
+    async def test_a_recall_on_a_kept_connection_closed_before_the_write_is_sent_once_more(
+        self, gateway: ScriptedGateway
+    ) -> None:
+        gateway.answer = pack_of
+        transports: list[TrackedTransport] = []
+
+        def tracked() -> TrackedTransport:
+            transports.append(TrackedTransport())
+            return transports[-1]
+
+        base = gateway.url.removesuffix(MCP_PATH)
+        async with LoomMemory(gateway_url=base, transport_factory=tracked) as memory:
+            first = await memory.startup_recall("session-1")
+            [loom_connection] = [number for number, _ in gateway.requests]
+            loom = transports[-1]  # the catalog's client was made first
+            second_recall = asyncio.create_task(memory.startup_recall("session-2"))
+            while not loom.handed_out:  # until the recall takes the kept connection from the pool
+                assert not second_recall.done(), "the premise: the recall is caught before it"
+                await asyncio.sleep(0)
+            assert loom.handed_out == loom.pool_connections, "the premise: the check is behind"
+            gateway.close_connection(loom_connection)  # ... and the gateway closes it now
+            second = await second_recall
+        assert first.items == second.items == ("a fact",)
+        sent_on = [number for number, _ in gateway.requests]
+        assert sent_on[0] == loom_connection
+        assert len(sent_on) == 2, "the second recall was sent once"
+        assert sent_on[1] != loom_connection, "on a new connection"
