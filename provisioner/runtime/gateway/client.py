@@ -68,6 +68,7 @@ from provisioner.runtime.gateway.transport import (
     KeptConnectionClosed,
     Lifecycle,
     LifecycleOwner,
+    PostRequests,
     check_gateway_url,
     describe,
     new_http_client,
@@ -161,6 +162,7 @@ class McpGatewayServer(LifecycleOwner):
         self._sleep = sleep or asyncio.sleep
         self._breaker = breaker or Breaker(clock=self._clock)
         self._client = new_http_client(transport)
+        self._posts = PostRequests(self._client, self._url, REQUEST_HEADERS)
         self._ids = itertools.count(1)
         self._lifecycle = Lifecycle(f"the client for {self._url}")
 
@@ -280,9 +282,7 @@ class McpGatewayServer(LifecycleOwner):
         request_id = next(self._ids)
         body = request_body(request_id, method, params)
         remaining = max(deadline.left_s(), 0.001)
-        request = self._client.build_request(
-            "POST", self._url, content=body, headers=REQUEST_HEADERS
-        )
+        request = self._posts.build(body)
         progress = ConnectProgress(request.extensions)
         request.extensions["trace"] = progress.trace
         try:

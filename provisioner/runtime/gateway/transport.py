@@ -195,6 +195,44 @@ def new_http_client(transport: httpx.AsyncBaseTransport | None) -> httpx.AsyncCl
     )
 
 
+class PostRequests:
+    """The POST requests one client sends to one URL, the same as ``client.build_request``
+    makes them, without its work on every call.
+
+    ``build_request`` parses the URL and merges the client's headers, timeout and cookies
+    anew for each request: about 50 µs, which a startup recall pays on top of the pack call
+    it wraps (REL-3). Here that is done once; each request copies the merged headers and adds
+    its body and its length. While the client holds cookies (a gateway that sets them), each
+    request is made by ``build_request`` itself, so they are sent as before.
+    """
+
+    def __init__(self, client: httpx.AsyncClient, url: str, headers: Mapping[str, str]) -> None:
+        self._client = client
+        self._headers = headers
+        template = client.build_request("POST", url, headers=headers)
+        self._url = template.url
+        self._merged = [
+            (name, value)
+            for name, value in template.headers.raw
+            if name.lower() != b"content-length"
+        ]
+        self._timeout = template.extensions["timeout"]
+
+    def build(self, body: bytes) -> httpx.Request:
+        """The request that posts ``body``; its ``extensions`` are its own to change."""
+        if self._client.cookies:
+            return self._client.build_request(
+                "POST", self._url, content=body, headers=self._headers
+            )
+        return httpx.Request(
+            "POST",
+            self._url,
+            content=body,
+            headers=self._merged,
+            extensions={"timeout": self._timeout},
+        )
+
+
 @cache
 def _tls_context() -> ssl.SSLContext:
     """httpx's default TLS context, built once: loading the CA bundle costs tens of ms.

@@ -2,21 +2,30 @@
 
 Each call follows httpcore's trace only until its request is being sent, builds no httpx
 timeouts of its own (its deadline bounds the whole request; the client adds the 2 s connect
-limit) and drives a response's close to its end in its own task. These tests hold the
-guarantees those shortcuts must keep: a hang after connecting is still "no answer", a hang
-while connecting still "not reached", and a cancellation still never cuts a close short.
+limit), makes its request from headers merged once, and drives a response's close to its end
+in its own task. These tests hold the guarantees those shortcuts must keep: a hang after
+connecting is still "no answer", a hang while connecting still "not reached", the request on
+the wire is the one httpx would build (cookies included), and a cancellation still never cuts
+a close short.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 
 import anyio
 import pytest
 
 from provisioner.runtime.gateway.client import McpGatewayServer
 from provisioner.runtime.gateway.errors import GatewayUnreachable, NoAnswer
-from provisioner.runtime.gateway.transport import finish_despite_cancellation
+from provisioner.runtime.gateway.protocol import REQUEST_HEADERS
+from provisioner.runtime.gateway.transport import (
+    PostRequests,
+    finish_despite_cancellation,
+    new_http_client,
+)
+from tests.support.loopback import LoopbackServer
 
 from .fault_gateway import key_of
 
@@ -110,3 +119,83 @@ class TestCleanUpIsNeverCutShort:
         with pytest.raises(asyncio.CancelledError):
             await task
         assert log == ["closed"]
+
+
+class HeaderEcho:
+    """An ASGI gateway that answers every tool call with an empty result, records each
+    request's headers, and sets a cookie on its answers once ``cookie`` is given (as a load
+    balancer pinning a client to one backend would)."""
+
+    def __init__(self) -> None:
+        self.headers: list[dict[str, str]] = []
+        self.cookie: str | None = None
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            return
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        self.headers.append({k.decode(): v.decode() for k, v in scope["headers"]})
+        request_id = json.loads(body)["id"]
+        answer = {"jsonrpc": "2.0", "id": request_id, "result": {"content": [], "isError": False}}
+        head = [(b"content-type", b"application/json")]
+        if self.cookie:
+            head.append((b"set-cookie", f"{self.cookie}; Path=/".encode()))
+        await send({"type": "http.response.start", "status": 200, "headers": head})
+        await send({"type": "http.response.body", "body": json.dumps(answer).encode()})
+
+
+@pytest.fixture
+def header_echo():
+    app = HeaderEcho()
+    server = LoopbackServer(app)
+    server.start()
+    yield app, server.base_url
+    server.stop()
+
+
+class TestEachRequestIsTheOneHttpxWouldBuild:
+    """A call's request is made from headers merged once (``PostRequests``), not by
+    ``build_request`` on every call; what goes on the wire must not change (GW-3)."""
+
+    def test_the_request_equals_what_build_request_makes(self) -> None:
+        client = new_http_client(None)
+        url = "http://127.0.0.1:9/s/loom/mcp"
+        made = PostRequests(client, url, REQUEST_HEADERS).build(b'{"id": 1}')
+        built = client.build_request("POST", url, content=b'{"id": 1}', headers=REQUEST_HEADERS)
+        assert (made.method, made.url, made.headers.raw, made.content, made.extensions) == (
+            built.method,
+            built.url,
+            built.headers.raw,
+            built.content,
+            built.extensions,
+        )
+
+    async def test_each_call_carries_the_contract_headers_and_its_own_length(
+        self, header_echo
+    ) -> None:
+        app, base = header_echo
+        async with McpGatewayServer(base + "/s/loom/mcp") as server:
+            await server.call_tool("loom_search", {"q": "a"}, deadline_s=5)
+            await server.call_tool("loom_search", {"q": "a longer query"}, deadline_s=5)
+        first, second = app.headers
+        for sent in (first, second):
+            assert sent["accept"] == REQUEST_HEADERS["Accept"]
+            assert sent["content-type"] == "application/json"
+            assert sent["mcp-protocol-version"] == REQUEST_HEADERS["MCP-Protocol-Version"]
+        assert int(second["content-length"]) - int(first["content-length"]) == len(" longer query")
+
+    async def test_a_cookie_the_gateway_sets_is_sent_back_on_the_next_call(
+        self, header_echo
+    ) -> None:
+        app, base = header_echo
+        app.cookie = "pinned=backend-2"
+        async with McpGatewayServer(base + "/s/loom/mcp") as server:
+            await server.call_tool("loom_search", {}, deadline_s=5)
+            await server.call_tool("loom_search", {}, deadline_s=5)
+        assert "cookie" not in app.headers[0]
+        assert app.headers[1]["cookie"] == "pinned=backend-2"
