@@ -509,22 +509,27 @@ class EventStreamDecoder:
         return []
 
     def _take_text(self, text: str) -> list[ServerSentEvent]:
-        events: list[ServerSentEvent] = []
-        start = 0
-        if self._after_cr and text.startswith("\n"):
-            start = 1
-        for match in _LINE_BREAK.finditer(text, start):
-            self._pieces.append(text[start : match.start()])
-            line = "".join(self._pieces)
-            self._pieces = []
-            event = self._take_line(line)
-            if event is not None:
-                events.append(event)
-            start = match.end()
-        if start < len(text):
-            self._pieces.append(text[start:])
+        """The events ``text`` completes; its lines are cut by ``str`` methods, not a regex
+        (a recall's answer is one long data line, REL-3)."""
+        after_cr = self._after_cr
         if text:
             self._after_cr = text.endswith("\r")
+        if after_cr and text.startswith("\n"):
+            text = text[1:]  # the LF of a CRLF the last chunk ended inside
+        if "\r" in text:
+            text = text.replace("\r\n", "\n").replace("\r", "\n")
+        *ended, unfinished = text.split("\n")
+        events: list[ServerSentEvent] = []
+        if ended:
+            self._pieces.append(ended[0])
+            ended[0] = "".join(self._pieces)
+            self._pieces = []
+            for line in ended:
+                event = self._take_line(line)
+                if event is not None:
+                    events.append(event)
+        if unfinished:
+            self._pieces.append(unfinished)
         return events
 
     def _take_line(self, line: str) -> ServerSentEvent | None:
@@ -551,8 +556,6 @@ class EventStreamDecoder:
             event=event_type or DEFAULT_EVENT_TYPE, data="\n".join(data), id=self._last_id
         )
 
-
-_LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 
 async def first_response_in(events: list[ServerSentEvent]) -> Any:
