@@ -136,8 +136,9 @@ def refuse_missing_folders(args: argparse.Namespace, *, workspace: bool = True) 
     """A ``--workspace`` or ``--config-dir`` that is not a folder is refused (FLEET-4), named
     on the command line or by ``$NERVE_WORKSPACE`` or ``$NERVE_CONFIG_DIR``: a typo would
     otherwise read as an empty configuration, and a monitor would see memU and every check
-    passing. The defaults are not checked: a fresh machine has neither folder yet. Only the
-    commands that read without creating call this; init makes its folders. ``workspace=False``
+    passing. The defaults are not checked: a fresh machine has neither folder yet. Every
+    command but init calls this (init makes its folders; a sweep, import or migration would
+    otherwise write its state into a folder a typo named). ``workspace=False``
     leaves the workspace to the command: doctor reports a missing one as a finding, with the
     init that makes it, and the memory commands read only its settings file, which may be
     absent.

@@ -22,7 +22,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
-from provisioner.cli.common import EXIT_OK, UsageError, workspace_and_config_dir
+from provisioner.cli.common import (
+    EXIT_OK,
+    UsageError,
+    refuse_missing_folders,
+    workspace_and_config_dir,
+)
 from provisioner.cli.entry import command, program
 from provisioner.cli.memory_files import add_path_options
 from provisioner.config.paths import default_paths
@@ -69,6 +74,7 @@ def _run_import(args: argparse.Namespace) -> int:
     """
     from provisioner.config.loader import load_config
 
+    refuse_missing_folders(args, workspace=False)  # FLEET-4
     workspace, config_dir = workspace_and_config_dir(args)
     transcripts_path = args.transcripts or default_paths(config_dir)[0]
     with _opened(args.file) as (handle, name):

@@ -35,6 +35,7 @@ from provisioner.cli.common import (
     EXIT_OK,
     UsageError,
     add_workspace_options,
+    refuse_missing_folders,
     workspace_and_config_dir,
 )
 from provisioner.config.paths import MEMORY_DIR, STATE_FILE, default_paths, found_memu_db
@@ -89,6 +90,7 @@ def _run_migrate(args: argparse.Namespace) -> int:
     from provisioner.config.loader import load_config
     from provisioner.migration.memu_store import MemuStore
 
+    refuse_missing_folders(args, workspace=False)  # FLEET-4
     workspace, config_dir = workspace_and_config_dir(args)
     config = load_config(config_dir, workspace)
     memu_path = args.memu_db or memu_db_path(config, config_dir)

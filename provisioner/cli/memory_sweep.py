@@ -54,6 +54,7 @@ from provisioner.cli.common import (
     EXIT_OK,
     EXIT_TEMPFAIL,
     UsageError,
+    refuse_missing_folders,
     workspace_and_config_dir,
 )
 from provisioner.cli.memory_files import add_path_options
@@ -132,6 +133,7 @@ def _duration(text: str) -> float:
 def _run_sweep(args: argparse.Namespace) -> int:
     from provisioner.config.loader import load_config
 
+    refuse_missing_folders(args, workspace=False)  # FLEET-4
     workspace, config_dir = workspace_and_config_dir(args)
     config = load_config(config_dir, workspace)
     transcripts_path, state_path = default_paths(config_dir)

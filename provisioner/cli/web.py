@@ -29,6 +29,7 @@ from provisioner.cli.common import (
     add_workspace_options,
     listen_on_loopback,
     port_argument,
+    refuse_missing_folders,
     workspace_and_config_dir,
 )
 from provisioner.cli.entry import command, program
@@ -65,6 +66,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 def _run_web(args: argparse.Namespace) -> int:
     from provisioner.config.loader import load_config
 
+    refuse_missing_folders(args, workspace=False)  # FLEET-4
     workspace, config_dir = workspace_and_config_dir(args)
     config = load_config(config_dir, workspace)
     with listen_on_loopback(args.port) as listening:

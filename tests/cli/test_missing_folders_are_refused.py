@@ -1,10 +1,11 @@
 """A folder named on the command line or in a variable that does not exist is refused with one
-line and exit status 2, where the command only reads it (FLEET-4).
+line and exit status 2 by every command but init (FLEET-4).
 
 Before, ``memory status --config-dir /typo`` read no configuration, took the default backend
-and said "memory is kept in memU" with exit 0: a monitor saw a healthy memU instance. Init
-creates the workspace and reads the configuration folder only when it is there, so it still
-takes both; doctor reports a missing workspace as its own check.
+and said "memory is kept in memU" with exit 0: a monitor saw a healthy memU instance. The sweep
+said the backend was memU, and the memory page served that. Init creates the workspace and
+reads the configuration folder only when it is there, so it still takes both; doctor reports a
+missing workspace as its own check.
 """
 
 from __future__ import annotations
@@ -40,9 +41,14 @@ class TestAConfigDirThatDoesNotExist:
             ["memory", "status"],
             ["memory", "status", "--json"],
             ["memory", "recall", "s1"],
+            ["memory", "sweep"],
+            ["memory", "sweep", "--json"],
+            ["memory", "migrate", "--dry-run"],
+            ["memory", "import", "messages.jsonl"],
+            ["web", "--port", "0"],
         ],
     )
-    def test_is_refused_by_the_commands_that_only_read_it(
+    def test_is_refused_by_every_command_that_reads_it(
         self, command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
     ) -> None:
         (tmp_path / "ws").mkdir()
@@ -52,6 +58,7 @@ class TestAConfigDirThatDoesNotExist:
         line = one_line_error(capsys)
         assert f"--config-dir {missing}: no such folder; expected an existing folder" in line
         assert "memU" not in line
+        assert not missing.exists(), "nothing was made where the typo points"
 
     def test_is_refused_by_doctor_even_with_json(
         self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
