@@ -38,7 +38,7 @@ from provisioner.cli.entry import program
 from provisioner.cli.memory_files import open_state
 from provisioner.config.paths import MEMORY_DIR, STATE_FILE, default_paths
 from provisioner.counts import counted
-from provisioner.doctor.failures import failure_words
+from provisioner.runtime.loom.report import failure_words
 
 if TYPE_CHECKING:
     from provisioner.runtime.loom.backend import LoomMemory

@@ -34,8 +34,7 @@ from provisioner.cli.entry import command
 from provisioner.config.paths import default_paths
 from provisioner.counts import counted
 from provisioner.doctor.check import OK, WARN, Check
-from provisioner.doctor.failures import failure_words
-from provisioner.runtime.loom.report import CODE_MAX_CHARS, SWEEP_OPS, followed_by
+from provisioner.runtime.loom.report import CODE_MAX_CHARS, SWEEP_OPS, failure_words, followed_by
 from provisioner.runtime.state import (
     AUDIT_SKIPPED,
     AUDIT_WENT_BACK,

@@ -16,6 +16,7 @@ from typing import Any, Protocol, TypeAlias, runtime_checkable
 from provisioner.backends import get_backend
 from provisioner.config.model import Config
 from provisioner.config.urls import absolute_http_url
+from provisioner.runtime.loom.report import failure_words
 
 CARD_MAX_ROWS = 60  # our choice: a diagnostics dict is a dozen values
 CARD_MAX_DEPTH = 3  # our choice: diagnostics nest two levels at most
@@ -135,8 +136,17 @@ def _add_rows(rows: list[Row], mapping: Mapping[str, Any], depth: int) -> None:
         if isinstance(value, Mapping) and value and depth + 1 < CARD_MAX_DEPTH:
             rows.append(Row(label, "", depth))
             _add_rows(rows, value, depth + 1)
+        elif key == "kind" and isinstance(value, str):
+            rows.append(Row(label, _outcome(value, mapping), depth))
         else:
             rows.append(Row(label, shown(str(key), value), depth))
+
+
+def _outcome(kind: str, error: Mapping[str, Any]) -> str:
+    """A kept error's outcome in words, its class after them for whoever searches for it
+    (FLEET-4); a kind without words is shown as it was kept."""
+    words = failure_words(kind, error.get("code"), error.get("message") or "")
+    return shown("kind", kind if words == kind else f"{words} ({kind})")
 
 
 def shown(key: str, value: Any) -> str:

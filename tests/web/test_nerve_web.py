@@ -225,6 +225,17 @@ class TestServing:
         last = http.get(f"{web.base_url}/api/diagnostics/memory").json()["last_error"]
         assert (last["op"], last["message"]) == ("extract", message)
 
+    def test_the_card_says_what_a_kept_failure_means_and_names_its_class_after(
+        self, start_web: StartWeb, gateway: RunningGateway, http: httpx.Client, tmp_path: Path
+    ) -> None:
+        """FLEET-4: the card says what happened, as status and doctor do, not just a class."""
+        config_dir = loom_config(tmp_path, gateway.base_url)
+        (config_dir / "memory").mkdir()
+        with StateStore(config_dir / "memory" / "state.sqlite3") as state:
+            state.record_last_error(at=1.8e9, op="extract", kind="NoAnswer", message="m")
+        page = http.get(start_web(config_dir).page_url).text
+        assert "no answer came in time (NoAnswer)" in page
+
     def test_viewing_the_page_creates_no_state_file(
         self, start_web: StartWeb, gateway: RunningGateway, http: httpx.Client, tmp_path: Path
     ) -> None:
@@ -360,6 +371,7 @@ class TestBadInput:
     def test_a_port_already_taken_is_one_line_naming_it(
         self, run_nerve: RunNerve, tmp_path: Path
     ) -> None:
+        (tmp_path / "cfg").mkdir()
         with socket.socket() as taken:
             taken.bind(("127.0.0.1", 0))
             taken.listen()

@@ -2,8 +2,8 @@
 says what happened rather than naming an exception class (FLEET-4).
 
 Against the dev gateway on loopback, each fault a real gateway can answer with; the words are
-those ``provisioner.doctor.failures`` gives, and the JSON keeps ``kind`` (the class name) for
-readers that already match on it.
+those ``provisioner.runtime.loom.report.failure_words`` gives, and the JSON keeps ``kind`` (the
+class name) for readers that already match on it.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pytest
 
 from provisioner.cli.main import main
 from provisioner.devgateway import RunningGateway, serve_in_thread
-from provisioner.doctor.failures import failure_words
+from provisioner.runtime.loom.report import failure_words
 from provisioner.runtime.state import AUDIT_BATCH, AuditEntry, StateStore
 
 HEALTH = "loom_namespace_summary"
