@@ -55,6 +55,8 @@ def message(session: str, n: int, **changes: object) -> dict[str, object]:
 
 
 def paths(tmp_path: Path) -> list[str]:
+    """The instance's folder options; its configuration folder exists, as a named one must."""
+    (tmp_path / "cfg").mkdir(exist_ok=True)
     return [
         "--workspace",
         str(tmp_path / "ws"),

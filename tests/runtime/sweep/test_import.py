@@ -57,6 +57,8 @@ def jsonl(path: Path, records: list[dict[str, object]]) -> Path:
 
 
 def places(tmp_path: Path) -> list[str]:
+    """The instance's folder options; its configuration folder exists, as a named one must."""
+    (tmp_path / "cfg").mkdir(exist_ok=True)
     return ["--workspace", str(tmp_path / "ws"), "--config-dir", str(tmp_path / "cfg")]
 
 

@@ -35,6 +35,7 @@ def good_line(**changes: object) -> bytes:
 
 
 def import_file(run_nerve: RunNerve, tmp_path: Path, source: Path):
+    (tmp_path / "cfg").mkdir(exist_ok=True)  # a named configuration folder must exist
     return run_nerve(
         "memory",
         "import",
