@@ -25,6 +25,7 @@ from provisioner.runtime.gateway.errors import CatalogError, ServerNotListed
 from provisioner.runtime.gateway.protocol import NotJson, decode_json
 from provisioner.runtime.gateway.transport import (
     BodyOverLimit,
+    KeptConnectionClosed,
     Lifecycle,
     LifecycleOwner,
     check_gateway_url,
@@ -319,6 +320,10 @@ class GatewayCatalog(LifecycleOwner):
         except (httpx.ConnectError, httpx.ConnectTimeout) as error:
             message = f"the gateway was not reached: {describe(error)}"
             raise CatalogError(message, reason="unreachable") from error
+        except KeptConnectionClosed as error:  # found closed twice: nothing of the read went out
+            raise CatalogError(
+                f"the gateway was not reached: {error}", reason="unreachable"
+            ) from error
         except httpx.TimeoutException as error:
             raise _read_timeout(deadline_s) from error
         except httpx.HTTPError as error:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import httpx
 import pytest
 
 from provisioner.runtime.gateway.catalog import (
@@ -9,6 +10,8 @@ from provisioner.runtime.gateway.catalog import (
     CATALOG_MIN_INTERVAL_S,
     GatewayCatalog,
 )
+from provisioner.runtime.gateway.errors import CatalogError
+from provisioner.runtime.gateway.transport import KeptConnectionClosed
 
 from .fault_gateway import CLIENT_LEFT, REQUEST_ID, key_of
 
@@ -158,3 +161,33 @@ class TestCatalogThrottle:
         await catalog.aclose()
         assert first is not None and again is first
         assert catalog.last_error.reason == "http_503"
+
+
+class ConnectionsFoundClosed(httpx.AsyncBaseTransport):
+    """A transport whose every kept connection the gateway closed before the request went out,
+    on the resend too: what the connection guard raises then (near-unreachable on a real
+    pool, since the resend goes on a fresh connection)."""
+
+    def __init__(self) -> None:
+        self.requests = 0
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.requests += 1
+        raise KeptConnectionClosed("the gateway had closed the kept-alive connection")
+
+
+class TestAConnectionFoundClosedTwice:
+    async def test_is_a_catalog_error_saying_the_gateway_was_not_reached(self) -> None:
+        """Before, the guard's own error left the reader as itself: the read task failed with
+        no last error kept, and status showed nothing wrong."""
+        transport = ConnectionsFoundClosed()
+        catalog = GatewayCatalog("http://127.0.0.1:9", transport=transport)
+        try:
+            assert await catalog.current(deadline_s=5.0) is None
+            error = catalog.last_error
+        finally:
+            await catalog.aclose()
+        assert isinstance(error, CatalogError)
+        assert error.reason == "unreachable"
+        assert "not reached" in str(error)
+        assert transport.requests == 2, "sent once more, as the guard does, then given up"
