@@ -557,7 +557,6 @@ class EventStreamDecoder:
         )
 
 
-
 async def first_response_in(events: list[ServerSentEvent]) -> Any:
     """The first ``message`` event that is a JSON-RPC response (no ``method``), or None:
     notifications and requests before it are skipped.
