@@ -288,7 +288,7 @@ GATEWAY_CLAIMS = [
     (r"the only read of the\s+next (30 s)", ["runtime.gateway.catalog.CATALOG_MIN_INTERVAL_S"]),
     (r"capped at (300 characters)", ["runtime.gateway.errors.MESSAGE_MAX_CHARS"]),
     (r"Tool answers are capped at (8 MiB)", ["runtime.gateway.transport.ANSWER_MAX_BYTES"]),
-    (r"keeps reading for up to (50 ms)", ["runtime.gateway.transport.STREAM_TAIL_WAIT_S"]),
+    (r"in the background for up to (50 ms)", ["runtime.gateway.transport.STREAM_TAIL_WAIT_S"]),
     (r"if it is at most (2 s)", ["runtime.gateway.client.RETRY_AFTER_MAX_WAIT_S"]),
     (r"longer than (2 s) or than", ["runtime.gateway.client.RETRY_AFTER_MAX_WAIT_S"]),
     (r"opens the breaker for\s+(15 s)", ["runtime.gateway.breaker.BREAKER_FIRST_OPEN_S"]),

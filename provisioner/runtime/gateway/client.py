@@ -69,6 +69,7 @@ from provisioner.runtime.gateway.transport import (
     Lifecycle,
     LifecycleOwner,
     PostRequests,
+    StreamTails,
     check_gateway_url,
     describe,
     new_http_client,
@@ -163,6 +164,7 @@ class McpGatewayServer(LifecycleOwner):
         self._breaker = breaker or Breaker(clock=self._clock)
         self._client = new_http_client(transport)
         self._posts = PostRequests(self._client, self._url, REQUEST_HEADERS)
+        self._tails = StreamTails()
         self._ids = itertools.count(1)
         self._lifecycle = Lifecycle(f"the client for {self._url}")
 
@@ -235,10 +237,20 @@ class McpGatewayServer(LifecycleOwner):
     async def aclose(self) -> None:
         """Close the HTTP client and its sockets; calls still under way end in ``ClientClosed``.
 
-        Safe to call more than once.
+        The tails of event streams still being read are waited for first (each for at most
+        ``STREAM_TAIL_WAIT_S``). Safe to call more than once.
         """
         if self._lifecycle.close():
-            await self._client.aclose()
+            try:
+                await self._tails.settled()
+            finally:
+                await self._client.aclose()
+
+    async def settled(self) -> None:
+        """Wait until every event stream answered so far has been read to its end and closed,
+        so its connection is back in the pool or gone (each takes at most
+        ``STREAM_TAIL_WAIT_S``)."""
+        await self._tails.settled()
 
     async def _wait_before_retry(self, first: MayPass, deadline: Deadline) -> None:
         """Sleep out ``first``'s ``Retry-After``, or re-raise it when it is too long to wait."""
@@ -290,12 +302,11 @@ class McpGatewayServer(LifecycleOwner):
             # connect limit (GW-2), so no per-request httpx timeout is built (new_http_client).
             # ``send`` and ``aclose`` are what ``client.stream()`` does, without its
             # context-manager generator on every call.
-            async with asyncio.timeout(remaining) as budget:
+            async with asyncio.timeout(remaining):
+                if self._tails.reading:  # their connection is free in a moment: no new one
+                    await self._tails.ended()
                 response = await self._client.send(request, stream=True)
-                try:
-                    return await read_result(response, request_id, budget)
-                finally:
-                    await response.aclose()
+                return await read_result(response, request_id, self._tails)
         except GatewayError:
             raise
         except TimeoutError as error:

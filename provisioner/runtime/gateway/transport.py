@@ -10,8 +10,9 @@ mean is ``provisioner.runtime.gateway.protocol``'s to say; this module only read
 
 One answer (``read_result``, GW-3, GW-5): the status decides first; then the body is read by
 its media type — one JSON body, or an event stream whose first JSON-RPC response is taken
-(notifications and pings before it are skipped) and whose tail is read on for a moment, so its
-connection can serve the next call.
+(notifications and pings before it are skipped). The caller has its answer then; the stream's
+tail is read on in the background for a moment (``StreamTails``), so its connection can serve
+the next call.
 
 ``McpGatewayServer``, ``GatewayCatalog`` and ``LoomConnection`` are async context managers, as
 httpx's clients are. Each holds one ``Lifecycle`` (unopened, opened, closed), so "used after
@@ -53,6 +54,7 @@ may have read the request, and a tool call must not run twice (GW-3, GW-5).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import ssl
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, Mapping
@@ -318,25 +320,34 @@ async def read_capped(response: httpx.Response, limit: int) -> bytes:
 # --- one answer ----------------------------------------------------------------------------
 
 
-async def read_result(response: httpx.Response, request_id: int, budget: asyncio.Timeout) -> Any:
+async def read_result(response: httpx.Response, request_id: int, tails: StreamTails) -> Any:
     """The JSON-RPC result of one HTTP answer, as sent, or the outcome exception it means:
     status first, then the body by its media type.
 
-    ``budget`` is the call's deadline; a stream's tail is read only well within it.
+    Takes the response over: it is closed here, or, for an event stream whose answer came,
+    handed to ``tails`` to be read on to its end (the caller has its answer meanwhile).
     """
-    retry_after = retry_after_s(response.headers)
-    status_error = error_for_status(response.status_code, retry_after_s=retry_after)
-    if status_error is not None:
-        raise status_error
-    if response.status_code != 200:
-        raise await _other_status_error(response, request_id, retry_after)
-    kind = media_type(response)
-    if kind == "application/json":
-        message = await _json_body(response)
-    elif kind == "text/event-stream":
-        message = await _message_from_stream(response, budget)
-    else:
-        raise BrokenAnswer(f"unexpected content type {kind or 'none'!r}")
+    handed_on = False
+    try:
+        retry_after = retry_after_s(response.headers)
+        status_error = error_for_status(response.status_code, retry_after_s=retry_after)
+        if status_error is not None:
+            raise status_error
+        if response.status_code != 200:
+            raise await _other_status_error(response, request_id, retry_after)
+        kind = media_type(response)
+        if kind == "application/json":
+            message = await _json_body(response)
+        elif kind == "text/event-stream":
+            message, rest = await _message_from_stream(response)
+            if rest is not None:
+                tails.read_on(response, rest)
+                handed_on = True
+        else:
+            raise BrokenAnswer(f"unexpected content type {kind or 'none'!r}")
+    finally:
+        if not handed_on:
+            await response.aclose()
     message = await with_long_text_decoded(message)
     return result_of_message(message, request_id, retry_after_s=retry_after)
 
@@ -361,8 +372,11 @@ async def _json_body(response: httpx.Response) -> Any:
         raise BrokenAnswer("the answer is not valid JSON") from error
 
 
-async def _message_from_stream(response: httpx.Response, budget: asyncio.Timeout) -> Any:
-    """The first JSON-RPC response in an event stream; notifications and requests are skipped.
+async def _message_from_stream(
+    response: httpx.Response,
+) -> tuple[Any, AsyncGenerator[bytes, None] | None]:
+    """The first JSON-RPC response in an event stream (notifications and requests before it
+    are skipped), and the stream still open after it; None for a stream that ended with it.
 
     Raises ``BrokenAnswer`` for an event that is not JSON, a stream over the byte cap, or a
     stream that ends before the response.
@@ -377,37 +391,79 @@ async def _message_from_stream(response: httpx.Response, budget: asyncio.Timeout
                 raise BrokenAnswer(f"the event stream passed {ANSWER_MAX_BYTES} bytes")
             found = await first_response_in(decoder.feed(chunk))
             if found is not None:
-                await _read_tail(chunks, budget)
-                return found
+                return found, chunks
         found = await first_response_in(decoder.close())
-    except ValueError as error:
-        raise BrokenAnswer(f"the event stream is broken: {error}") from error
-    finally:
+    except BaseException as error:
         await chunks.aclose()
+        if isinstance(error, ValueError):
+            raise BrokenAnswer(f"the event stream is broken: {error}") from error
+        raise
+    await chunks.aclose()
     if found is None:
         raise BrokenAnswer("the event stream ended before the answer")
-    return found
+    return found, None
 
 
-async def _read_tail(chunks: AsyncIterator[bytes], budget: asyncio.Timeout) -> None:
-    """Read what follows the answer for a moment, so the connection can serve the next call.
+class StreamTails:
+    """Event streams whose answer has been read, each read on to its end in a task of its own.
 
-    A server closes the stream right after the response; reading to its end returns the
-    connection to the pool instead of dropping it. A stream that goes on is left after
-    ``STREAM_TAIL_WAIT_S`` (the connection is then closed), and never past the deadline.
+    A server ends a stream right after its response, but not in the same breath: on a
+    loopback gateway the end comes a few hundred microseconds after the answer, a tenth of a
+    pack call. Reading to the end returns the connection to the pool instead of dropping it;
+    doing that after the caller has its answer costs the caller nothing (REL-3). A stream
+    that goes on is left after ``STREAM_TAIL_WAIT_S`` or ``STREAM_TAIL_MAX_BYTES`` and its
+    connection closed. Nothing here raises: what a tail brings, or how it breaks, is of no
+    interest once the answer is in.
+
+    ``ended()`` waits for the tails being read now, so that the client's next request finds
+    their connection free rather than opening another; ``settled()`` waits until none is
+    left, as the client's ``aclose`` does before it closes its pool.
     """
-    when = budget.when()
-    if when is not None and when - asyncio.get_running_loop().time() < 2 * STREAM_TAIL_WAIT_S:
-        return
+
+    def __init__(self) -> None:
+        self._reading: set[asyncio.Task[None]] = set()
+
+    @property
+    def reading(self) -> bool:
+        """Whether a tail is being read now."""
+        return bool(self._reading)
+
+    def read_on(self, response: httpx.Response, rest: AsyncGenerator[bytes, None]) -> None:
+        """Read ``rest`` of ``response`` to its end, then close it; returns at once."""
+        task = asyncio.get_running_loop().create_task(_read_to_end(response, rest))
+        self._reading.add(task)
+        task.add_done_callback(self._reading.discard)
+
+    async def ended(self) -> None:
+        """Wait for the tails being read now (each for at most ``STREAM_TAIL_WAIT_S``); tails
+        handed over meanwhile are not waited for, so a busy client never waits for good."""
+        if self._reading:
+            await asyncio.wait(set(self._reading))
+
+    async def settled(self) -> None:
+        """Wait until no tail is being read, those handed over meanwhile included."""
+        while self._reading:
+            await asyncio.wait(set(self._reading))
+
+
+_TAIL_FAILURES = (TimeoutError, httpx.HTTPError, httpx.StreamError)
+
+
+async def _read_to_end(response: httpx.Response, rest: AsyncGenerator[bytes, None]) -> None:
     size = 0
     try:
         async with asyncio.timeout(STREAM_TAIL_WAIT_S):
-            async for chunk in chunks:
+            async for chunk in rest:
                 size += len(chunk)
                 if size > STREAM_TAIL_MAX_BYTES:
                     return
-    except (TimeoutError, httpx.TransportError):
+    except _TAIL_FAILURES:
         return
+    finally:
+        with contextlib.suppress(*_TAIL_FAILURES):
+            await finish_despite_cancellation(rest.aclose())
+        with contextlib.suppress(*_TAIL_FAILURES):
+            await response.aclose()  # to its end, whatever arrives meanwhile (_ClosedToTheEnd)
 
 
 # --- the pool under cancellation -----------------------------------------------------------

@@ -2,21 +2,24 @@
 
 Each call follows httpcore's trace only until its request is being sent, builds no httpx
 timeouts of its own (its deadline bounds the whole request; the client adds the 2 s connect
-limit), makes its request from headers merged once, and drives a response's close to its end
-in its own task. These tests hold the guarantees those shortcuts must keep: a hang after
+limit), makes its request from headers merged once, returns with an event stream's answer
+while the stream's end is read in the background, and drives a response's close to its end in
+its own task. These tests hold the guarantees those shortcuts must keep: a hang after
 connecting is still "no answer", a hang while connecting still "not reached", the request on
-the wire is the one httpx would build (cookies included), and a cancellation still never cuts
-a close short.
+the wire is the one httpx would build (cookies included), a stream's connection still serves
+the next call, and a cancellation still never cuts a close short.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import threading
 
 import anyio
 import pytest
 
+from provisioner.runtime.gateway import transport as transport_module
 from provisioner.runtime.gateway.client import McpGatewayServer
 from provisioner.runtime.gateway.errors import GatewayUnreachable, NoAnswer
 from provisioner.runtime.gateway.protocol import REQUEST_HEADERS
@@ -28,6 +31,7 @@ from provisioner.runtime.gateway.transport import (
 from tests.support.loopback import LoopbackServer
 
 from .fault_gateway import key_of
+from .tracking import TrackedTransport
 
 pytestmark = pytest.mark.anyio
 
@@ -199,3 +203,99 @@ class TestEachRequestIsTheOneHttpxWouldBuild:
             await server.call_tool("loom_search", {}, deadline_s=5)
         assert "cookie" not in app.headers[0]
         assert app.headers[1]["cookie"] == "pinned=backend-2"
+
+
+HELD_END_MAX_S = 30.0  # how long a stream's end may be held; the test lets it go far sooner
+
+
+class HeldStreamEnd:
+    """An ASGI gateway answering each tool call as an event stream whose end it holds until
+    the test lets it go (``release``); it records each call's client port."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.ended = 0
+        self.client_ports: list[int] = []
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            return
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        self.client_ports.append(scope["client"][1])
+        result = {"content": [], "structuredContent": {"ok": True}, "isError": False}
+        answer = {"jsonrpc": "2.0", "id": json.loads(body)["id"], "result": result}
+        head = [(b"content-type", b"text/event-stream")]
+        await send({"type": "http.response.start", "status": 200, "headers": head})
+        event = b"event: message\ndata: " + json.dumps(answer).encode() + b"\n\n"
+        await send({"type": "http.response.body", "body": event, "more_body": True})
+        await asyncio.to_thread(self.release.wait, HELD_END_MAX_S)
+        self.ended += 1  # before the end goes out: the client cannot see it sooner
+        await send({"type": "http.response.body", "body": b""})
+
+
+@pytest.fixture
+def held_stream_end(monkeypatch: pytest.MonkeyPatch):
+    """The gateway, and a client that reads a tail for as long as the test holds it: the
+    wait it gives a tail (50 ms) would otherwise depend on how fast this machine is."""
+    monkeypatch.setattr(transport_module, "STREAM_TAIL_WAIT_S", HELD_END_MAX_S)
+    app = HeldStreamEnd()
+    server = LoopbackServer(app)
+    server.start()
+    yield app, server.base_url
+    app.release.set()
+    server.stop()
+
+
+class TestAStreamsTailIsReadAfterTheAnswer:
+    """REL-3: a call answered in an event stream returns with the answer; the stream's end,
+    which a server sends a moment later, is read in the background, and its connection then
+    serves the next call."""
+
+    async def test_the_call_returns_before_the_stream_ends_and_the_connection_is_kept(
+        self, held_stream_end
+    ) -> None:
+        app, base = held_stream_end
+        transport = TrackedTransport()
+        async with McpGatewayServer(base + "/s/loom/mcp", transport=transport) as server:
+            first = await server.call_tool("loom_search", {}, deadline_s=5)
+            assert app.ended == 0, "answered while the stream was still open"
+            assert transport.busy_connections == 1, "its tail is being read"
+            app.release.set()
+            await server.settled()
+            assert (app.ended, transport.busy_connections, transport.connections) == (1, 0, 1)
+            second = await server.call_tool("loom_search", {}, deadline_s=5)
+        assert first.data == second.data == {"ok": True}
+        assert app.client_ports[0] == app.client_ports[1], "the kept connection served it"
+
+    async def test_a_call_made_while_a_tail_is_read_waits_for_it_and_reuses_its_connection(
+        self, held_stream_end
+    ) -> None:
+        app, base = held_stream_end
+        transport = TrackedTransport()
+        async with McpGatewayServer(base + "/s/loom/mcp", transport=transport) as server:
+            await server.call_tool("loom_search", {}, deadline_s=5)
+            second = asyncio.create_task(server.call_tool("loom_search", {}, deadline_s=5))
+            await asyncio.sleep(0)
+            assert not second.done() and len(app.client_ports) == 1, "it waits for the tail"
+            app.release.set()
+            await second
+        assert len(set(app.client_ports)) == 1, "no second connection was opened"
+
+    async def test_closing_the_client_waits_for_the_tails_and_leaves_no_task(
+        self, held_stream_end
+    ) -> None:
+        app, base = held_stream_end
+        transport = TrackedTransport()
+        server = McpGatewayServer(base + "/s/loom/mcp", transport=transport)
+        await server.call_tool("loom_search", {}, deadline_s=5)
+        closing = asyncio.create_task(server.aclose())
+        await asyncio.sleep(0)
+        assert not closing.done(), "the tail is waited for"
+        app.release.set()
+        await closing
+        assert transport.closed and app.ended == 1

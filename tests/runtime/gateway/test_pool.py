@@ -65,6 +65,7 @@ class TestConnectionsAreFreed:
             for _ in range(CALLS):
                 result = await server.call_tool("loom_search", {"query": "q"}, deadline_s=5)
                 assert result.data["ok"] is True
+                await server.settled()  # the stream's tail is read, and closed, after the answer
                 assert transport.busy_connections == 0
             assert transport.connections <= 1, "the connection is reused or dropped, not kept"
 

@@ -86,6 +86,8 @@ class TestWaves:
                 )
                 errors += [outcome for outcome in outcomes if isinstance(outcome, BaseException)]
                 mismatched += outcomes.count(False)
+                assert connection.server is not None
+                await connection.server.settled()  # the wave's streams read to their end
                 assert built.built[0].busy_connections == 0, f"after wave {wave}"
         assert [repr(error.__cause__ or error) for error in errors] == [] and mismatched == 0
         assert built.all_closed
@@ -141,6 +143,8 @@ class TestCancelledCalls:
                     outcome is True or isinstance(outcome, asyncio.CancelledError)
                     for outcome in outcomes
                 )
+                if connection.server is not None:
+                    await connection.server.settled()  # answered streams read to their end
                 assert built.built[0].busy_connections == 0, f"after wave {wave}"
             assert connection.breaker.state == "closed"
             assert await search(connection, "after the waves")
