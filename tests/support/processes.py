@@ -18,10 +18,15 @@ RunNerve = Callable[..., subprocess.CompletedProcess]
 
 
 def clean_environment(home: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The test process's environment without nerve's own variables, HOME set to ``home``."""
+    """The test process's environment without nerve's own variables, HOME set to ``home``,
+    and temporary files under it: a child killed on purpose leaves its scratch folder in the
+    test's own folder, not in the machine's."""
     env = {key: value for key, value in os.environ.items() if not key.startswith(_NERVE_VARIABLES)}
     env["HOME"] = str(home)
     env["XDG_CONFIG_HOME"] = str(home / ".config")
+    scratch = home / "tmp"
+    scratch.mkdir(parents=True, exist_ok=True)
+    env["TMPDIR"] = str(scratch)
     env.update(extra or {})
     return env
 

@@ -151,6 +151,16 @@ class Scenario:
 SCENARIOS: dict[str, Scenario] = {}
 
 
+@pytest.fixture(scope="module", autouse=True)
+def scenarios_removed_after_the_module():
+    """Each scenario's reference render is built once and kept for the module's examples; its
+    folder goes with the module, so no run leaves one behind in the temporary folder."""
+    yield
+    for case in SCENARIOS.values():
+        shutil.rmtree(case.base, ignore_errors=True)
+    SCENARIOS.clear()
+
+
 def scenario(name: str) -> Scenario:
     """Built once per test process: the reference render and the step count."""
     if name not in SCENARIOS:
