@@ -23,6 +23,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from tests.support.loopback import read_request_body
+
 LOOM_TOOLS = [
     "loom_context_pack",
     "loom_memory_get",
@@ -74,12 +76,7 @@ class FakeGateway:
             return
         if scope["type"] != "http":
             return
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
+        body = await read_request_body(receive)
         if scope["path"] == "/catalog" or self.catalog_everywhere:
             self.catalog_requests += 1
             await _send(send, "application/json", json.dumps(self.catalog).encode())

@@ -58,6 +58,16 @@ class LoopbackServer:
         asyncio.run(self._server.serve())
 
 
+async def read_request_body(receive: Any) -> bytes:
+    """The whole body of the ASGI request ``receive`` brings, however many messages carry it."""
+    parts = []
+    while True:
+        message = await receive()
+        parts.append(message.get("body", b""))
+        if not message.get("more_body"):
+            return b"".join(parts)
+
+
 def closed_port_url() -> str:
     """A loopback URL nothing listens on: the port was bound, then released."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:

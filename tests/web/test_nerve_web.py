@@ -149,6 +149,18 @@ def loom_config(tmp_path: Path, gateway_url: str) -> Path:
     return config_dir
 
 
+def config_with_a_sweep_error(
+    tmp_path: Path, gateway: RunningGateway, kind: str, message: str
+) -> Path:
+    """A Loom configuration whose state file keeps an extraction error of class ``kind``, as a
+    sweep in another process leaves it."""
+    config_dir = loom_config(tmp_path, gateway.base_url)
+    (config_dir / "memory").mkdir()
+    with StateStore(config_dir / "memory" / "state.sqlite3") as state:
+        state.record_last_error(at=1.8e9, op="extract", kind=kind, message=message)
+    return config_dir
+
+
 def health_calls(gateway: RunningGateway) -> int:
     return sum(call.tool == "loom_namespace_summary" for call in gateway.app.calls)
 
@@ -216,11 +228,8 @@ class TestServing:
         self, start_web: StartWeb, gateway: RunningGateway, http: httpx.Client, tmp_path: Path
     ) -> None:
         """LOOM-4: an error met by a sweep in another process shows on the card."""
-        config_dir = loom_config(tmp_path, gateway.base_url)
-        (config_dir / "memory").mkdir()
-        with StateStore(config_dir / "memory" / "state.sqlite3") as state:
-            message = "Loom answered 503 to the extraction"
-            state.record_last_error(at=1.8e9, op="extract", kind="ServerFault", message=message)
+        message = "Loom answered 503 to the extraction"
+        config_dir = config_with_a_sweep_error(tmp_path, gateway, "ServerFault", message)
         web = start_web(config_dir)
         last = http.get(f"{web.base_url}/api/diagnostics/memory").json()["last_error"]
         assert (last["op"], last["message"]) == ("extract", message)
@@ -229,10 +238,7 @@ class TestServing:
         self, start_web: StartWeb, gateway: RunningGateway, http: httpx.Client, tmp_path: Path
     ) -> None:
         """FLEET-4: the card says what happened, as status and doctor do, not just a class."""
-        config_dir = loom_config(tmp_path, gateway.base_url)
-        (config_dir / "memory").mkdir()
-        with StateStore(config_dir / "memory" / "state.sqlite3") as state:
-            state.record_last_error(at=1.8e9, op="extract", kind="NoAnswer", message="m")
+        config_dir = config_with_a_sweep_error(tmp_path, gateway, "NoAnswer", "m")
         page = http.get(start_web(config_dir).page_url).text
         assert "no answer came in time (NoAnswer)" in page
 

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from email.utils import formatdate
 from typing import Any
 
+from tests.support.loopback import read_request_body
+
 CATALOG_MAX_BYTES = 8 * 1024 * 1024
 DEEP_NESTING = 100_000  # brackets: far deeper than Python's JSON decoder can follow
 SLOW_CATALOG_S = 0.3
@@ -608,7 +610,7 @@ class FaultGateway:
             await _lifespan(receive, send)
             return
         parts = scope["path"].strip("/").split("/")
-        body = await _read_body(receive)
+        body = await read_request_body(receive)
         kind = _kind(parts)
         scenario = SCENARIOS.get(parts[0]) if kind else None
         key = "/".join(parts[:2])
@@ -638,15 +640,6 @@ def _hit(scope: dict[str, Any], key: str, kind: str, body: bytes) -> Hit:
     headers = {name.decode().lower(): value.decode() for name, value in scope["headers"]}
     client = scope.get("client")
     return Hit(scope["method"], key, kind, headers, client[1] if client else None, body)
-
-
-async def _read_body(receive: Any) -> bytes:
-    parts = []
-    while True:
-        message = await receive()
-        parts.append(message.get("body", b""))
-        if not message.get("more_body"):
-            return b"".join(parts)
 
 
 async def _watch_disconnect(receive: Any, flag: asyncio.Event) -> None:

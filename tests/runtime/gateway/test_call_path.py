@@ -28,7 +28,7 @@ from provisioner.runtime.gateway.transport import (
     finish_despite_cancellation,
     new_http_client,
 )
-from tests.support.loopback import LoopbackServer
+from tests.support.loopback import LoopbackServer, read_request_body
 
 from .fault_gateway import key_of
 from .tracking import TrackedTransport
@@ -137,12 +137,7 @@ class HeaderEcho:
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http":
             return
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
+        body = await read_request_body(receive)
         self.headers.append({k.decode(): v.decode() for k, v in scope["headers"]})
         request_id = json.loads(body)["id"]
         answer = {"jsonrpc": "2.0", "id": request_id, "result": {"content": [], "isError": False}}
@@ -220,12 +215,7 @@ class HeldStreamEnd:
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http":
             return
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
+        body = await read_request_body(receive)
         self.client_ports.append(scope["client"][1])
         result = {"content": [], "structuredContent": {"ok": True}, "isError": False}
         answer = {"jsonrpc": "2.0", "id": json.loads(body)["id"], "result": result}
