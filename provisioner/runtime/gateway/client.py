@@ -303,7 +303,7 @@ class McpGatewayServer(LifecycleOwner):
             # ``send`` and ``aclose`` are what ``client.stream()`` does, without its
             # context-manager generator on every call.
             async with asyncio.timeout(remaining):
-                if self._tails.reading:  # their connection is free in a moment: no new one
+                if self._tails.reading:  # a connection is free in a moment: no new one
                     await self._tails.ended()
                 response = await self._client.send(request, stream=True)
                 return await read_result(response, request_id, self._tails)

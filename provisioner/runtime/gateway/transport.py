@@ -415,13 +415,15 @@ class StreamTails:
     connection closed. Nothing here raises: what a tail brings, or how it breaks, is of no
     interest once the answer is in.
 
-    ``ended()`` waits for the tails being read now, so that the client's next request finds
-    their connection free rather than opening another; ``settled()`` waits until none is
-    left, as the client's ``aclose`` does before it closes its pool.
+    ``ended()`` waits for one tail, so that the client's next request finds that tail's
+    connection free rather than opening another; ``settled()`` waits until none is left, as
+    the client's ``aclose`` does before it closes its pool.
     """
 
     def __init__(self) -> None:
         self._reading: set[asyncio.Task[None]] = set()
+        # the tails no call waits for yet, oldest first
+        self._unclaimed: dict[asyncio.Task[None], None] = {}
 
     @property
     def reading(self) -> bool:
@@ -432,18 +434,27 @@ class StreamTails:
         """Read ``rest`` of ``response`` to its end, then close it; returns at once."""
         task = asyncio.get_running_loop().create_task(_read_to_end(response, rest))
         self._reading.add(task)
-        task.add_done_callback(self._reading.discard)
+        self._unclaimed[task] = None
+        task.add_done_callback(self._done)
 
     async def ended(self) -> None:
-        """Wait for the tails being read now (each for at most ``STREAM_TAIL_WAIT_S``); tails
-        handed over meanwhile are not waited for, so a busy client never waits for good."""
-        if self._reading:
-            await asyncio.wait(set(self._reading))
+        """Wait for the oldest tail no other call waits for (at most ``STREAM_TAIL_WAIT_S``):
+        its connection is this call's then. Each call waits for one tail of its own, so as
+        many calls as tails each find a connection, a call costs the same however many run at
+        once, and none waits for tails handed over after it came."""
+        if self._unclaimed:
+            oldest = next(iter(self._unclaimed))
+            del self._unclaimed[oldest]
+            await asyncio.wait((oldest,))
 
     async def settled(self) -> None:
         """Wait until no tail is being read, those handed over meanwhile included."""
         while self._reading:
-            await asyncio.wait(set(self._reading))
+            await asyncio.wait(tuple(self._reading))
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._reading.discard(task)
+        self._unclaimed.pop(task, None)
 
 
 _TAIL_FAILURES = (TimeoutError, httpx.HTTPError, httpx.StreamError)

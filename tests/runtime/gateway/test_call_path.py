@@ -15,8 +15,10 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+from collections.abc import AsyncIterator
 
 import anyio
+import httpx
 import pytest
 
 from provisioner.runtime.gateway import transport as transport_module
@@ -25,6 +27,7 @@ from provisioner.runtime.gateway.errors import GatewayUnreachable, NoAnswer
 from provisioner.runtime.gateway.protocol import REQUEST_HEADERS
 from provisioner.runtime.gateway.transport import (
     PostRequests,
+    StreamTails,
     finish_despite_cancellation,
     new_http_client,
 )
@@ -289,3 +292,60 @@ class TestAStreamsTailIsReadAfterTheAnswer:
         app.release.set()
         await closing
         assert transport.closed and app.ended == 1
+
+
+class HeldEnd(httpx.AsyncByteStream):
+    """A response body whose end comes when the test sets ``end``."""
+
+    def __init__(self) -> None:
+        self.end = asyncio.Event()
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        await self.end.wait()
+        return
+        yield b""  # an async generator that ends without a chunk
+
+    async def aclose(self) -> None:
+        self.end.set()
+
+
+TURNS_TO_WAKE = 10  # loop turns for a task whose awaited task has ended to run again (3)
+
+
+class TestTheTailsACallWaitsFor:
+    async def test_each_call_waits_for_one_tail_of_its_own_the_oldest_first(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A call needs one connection: it waits for one tail, the oldest no other call waits
+        for, and no more; so as many calls as tails each find a connection, and a call costs
+        the same however many tails are being read."""
+        monkeypatch.setattr(transport_module, "STREAM_TAIL_WAIT_S", HELD_END_MAX_S)
+        tails = StreamTails()
+        oldest, newest = HeldEnd(), HeldEnd()
+        responses = [httpx.Response(200, stream=body) for body in (oldest, newest)]
+        for response in responses:
+            tails.read_on(response, response.aiter_bytes())
+        first = asyncio.create_task(tails.ended())
+        second = asyncio.create_task(tails.ended())
+        third = asyncio.create_task(tails.ended())
+        await asyncio.sleep(0)
+        assert third.done(), "no tail was left for it: it goes at once"
+        assert not first.done() and not second.done()
+        oldest.end.set()
+        while not responses[0].is_closed:  # the oldest tail is read and its response closed
+            await asyncio.sleep(0)
+        await woken(first)
+        assert not second.done(), "it waits for the newest tail, still being read"
+        newest.end.set()
+        await second
+        await tails.settled()
+        assert not tails.reading
+
+
+async def woken(task: asyncio.Task) -> None:
+    """Let the loop turn until ``task``, whose awaited task has ended, has run again."""
+    for _ in range(TURNS_TO_WAKE):
+        if task.done():
+            return
+        await asyncio.sleep(0)
+    assert task.done(), "it was not woken by the end of the tail it waits for"
