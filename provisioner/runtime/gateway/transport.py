@@ -384,6 +384,7 @@ async def _message_from_stream(
     decoder = EventStreamDecoder()
     chunks = cast(AsyncGenerator[bytes, None], response.aiter_bytes())
     size = 0
+    handed_on = False
     try:
         async for chunk in chunks:
             size += len(chunk)
@@ -391,14 +392,14 @@ async def _message_from_stream(
                 raise BrokenAnswer(f"the event stream passed {ANSWER_MAX_BYTES} bytes")
             found = await first_response_in(decoder.feed(chunk))
             if found is not None:
+                handed_on = True
                 return found, chunks
         found = await first_response_in(decoder.close())
-    except BaseException as error:
-        await chunks.aclose()
-        if isinstance(error, ValueError):
-            raise BrokenAnswer(f"the event stream is broken: {error}") from error
-        raise
-    await chunks.aclose()
+    except ValueError as error:
+        raise BrokenAnswer(f"the event stream is broken: {error}") from error
+    finally:
+        if not handed_on:
+            await chunks.aclose()
     if found is None:
         raise BrokenAnswer("the event stream ended before the answer")
     return found, None

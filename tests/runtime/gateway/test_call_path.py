@@ -244,6 +244,12 @@ def held_stream_end(monkeypatch: pytest.MonkeyPatch):
     server.stop()
 
 
+def tracked_server(base: str) -> tuple[TrackedTransport, McpGatewayServer]:
+    """A tool client for the gateway at ``base``, on a transport whose pool a test can see."""
+    transport = TrackedTransport()
+    return transport, McpGatewayServer(base + "/s/loom/mcp", transport=transport)
+
+
 class TestAStreamsTailIsReadAfterTheAnswer:
     """REL-3: a call answered in an event stream returns with the answer; the stream's end,
     which a server sends a moment later, is read in the background, and its connection then
@@ -253,8 +259,8 @@ class TestAStreamsTailIsReadAfterTheAnswer:
         self, held_stream_end
     ) -> None:
         app, base = held_stream_end
-        transport = TrackedTransport()
-        async with McpGatewayServer(base + "/s/loom/mcp", transport=transport) as server:
+        transport, server = tracked_server(base)
+        async with server:
             first = await server.call_tool("loom_search", {}, deadline_s=5)
             assert app.ended == 0, "answered while the stream was still open"
             assert transport.busy_connections == 1, "its tail is being read"
@@ -269,8 +275,8 @@ class TestAStreamsTailIsReadAfterTheAnswer:
         self, held_stream_end
     ) -> None:
         app, base = held_stream_end
-        transport = TrackedTransport()
-        async with McpGatewayServer(base + "/s/loom/mcp", transport=transport) as server:
+        _, server = tracked_server(base)
+        async with server:
             await server.call_tool("loom_search", {}, deadline_s=5)
             second = asyncio.create_task(server.call_tool("loom_search", {}, deadline_s=5))
             await asyncio.sleep(0)
@@ -279,12 +285,11 @@ class TestAStreamsTailIsReadAfterTheAnswer:
             await second
         assert len(set(app.client_ports)) == 1, "no second connection was opened"
 
-    async def test_closing_the_client_waits_for_the_tails_and_leaves_no_task(
+    async def test_closing_the_client_waits_for_the_tails_before_it_closes_the_pool(
         self, held_stream_end
     ) -> None:
         app, base = held_stream_end
-        transport = TrackedTransport()
-        server = McpGatewayServer(base + "/s/loom/mcp", transport=transport)
+        transport, server = tracked_server(base)
         await server.call_tool("loom_search", {}, deadline_s=5)
         closing = asyncio.create_task(server.aclose())
         await asyncio.sleep(0)
