@@ -50,7 +50,11 @@ class TestThePatchAndItsPage:
         assert missing == []
 
     def test_the_page_states_the_patchs_count_of_nerve_code_within_the_target(self) -> None:
-        python = {n: v for n, v in added_lines_by_file().items() if n.endswith(".py")}
+        python = {
+            name: [line for line in lines if line.strip()]
+            for name, lines in added_lines_by_file().items()
+            if name.endswith(".py")
+        }
         total = sum(len(lines) for lines in python.values())
         stated = re.search(r"adds \*\*(\d+) lines of Nerve code\*\*", PAGE.read_text("utf-8"))
         assert stated is not None and int(stated.group(1)) == total

@@ -175,6 +175,16 @@ class TestAPatchedNerveOnLoom:
             doctor = run_host("-c", str(machine.config_dir), "doctor", mounted=False)
             assert "memory:" in doctor.stdout, doctor.stdout + doctor.stderr
             assert "unknown key" not in doctor.stdout
+        refused = run_host(
+            "-c",
+            str(machine.config_dir),
+            "migrate-openclaw",
+            "--sessions-dir",
+            str(machine.home),
+            mounted=False,
+        )
+        assert refused.returncode != 0
+        assert "memU does not run" in refused.stderr and "Traceback" not in refused.stderr
         validated = run_host(
             "-c", str(machine.config_dir), "config", "validate", "--strict-keys", mounted=False
         )

@@ -49,6 +49,7 @@ LOOM_SERVER_NAME = "loom"  # NERVE-13: the MCP server's name in a session, as in
 SESSION_TOOL_PREFIX = f"mcp__{LOOM_SERVER_NAME}__"  # NERVE-13: how a session names its tools
 # NERVE-15: Nerve joins its prompt's parts with this rule; the memory section is one more part.
 PROMPT_PART_SEPARATOR = "\n\n---\n\n"
+CODEX_AGENT_BACKEND = "codex"  # TXT-5: Nerve's agent backend whose sessions get the Codex note
 RECALLED_HEADING = "# Recalled Memories"  # NERVE-15: the heading Nerve writes above the recall
 # NERVE-17: the keys the package documents in Nerve's files, by dotted prefix ("" is the top
 # level), for Nerve's unknown-key check; ``memory.loom`` is a section of the package's own.
@@ -201,17 +202,20 @@ class NerveMemory:
         the catalog's (NERVE-13)."""
         return tuple(f"{SESSION_TOOL_PREFIX}{tool}" for tool in self.loom_tools())
 
-    def prompt_section(self) -> str:
+    def prompt_section(self, agent_backend: str | None = None) -> str:
         """The system prompt's memory section for the session's actual Loom tools, as one more
         part of Nerve's prompt (its separator first); empty under memU (NERVE-15). Says memory
-        cannot be used when Loom is not available, or no Loom tool reaches the session."""
+        cannot be used when Loom is not available, or no Loom tool reaches the session. For a
+        session on Nerve's ``codex`` agent backend the Codex note follows it (TXT-5)."""
         if not self.active:
             return ""
         from provisioner.templating.texts import memory_section
 
         available = self.loom is not None and self.loom.available
-        section = memory_section("loom", loom_tools=self.loom_tools(), available=available)
-        return PROMPT_PART_SEPARATOR + section.strip()
+        parts = [memory_section("loom", loom_tools=self.loom_tools(), available=available)]
+        if agent_backend == CODEX_AGENT_BACKEND:
+            parts.append(self.codex_note())
+        return "".join(PROMPT_PART_SEPARATOR + part.strip() for part in parts)
 
     async def recalled_memories(self, session_id: str) -> list[str]:
         """The recall for a new session, for the list Nerve's prompt puts under its
@@ -240,13 +244,18 @@ class NerveMemory:
         return codex_note(self.backend, loom_tools=self.loom_tools())
 
     def worker_onboarding(self) -> str:
-        """The worker onboarding step about memory (TXT-5)."""
+        """The worker onboarding step about memory, to append to Nerve's first-boot prompt
+        (its separator first) under Loom; empty under memU, whose wording Nerve has (TXT-5)."""
+        if not self.active:
+            return ""
         from provisioner.templating.texts import worker_onboarding
 
-        return worker_onboarding(self.backend, loom_tools=self.loom_tools())
+        text = worker_onboarding(self.backend, loom_tools=self.loom_tools())
+        return PROMPT_PART_SEPARATOR + text.strip() + "\n"
 
     def external_agent_memory(self, agent: str) -> str:
-        """The memory section of an external agent's bundle (``codex`` or ``claude-code``)."""
+        """The memory section of an external agent's bundle (``codex`` or ``claude-code``),
+        worded for the backend and the catalog this engine read (TXT-5)."""
         from provisioner.templating.texts import external_agent_memory
 
         return external_agent_memory(self.backend, agent, loom_tools=self.loom_tools())

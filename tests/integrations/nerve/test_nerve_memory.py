@@ -116,7 +116,8 @@ class TestUnderMemU:
         assert memory.tool_registry(registry) is registry
         assert await memory.open() is False
         assert memory.mcp_server_entries() == {} and memory.session_tools() == ()
-        assert memory.prompt_section() == ""
+        assert memory.prompt_section() == "" and memory.prompt_section("codex") == ""
+        assert memory.worker_onboarding() == ""
         assert await memory.recalled_memories("s1") == []
         assert (await memory.sweep())["skipped"]
         await memory.aclose()
@@ -151,6 +152,11 @@ class TestUnderLoom:
             assert "mcp__loom__loom_search" in section
             for tool in MEMU_TOOLS:
                 assert f"mcp__nerve__{tool}" not in section
+            assert "Note for the Codex backend" not in section
+            codex = memory.prompt_section("codex")
+            assert codex.startswith(section) and "Note for the Codex backend" in codex
+            onboarding = memory.worker_onboarding()
+            assert onboarding.startswith("\n\n---\n\n## Step") and "mcp__loom__" in onboarding
         finally:
             await memory.aclose()
 
