@@ -74,7 +74,7 @@ def _config_dir_of(config: object) -> Path | None:
     if isinstance(config, (str, os.PathLike)):
         return Path(config)
     named = getattr(config, "config_dir", None)
-    return Path(named) if named else None
+    return Path(named) if isinstance(named, (str, os.PathLike)) and str(named) else None
 
 
 class NerveMemory:
