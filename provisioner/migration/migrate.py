@@ -50,7 +50,7 @@ import contextlib
 import logging
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -178,15 +178,6 @@ async def migrate_instance(
             raise
 
 
-@dataclass(frozen=True)
-class Deferred:
-    """An item still "not now" after its tries, to send again at the run's end (REL-16);
-    ``kind`` names the last failure."""
-
-    item: MemuItem
-    kind: str
-
-
 class Migration:
     """Migrates ``store`` into Loom through ``writer``, keeping the ledger in ``state``.
 
@@ -213,7 +204,9 @@ class Migration:
         self._ledger = Ledger(state, clock=clock or time.time)
         self._streak = 0  # REL-16: items in a row Loom failed
         self._due_skips: list[Entry] = []
-        self._deferred: list[Deferred] = []
+        # REL-16: the ids of items still "not now" after their tries, each with the kind of
+        # its last failure; only ids are held, the items are read again at the run's end.
+        self._deferred: dict[str, str] = {}
         self.report: MigrationReport | None = None
 
     async def run(self, progress: ProgressCallback | None = None) -> MigrationReport:
@@ -257,15 +250,13 @@ class Migration:
             report.ledger = self._ledger.totals()
         final = sum(count for status, count in report.ledger.items() if status != "failing")
         report.left = max(0, report.items_total - final - report.unusable_rows)
-        report.not_now = [{"id": d.item.item_id, "kind": d.kind} for d in self._deferred]
+        report.not_now = [{"id": item_id, "kind": kind} for item_id, kind in self._deferred.items()]
 
     async def _run(self, report: MigrationReport, progress: ProgressCallback | None) -> None:
         self._ledger.start_run(report.source, report.items_total)
         report.stopped = STOPPED_INTERRUPTED  # until the walk returns
         try:
             report.stopped = await self._walk(report, progress)
-            if report.stopped == STOPPED_DONE:
-                report.stopped = await self._deferred_rounds(report, progress)
             if report.stopped == STOPPED_DONE and self._loom_took_some(report):
                 self._skip_due(report)
         finally:
@@ -273,37 +264,48 @@ class Migration:
                 self._ledger.finish_run(report.stopped, rows_without_id=report.unusable_rows)
 
     async def _walk(self, report: MigrationReport, progress: ProgressCallback | None) -> str:
+        """Every page of the store, then the deferred items' rounds; why the run stopped."""
         try:
             for page in self._store.pages():
                 stopped = await self._page(page, report)
                 if stopped is not None:
                     return stopped
                 _tell(progress, report)
+            return await self._deferred_rounds(report, progress)
         except MemuReadError as error:
             report.error_kind = error.fault_kind or error.kind
             log.warning("memU's store could not be read on: %s", report.error_kind)
             return STOPPED_SOURCE
-        return STOPPED_DONE
 
     async def _deferred_rounds(
         self, report: MigrationReport, progress: ProgressCallback | None
     ) -> str:
         """Send the deferred items again, each with its tries, round after round while a
         round moves at least one of them (REL-16); a round that moves none ends the run,
-        leaving them for the next."""
+        leaving them for the next. Each round reads the store again for them, so a run holds
+        their ids, never their texts; an item gone from the store meanwhile is dropped."""
         while self._deferred:
-            round_items, self._deferred = self._deferred, []
+            waiting, self._deferred = self._deferred, {}
             answered = sum(report.verdicts.values())
-            for index, deferred in enumerate(round_items):
-                stopped = await self._write(deferred.item, report, again=True)
+            for item in self._items_among(waiting):
+                del waiting[item.item_id]
+                stopped = await self._write(item, report, again=True)
                 if stopped is not None:
-                    self._deferred[:0] = round_items[index + 1 :]
+                    self._deferred = {**waiting, **self._deferred}
                     return stopped
             _tell(progress, report)
-            if sum(report.verdicts.values()) == answered and self._deferred:
-                report.error_kind = self._deferred[-1].kind
+            if self._deferred and sum(report.verdicts.values()) == answered:
+                report.error_kind = next(reversed(self._deferred.values()))
                 return STOPPED_NOT_NOW
         return STOPPED_DONE
+
+    def _items_among(self, ids: dict[str, str]) -> Iterator[MemuItem]:
+        """The store's items whose ids are in ``ids``, read page by page in the store's order;
+        ``MemuReadError`` when a page fails."""
+        for page in self._store.pages():
+            for row in page:
+                if isinstance(row, MemuItem) and row.item_id in ids:
+                    yield row
 
     async def _page(self, page: list[Row], report: MigrationReport) -> str | None:
         ids = [row.item_id for row in page if row.item_id is not None]
@@ -408,7 +410,7 @@ class Migration:
             if not _worth_waiting_for(error):  # a Retry-After past the longest wait
                 report.error_kind = kind
                 return STOPPED_NOT_NOW
-            self._deferred.append(Deferred(item, kind))
+            self._deferred[item.item_id] = kind
             report.deferred += not again  # each item counted once, however many rounds
             return self._failed_by_loom(kind, STOPPED_NOT_NOW, report)
         if reaction.counts_against_batch:

@@ -22,7 +22,7 @@ STOPPED_DONE = "done"  # every item was offered
 STOPPED_BUSY = "already_running"  # another migration of this state file is running
 STOPPED_NOT_NOW = "not_now"  # "not now" item after item, or for longer than a run waits (REL-16)
 STOPPED_CONTRACT = "contract_broken"  # an answer out of contract: a bug to report
-STOPPED_LOOM_FAILING = "loom_failing"  # Loom failed every item of a stretch (REL-16)
+STOPPED_LOOM_FAILING = "loom_failing"  # item after item failed, the last uncoded (REL-16)
 STOPPED_SOURCE = "source_failed"  # memU's store could not be read on
 STOPPED_INTERRUPTED = "interrupted"  # the process was stopped mid-run (what the ledger keeps)
 STOPPED_STATE = "state_failed"  # the state file could not be written (busy, full, …: REL-4)
@@ -32,8 +32,8 @@ WHY = {
     STOPPED_NOT_NOW: "Loom or the gateway kept answering not now (item after item, or for "
     "longer than a run waits); run again later",
     STOPPED_CONTRACT: "an answer broke Loom's contract; report it, nothing more was sent",
-    STOPPED_LOOM_FAILING: "Loom failed item after item (its internal error, or not now through "
-    "every try); run again later",
+    STOPPED_LOOM_FAILING: "Loom failed item after item, the last with its internal error; run "
+    "again later",
     STOPPED_SOURCE: "memU's store could not be read on",
     STOPPED_STATE: "the state file could not be written",
     STOPPED_INTERRUPTED: "stopped by a signal (SIGINT or SIGTERM); every answer Loom gave is "
