@@ -72,7 +72,8 @@ def workspace_checks(workspace: Path, config_dir: Path, config: Config | None) -
         manifest = _manifest(workspace)
     except RecordDamaged as error:  # REL-12
         source = str(workspace / MANIFEST_PATH)
-        return [Check("workspace.manifest", ERR, error.what, advice=error.advice, source=source)]
+        damaged = Check("workspace.manifest", ERR, error.what, advice=error.advice, source=source)
+        return [damaged, *memory_md_checks(workspace)]
     if manifest is None:
         unprovisioned = Check(
             "workspace.manifest",
