@@ -72,6 +72,9 @@ class TestAFilePastTheReadCap:
         [conflict] = summary["conflicts"]
         assert conflict["path"] == "AGENTS.md"
         assert "larger than 16 MiB" in conflict["preview"]
+        text = provision("ws", "--memory-backend", "loom").stdout
+        assert "conflict   AGENTS.md (too large to read whole; left as it is)" in text
+        assert digest(agents) == before
 
     def test_fleet_update_names_it_and_updates_the_rest(
         self, provision: Provision, tmp_path: Path
