@@ -11,17 +11,16 @@ for the platform's. Against an unpatched Nerve the module skips at once.
 
 from __future__ import annotations
 
-import inspect
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from tests.nerve_host.machine import NO_NERVE, Machine, RunHost
+from tests.nerve_host.machine import NO_NERVE, Machine, RunHost, nerve_is_patched
 
 nerve_engine = pytest.importorskip("nerve.agent.engine", reason=NO_NERVE)
-if "nerve_memory" not in inspect.getsource(nerve_engine):
+if not nerve_is_patched():
     pytest.skip("Nerve is not patched (patches/nerve-adoption.patch)", allow_module_level=True)
 
 from fastapi.testclient import TestClient  # noqa: E402
