@@ -95,6 +95,8 @@ def _run_migrate(args: argparse.Namespace) -> int:
     config = load_config(config_dir, workspace)
     memu_path = args.memu_db or memu_db_path(config, config_dir)
     state_path = args.state or default_paths(config_dir)[1]
+    if not args.memu_db and not memu_path.exists() and not memu_path.is_symlink():
+        return _no_memu_store(memu_path, as_json=args.json)
     with MemuStore(memu_path) as store:  # bad input is one line before anything is sent
         if args.dry_run:
             return _dry_run(store, state_path, as_json=args.json)
@@ -105,6 +107,18 @@ def _run_migrate(args: argparse.Namespace) -> int:
             "migration writes into Loom: set memory.backend: loom, or look first with --dry-run"
         )
     return run_stoppable(lambda stop: _migrate(config, memu_path, state_path, stop, args.json))
+
+
+def _no_memu_store(memu_path: Path, *, as_json: bool) -> int:
+    """An instance whose memU kept nothing where Nerve looks (no ``--memu-db`` given): nothing
+    to migrate, said in one line, exit 0 (MIG-1). A store named with ``--memu-db`` that is
+    missing stays an error: that name is a typo, not an instance without memU."""
+    if as_json:
+        found = {"memu_db": str(memu_path), "found": False, "items": 0}
+        print(json.dumps({**found, "exit_status": EXIT_OK}), flush=True)
+    else:
+        print(f"migrate: no memU store at {memu_path}: nothing to migrate", flush=True)
+    return EXIT_OK
 
 
 def memu_db_path(config: Any, config_dir: Path) -> Path:
