@@ -142,7 +142,7 @@ def build_fleet(root: Path, size: int) -> Path:
 
 def build_distinct_fleet(root: Path, size: int, env: dict[str, str]) -> Path:
     """``size`` instances as ``build_fleet``'s, each provisioned by an init in this process
-    with an agent and a user name of its own, and their inventory."""
+    with an agent and a user name of its own, one in ten edited, and their inventory."""
     inventory = build_fleet(root, size)
     renders = RenderCache()
     for index in range(size):
@@ -155,6 +155,7 @@ def build_distinct_fleet(root: Path, size: int, env: dict[str, str]) -> Path:
             env=env,
         )
         run_init(request, None, InitOptions(renderer=renders))
+    edit_agents(root, size)  # as in the fleet it is compared with
     return inventory
 
 
