@@ -21,7 +21,7 @@ from tests.fleet.provisioning import Provision, run_main
 OWN_NOTES = "## Your own notes\n"
 APPENDED = "Answer in short paragraphs; the person reads on a phone.\n"
 LAST_BULLET = (
-    "- Say so when you are unsure. A wrong answer given confidently costs more than a question.\n"  # noqa: E501
+    "- Say so when you are unsure. A wrong answer given confidently costs more than a question.\n"
 )
 OLDER_BULLET = "- Say so when you are unsure.\n"
 
