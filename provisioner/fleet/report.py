@@ -2,10 +2,14 @@
 
 ``--json`` prints ``{"schema": 1, "workspaces": [...], "summary": {...}}``: each workspace by
 the path the inventory gives, its status and its files' actions; an ``error`` workspace also
-carries its one-line ``error``. The text shows one line per workspace, each conflict's
-diff3-style preview, and the counts. Exit statuses, highest concern first: 2 when a workspace
-failed, 75 when one was busy (another init held its lock), 1 when one drifts (check) or a
-conflict is left, else 0.
+carries its one-line ``error``, and one in ``conflict`` its ``resolve`` list: the files a
+person must resolve. A workspace in conflict is still brought up to date everywhere else (a
+backend switch re-words every file that merges), and each conflicting file is left as the
+agent wrote it, so it may still name the tools of the backend it was worded for until
+someone resolves it; the report says so. The text shows one line per workspace, each
+conflict's diff3-style preview, the files to resolve, and the counts. Exit statuses,
+highest concern first: 2 when a workspace failed, 75 when one was busy (another init held
+its lock), 1 when one drifts (check) or a conflict is left, else 0.
 """
 
 from __future__ import annotations
@@ -43,6 +47,11 @@ def summary(outcomes: Sequence[WorkspaceOutcome]) -> dict[str, int]:
     return {status: counts.get(status, 0) for status in STATUSES}
 
 
+def to_resolve(outcome: WorkspaceOutcome) -> list[str]:
+    """The files of ``outcome`` a person must resolve: those left in conflict, by path."""
+    return [f.path for f in outcome.files if f.action == CONFLICT]
+
+
 def report_json(outcomes: Sequence[WorkspaceOutcome]) -> dict[str, Any]:
     """The run as FLEET-1's JSON document."""
     workspaces: list[dict[str, Any]] = []
@@ -54,6 +63,8 @@ def report_json(outcomes: Sequence[WorkspaceOutcome]) -> dict[str, Any]:
         }
         if outcome.status == ERROR:
             item["error"] = outcome.error
+        if outcome.status == CONFLICT:
+            item["resolve"] = to_resolve(outcome)
         workspaces.append(item)
     return {"schema": JSON_SCHEMA, "workspaces": workspaces, "summary": summary(outcomes)}
 
@@ -73,6 +84,11 @@ def report_text(outcomes: Sequence[WorkspaceOutcome], *, update: bool) -> str:
         for conflict in (f for f in outcome.files if f.action == CONFLICT):
             lines.append(f"  conflict {conflict.path}: edited where the template changed too")
             lines += [f"    {line}" for line in conflict.preview.splitlines()]
+        if outcome.status == CONFLICT:
+            lines.append(
+                f"  resolve by hand: {', '.join(to_resolve(outcome))} (left as the agent wrote "
+                "it, so it may still name tools of the backend it was worded for)"
+            )
     totals = summary(outcomes)
     total = counted(len(outcomes), "workspace")
     parts = ", ".join(f"{totals[s]} {s.replace('_', ' ')}" for s in STATUSES if totals[s])
