@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import pytest
 
@@ -22,7 +23,8 @@ from provisioner.runtime.gateway.errors import (
     ServerNotListed,
 )
 
-from .fault_gateway import SLOW_CATALOG_S, catalog_payload, key_of
+from .deadline_after_arrival import GUARD_DEADLINE_S, DeadlineAfterArrival
+from .fault_gateway import SLOW_CATALOG_S, FaultGateway, catalog_payload, key_of
 from .tracking import TransportLog
 
 pytestmark = pytest.mark.anyio
@@ -40,6 +42,12 @@ class SwitchableCatalog:
 
     async def current(self, *, deadline_s: float = 5.0):
         return parse_catalog(catalog_payload(), self.base)
+
+
+def hung_up(gateway: FaultGateway, base: str) -> Callable[[], DeadlineAfterArrival]:
+    """A ``transport_factory`` whose calls under ``base`` meet their deadline once the gateway
+    has them (``DeadlineAfterArrival``), as a call to a gateway that never answers does."""
+    return lambda: DeadlineAfterArrival(gateway, key_of(base))
 
 
 class TestKeptClient:
@@ -151,15 +159,22 @@ class TestBeforeTheCall:
     async def test_an_open_breaker_fails_before_the_catalog_is_read(
         self, scenario_base, fault_gateway, clock
     ) -> None:
-        """GW-7: while open, nothing at all goes on the wire, not even a catalog read."""
+        """GW-7: while open, nothing at all goes on the wire, not even a catalog read.
+
+        Each call the gateway leaves unanswered ends once the gateway has it (``hung_up``), so
+        every request of the three is counted before the breaker's open call is looked at.
+        """
         base = scenario_base("hang")
         catalog = GatewayCatalog(base, clock=clock)
-        connection = LoomConnection(catalog, clock=clock)
-        assert await catalog.current() is not None  # read before the calls' short deadlines
+        connection = LoomConnection(
+            catalog, clock=clock, transport_factory=hung_up(fault_gateway, base)
+        )
+        assert await catalog.current() is not None
         for wait_s in (0, 15, 30):  # the breaker opens for 15 s, then 30 s, then 60 s
             clock.advance(wait_s)
             with pytest.raises(NoAnswer):
-                await connection.call_tool("loom_search", {}, deadline_s=0.05)
+                await connection.call_tool("loom_search", {}, deadline_s=GUARD_DEADLINE_S)
+        assert fault_gateway.count(key_of(base), "call") == 3
         clock.advance(CATALOG_MIN_INTERVAL_S)  # a catalog read is due, the breaker still open
         before = fault_gateway.count(key_of(base))
         with pytest.raises(CircuitOpen):
@@ -178,18 +193,26 @@ class TestOutage:
         A session start every 2 s asks for a call. Calls reach the gateway at 0, 16, 46, 106,
         226 and 466 s (the breaker's 15, 30, 60, 120, 240 s); while it is open the catalog is
         not read either, so reads come with those calls, once 30 s have passed since the last.
+        Each call the gateway leaves unanswered ends once the gateway has it (``hung_up``), and
+        each due catalog read is waited for, so every request is counted, on a machine of any
+        speed, before the next session start.
         """
         base = scenario_base("outage-after-catalog")
         catalog = GatewayCatalog(base, clock=clock)
-        connection = LoomConnection(catalog, clock=clock)
-        assert await catalog.current() is not None  # the read at 0 s, whatever the call's 20 ms
+        connection = LoomConnection(
+            catalog, clock=clock, transport_factory=hung_up(fault_gateway, base)
+        )
+        assert await catalog.current() is not None  # the read at 0 s
+        outcomes = []
         for _ in range(0, 601, 2):
-            with pytest.raises((NoAnswer, CircuitOpen)):
-                await connection.call_tool("loom_search", {}, deadline_s=0.02)
+            with pytest.raises((NoAnswer, CircuitOpen)) as caught:
+                await connection.call_tool("loom_search", {}, deadline_s=GUARD_DEADLINE_S)
+            outcomes.append(type(caught.value))
             clock.advance(2)
         await connection.aclose()
         await catalog.aclose()
         assert fault_gateway.count(key_of(base), "call") == 6
+        assert outcomes.count(NoAnswer) == 6, "every call let through met its deadline"
         assert fault_gateway.count(key_of(base), "catalog") == 5
         assert catalog.latest is not None, "the catalog read before the outage is kept"
 
