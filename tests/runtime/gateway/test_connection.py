@@ -24,10 +24,12 @@ from provisioner.runtime.gateway.errors import (
 )
 
 from .deadline_after_arrival import GUARD_DEADLINE_S, DeadlineAfterArrival
-from .fault_gateway import SLOW_CATALOG_S, FaultGateway, catalog_payload, key_of
+from .fault_gateway import FaultGateway, catalog_payload, key_of
 from .tracking import TransportLog
 
 pytestmark = pytest.mark.anyio
+
+SHORT_WAIT_S = 0.05  # a call's deadline with too little left to wait for a catalog read
 
 
 class SwitchableCatalog:
@@ -91,17 +93,22 @@ class TestKeptClient:
 async def _switch_url_during_a_slow_call(scenario_base):  # type: ignore[no-untyped-def]
     """A slow call on the first URL; the catalog then names another and a call goes there.
 
-    Returns the connection, the first (now retired) client and the still-running slow call.
+    The slow call's answer is held until the test lets it go (``fault_gateway.release`` of the
+    returned key), so it is still running however long the second call takes. Returns the
+    connection, the first (now retired) client, the still-running slow call and its key.
     """
-    catalog = SwitchableCatalog(scenario_base("slow"))
+    slow_base = scenario_base("held")
+    catalog = SwitchableCatalog(slow_base)
     connection = LoomConnection(catalog)
-    slow_call = asyncio.create_task(connection.call_tool("loom_search", {}, deadline_s=2))
+    slow_call = asyncio.create_task(
+        connection.call_tool("loom_search", {}, deadline_s=GUARD_DEADLINE_S)
+    )
     while connection.server is None:
         await asyncio.sleep(0.01)
     old = connection.server
     catalog.base = scenario_base("result")
-    await connection.call_tool("loom_search", {}, deadline_s=2)
-    return connection, old, slow_call
+    await connection.call_tool("loom_search", {}, deadline_s=GUARD_DEADLINE_S)
+    return connection, old, slow_call, key_of(slow_base)
 
 
 class TestReplacedClient:
@@ -118,16 +125,19 @@ class TestReplacedClient:
         assert connection.server.url == catalog.base + "/s/loom/mcp"
         await connection.aclose()
 
-    async def test_the_old_client_closes_only_when_its_last_call_ends(self, scenario_base) -> None:
-        connection, old, slow_call = await _switch_url_during_a_slow_call(scenario_base)
+    async def test_the_old_client_closes_only_when_its_last_call_ends(
+        self, scenario_base, fault_gateway
+    ) -> None:
+        connection, old, slow_call, slow = await _switch_url_during_a_slow_call(scenario_base)
         assert not old.closed and connection.retired == (old,)
+        fault_gateway.release(slow)
         result = await slow_call
         assert result.data["ok"] is True
         assert old.closed and connection.retired == ()
         await connection.aclose()
 
     async def test_shutdown_closes_every_client_even_mid_call(self, scenario_base) -> None:
-        connection, old, slow_call = await _switch_url_during_a_slow_call(scenario_base)
+        connection, old, slow_call, _slow = await _switch_url_during_a_slow_call(scenario_base)
         current = connection.server
         await connection.aclose()
         assert old.closed and current.closed
@@ -254,14 +264,17 @@ class TestReplacementRaces:
     async def test_a_shutdown_while_a_call_waits_for_the_catalog_builds_no_client(
         self, scenario_base, fault_gateway
     ) -> None:
-        base = scenario_base("catalog-slow")
+        base = scenario_base("catalog-held")  # the read is answered once the shutdown is done
         built = TransportLog()
         catalog = GatewayCatalog(base)
         connection = LoomConnection(catalog, transport_factory=built)
-        call = asyncio.create_task(connection.call_tool("loom_search", {}, deadline_s=5))
+        call = asyncio.create_task(
+            connection.call_tool("loom_search", {}, deadline_s=GUARD_DEADLINE_S)
+        )
         while fault_gateway.count(key_of(base), "catalog") == 0:  # the read is under way
             await asyncio.sleep(0.005)
         await connection.aclose()
+        fault_gateway.release(key_of(base))
         with pytest.raises(ClientClosed):
             await call
         await catalog.aclose()
@@ -275,13 +288,21 @@ class TestColdStart:
     async def test_ten_calls_at_once_before_any_catalog_share_its_one_read(
         self, scenario_base, fault_gateway
     ) -> None:
-        base = scenario_base("catalog-slow")
+        """The read is held until the ten calls are all waiting for it."""
+        base = scenario_base("catalog-held")
         catalog = GatewayCatalog(base)
         connection = LoomConnection(catalog)
         try:
-            results = await asyncio.gather(
-                *(connection.call_tool("loom_search", {"n": n}, deadline_s=5) for n in range(10))
+            calls = asyncio.gather(
+                *(
+                    connection.call_tool("loom_search", {"n": n}, deadline_s=GUARD_DEADLINE_S)
+                    for n in range(10)
+                )
             )
+            while fault_gateway.count(key_of(base), "catalog") == 0:  # the read is under way
+                await asyncio.sleep(0.005)
+            fault_gateway.release(key_of(base))
+            results = await calls
         finally:
             await connection.aclose()
             await catalog.aclose()
@@ -291,15 +312,19 @@ class TestColdStart:
     async def test_a_call_with_little_time_left_does_not_spend_the_read(
         self, scenario_base, fault_gateway, clock
     ) -> None:
-        """The read has its own 5 s; the next call, seconds later, gets what it read."""
-        base = scenario_base("catalog-slow")
+        """The read has its own 5 s; the next call, seconds later, gets what it read.
+
+        The read is held until the first call has given up on it, so that call always meets a
+        read still under way, however long its own short wait lasts on a busy machine."""
+        base = scenario_base("catalog-held")
         async with (
             GatewayCatalog(base, clock=clock) as catalog,
             LoomConnection(catalog, clock=clock) as connection,
         ):
             with pytest.raises(NoAnswer):
-                await connection.call_tool("loom_search", {}, deadline_s=SLOW_CATALOG_S / 6)
+                await connection.call_tool("loom_search", {}, deadline_s=SHORT_WAIT_S)
+            fault_gateway.release(key_of(base))
             clock.advance(1)
-            result = await connection.call_tool("loom_search", {}, deadline_s=5)
+            result = await connection.call_tool("loom_search", {}, deadline_s=GUARD_DEADLINE_S)
         assert result.data["ok"] is True
         assert fault_gateway.count(key_of(base), "catalog") == 1
