@@ -27,13 +27,13 @@ from provisioner.cli.common import (
     EXIT_OK,
     EXIT_TEMPLATE,
     EXIT_USAGE,
+    ArgParser,
     UsageError,
     add_workspace_options,
     path_argument,
     refuse_missing_folders,
     workspace_and_config_dir,
 )
-from provisioner.cli.common import ArgParser as _Parser
 from provisioner.cli.entry import invoked_as, program, running_as
 from provisioner.counts import counted
 from provisioner.errors import TemplateBroken, UserError
@@ -58,11 +58,11 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
     The modules' imports cost more than init's own, and a built-in command never needs them.
     """
-    parser = _Parser(prog=program(), description="Provision Nerve workspaces per memory backend.")
+    parser = ArgParser(prog=program(), description="Provision Nerve workspaces per memory backend.")
     parser.add_argument(
         "--version", action="version", version=f"%(prog)s {__version__}", help="show the version"
     )
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=ArgParser)
     _add_init(commands)
     _add_render(commands)
     _add_diff(commands)
@@ -166,7 +166,7 @@ _GOLDEN_DIR_HELP = "the golden folder (default: golden/ of this checkout)"
 
 def _add_golden(commands: argparse._SubParsersAction) -> None:
     golden = commands.add_parser("golden", help="check or update the frozen renders")
-    actions = golden.add_subparsers(dest="golden_command", required=True, parser_class=_Parser)
+    actions = golden.add_subparsers(dest="golden_command", required=True, parser_class=ArgParser)
     check = actions.add_parser("check", help="compare a fresh render with golden/")
     check.add_argument("--golden-dir", type=path_argument, default=None, help=_GOLDEN_DIR_HELP)
     check.add_argument("--json", action="store_true", help="print the report as JSON")
