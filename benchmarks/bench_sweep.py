@@ -370,7 +370,7 @@ def scripted_backlog(
     shape: Backlog, limit: int, transcripts: Any, folder: Path, turned_away: float
 ) -> dict[str, Any]:
     from provisioner.runtime.state import StateStore
-    from tests.runtime.sweep.test_concurrency import VirtualTimeLoop
+    from tests.support.virtual_time import VirtualTimeLoop
 
     memory = ScriptedBacklogLoom(shape.call_s, turned_away)
     with StateStore(folder / "s.sqlite3") as state:

@@ -13,7 +13,9 @@ values, the answer fields Nerve reads, and the op's own params and result schema
 gateway validates every call against them); plus Loom's default
 (``core``) tool list and the ``loom_*`` tools the rendered Loom wording names. The runtime's
 contract tests (CON-2) and the wording lint (BACK-4, GOLD-5) read that file; nobody types it by
-hand.
+hand. Written to its default place, it is written as well to the package's own copy
+(``provisioner/templating/loom_lifecycle_ops.json``), which an installed package reads Loom's
+tool lists from; a test keeps the two identical.
 
 When the checkout and Nerve disagree (an op Loom keeps off MCP or serves only through
 ``loom_op``, an argument or field its schema does not declare, a fixed value it does not allow,
@@ -73,6 +75,7 @@ __all__ = [  # the names the tests reach through this script, and its entry poin
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FIXTURE_RELATIVE = "tests/fixtures/loom_lifecycle_ops.json"  # CON-1
 DEFAULT_OUT = REPO_ROOT / FIXTURE_RELATIVE
+PACKAGED_OUT = REPO_ROOT / "provisioner" / "templating" / "loom_lifecycle_ops.json"  # BACK-4
 
 EXIT_OK = 0
 EXIT_STALE = 1  # --check: the fixture on disk differs from a fresh generation
@@ -139,6 +142,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.check:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(fresh, encoding="utf-8")
+        if args.out.resolve() == DEFAULT_OUT:
+            PACKAGED_OUT.write_text(fresh, encoding="utf-8")
         return EXIT_OK
     diff = stale_diff(args.out, fresh)
     if diff is None:

@@ -9,9 +9,11 @@ missed target says so in ``TARGET_MISSED``; that status still means it ran to it
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -79,3 +81,30 @@ class TestEveryBenchmarkRuns:
         print(done.stdout)
         assert any(char.isdigit() for char in done.stdout), done.stdout
         assert shown in done.stdout, done.stdout
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Every module a Python file imports, at its top or inside a function."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    named = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            named.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            named.add(node.module)
+    return named
+
+
+class TestBenchmarksStandOnTheirOwn:
+    def test_no_benchmark_imports_a_test_module(self) -> None:
+        """A test module is the suite's to change; what a benchmark shares with the tests
+        lives in tests/support or tests/fakes, written to be shared."""
+        reaching = {
+            path.name: sorted(
+                name
+                for name in imported_modules(path)
+                if name.startswith("tests.") and name.rsplit(".", 1)[-1].startswith("test_")
+            )
+            for path in BENCHMARKS.glob("*.py")
+        }
+        assert {name: found for name, found in reaching.items() if found} == {}

@@ -20,6 +20,8 @@ from typing import Any
 import pytest
 import yaml
 
+from provisioner.templating.folder import PACKAGED_FIXTURE, TemplateFolder
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = REPO_ROOT / "scripts" / "loom_contract_fixture.py"
 STAND_IN = REPO_ROOT / "tests" / "fixtures" / "loom-checkout"
@@ -471,3 +473,29 @@ class TestSchemaReader:
         sent = generator.requirements(schema, ["messages[].role", "context[].text"])
         assert sent.when_sent == {"messages", "messages[].role", "context[].text"}
         assert sent.always == {"messages", "messages[].role"}
+
+
+class TestThePackagedCopy:
+    """BACK-4: an installed package has no tests/ folder; it reads its own copy instead."""
+
+    def test_the_copy_installed_with_the_package_is_the_committed_fixture(self) -> None:
+        assert PACKAGED_FIXTURE.read_bytes() == COMMITTED.read_bytes(), (
+            "run scripts/loom_contract_fixture.py, which writes both"
+        )
+
+    def test_a_folder_without_a_checkout_fixture_reads_the_packaged_copy(
+        self, tmp_path: Path
+    ) -> None:
+        assert TemplateFolder(tmp_path).loom_fixture_path == PACKAGED_FIXTURE
+        assert TemplateFolder(REPO_ROOT).loom_fixture_path == COMMITTED
+
+    def test_the_generator_writes_the_packaged_copy_with_the_fixture(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Both places as the generator names them, moved under tmp_path for the run."""
+        assert (generator.DEFAULT_OUT, generator.PACKAGED_OUT) == (COMMITTED, PACKAGED_FIXTURE)
+        monkeypatch.setattr(generator, "DEFAULT_OUT", tmp_path / "fixture.json")
+        monkeypatch.setattr(generator, "PACKAGED_OUT", tmp_path / "packaged.json")
+        assert generator.main(["--loom-checkout", str(STAND_IN)]) == 0
+        assert (tmp_path / "packaged.json").read_bytes() == COMMITTED.read_bytes()
+        assert (tmp_path / "fixture.json").read_bytes() == COMMITTED.read_bytes()

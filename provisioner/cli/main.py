@@ -26,13 +26,13 @@ from provisioner.cli.common import (
     EXIT_OK,
     EXIT_TEMPLATE,
     EXIT_USAGE,
+    ArgParser,
     UsageError,
     add_workspace_options,
     path_argument,
     refuse_missing_folders,
     workspace_and_config_dir,
 )
-from provisioner.cli.common import ArgParser as _Parser
 from provisioner.cli.entry import invoked_as, program, running_as
 from provisioner.counts import counted
 from provisioner.errors import TemplateBroken, UserError
@@ -75,11 +75,11 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     group's module costs more to import than most commands' own work, and a command never
     needs another's.
     """
-    parser = _Parser(prog=program(), description="Provision Nerve workspaces per memory backend.")
+    parser = ArgParser(prog=program(), description="Provision Nerve workspaces per memory backend.")
     parser.add_argument(
         "--version", action="version", version=f"%(prog)s {__version__}", help="show the version"
     )
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=ArgParser)
     named = None if argv is None else _command_named(argv)
     built_in = {"init": _add_init, "render": _add_render, "diff": _add_diff, "golden": _add_golden}
     for name, summary in BUILT_IN_COMMANDS.items():
@@ -194,7 +194,7 @@ def _add_golden(commands: argparse._SubParsersAction) -> None:
     from provisioner.backends import BACKEND_NAMES
 
     golden = commands.add_parser("golden", help=BUILT_IN_COMMANDS["golden"])
-    actions = golden.add_subparsers(dest="golden_command", required=True, parser_class=_Parser)
+    actions = golden.add_subparsers(dest="golden_command", required=True, parser_class=ArgParser)
     check = actions.add_parser("check", help="compare a fresh render with golden/")
     check.add_argument("--golden-dir", type=path_argument, default=None, help=_GOLDEN_DIR_HELP)
     check.add_argument("--json", action="store_true", help="print the report as JSON")

@@ -22,7 +22,6 @@ from provisioner.cli.entry import program
 
 SIGNAL_EXIT_BASE = 128  # REL-9: a shell's status for a process a signal ended: 128 + its number
 EXIT_INTERRUPTED = SIGNAL_EXIT_BASE + signal.SIGINT  # 130
-EXIT_TERMINATED = SIGNAL_EXIT_BASE + signal.SIGTERM  # 143
 STOP_SIGNALS = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated"}
 
 

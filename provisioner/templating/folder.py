@@ -33,6 +33,8 @@ COPIER_FILE = "copier.yml"
 SHIPPED_PROMPTS_NAME = "shipped-memu-prompts.json"  # TXT-7: in templates/
 LOOM_FIXTURE_NAME = "loom_lifecycle_ops.json"  # BACK-4, CON-1
 CHECKOUT_FIXTURE = Path("tests", "fixtures", LOOM_FIXTURE_NAME)  # where a checkout keeps it
+# The package's own copy, installed with it (a test keeps it identical to the checkout's).
+PACKAGED_FIXTURE = Path(__file__).resolve().parent / LOOM_FIXTURE_NAME
 
 
 T = TypeVar("T")
@@ -79,16 +81,12 @@ class TemplateFolder:
     def loom_fixture_path(self) -> Path:
         """The Loom contract fixture this folder's templates are worded against.
 
-        A checkout's own (``tests/fixtures/``), else the one shipped beside a wheel's
-        templates, else the package's checkout's.
+        A checkout's own (``tests/fixtures/``), else the copy installed with the package.
         """
         own = self.root / CHECKOUT_FIXTURE
         if own.is_file():
             return own
-        shipped = WHEEL_ASSETS / LOOM_FIXTURE_NAME
-        if shipped.is_file():
-            return shipped
-        return CHECKOUT_ROOT / CHECKOUT_FIXTURE
+        return PACKAGED_FIXTURE
 
     @property
     def copier_file(self) -> Path:

@@ -59,7 +59,6 @@ BASE_LABEL = "what nerve-provisioner last wrote"
 THEIRS_LABEL = "what this version writes"
 START_MARKER = "<<<<<<< "
 BASE_MARKER = "||||||| "
-MID_MARKER = "======="
 END_MARKER = ">>>>>>> "
 MARKED = START_MARKER + OURS_LABEL  # a line only a conflict written inline starts with
 PREVIEW_MAX_LINES = 40  # our choice: a preview shows this many lines, then "… N more"

@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-RECALL_SOURCES = ("pack", "search")  # REC-1: where a startup recall came from
 # loom-ops.md: what loom_memory_set answers of a write; there is no "pending".
 WRITE_VERDICTS = ("clear", "merge", "duplicate", "conflict", "refines", "rejected")
 # SWEEP-15 (the status and retry ops' result schema): what Loom says of a queued batch.

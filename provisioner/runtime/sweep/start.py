@@ -33,7 +33,7 @@ import re
 import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
 from provisioner.runtime.sqlite_file import classify_file_error
 from provisioner.runtime.state import (
@@ -59,13 +59,6 @@ class Memorized:
 
     through_id: int
     messages: int
-
-
-@runtime_checkable
-class HostMemorized(Protocol):
-    """A source that can tell where the host's own memorization of a session stopped."""
-
-    def memorized_through(self, session_id: str) -> Memorized | None: ...
 
 
 class StateReader(Protocol):

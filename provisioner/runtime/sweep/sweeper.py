@@ -51,12 +51,12 @@ from provisioner.runtime.sweep.backfill import sweep_source
 from provisioner.runtime.sweep.batching import WAITING, Batch, ExtractionMode
 from provisioner.runtime.sweep.concurrency import (
     AdaptiveLimit,
+    ExtractCall,
     SharedBudget,
     TalliedExtractor,
     WindowResult,
     sweep_windows,
 )
-from provisioner.runtime.sweep.concurrency import ExtractCall as Extractor
 from provisioner.runtime.sweep.followup import FollowUp
 from provisioner.runtime.sweep.lock import sweep_lock
 from provisioner.runtime.sweep.outcomes import (
@@ -104,7 +104,7 @@ class Sweeper:
 
     def __init__(
         self,
-        memory: Extractor,
+        memory: ExtractCall,
         source: TranscriptSource,
         state: StateStore,
         *,
@@ -196,7 +196,7 @@ class SweepRun:
 
     def __init__(
         self,
-        memory: Extractor,
+        memory: ExtractCall,
         source: TranscriptSource,
         state: StateStore,
         report: SweepReport,

@@ -28,9 +28,13 @@ from tests.support.loopback import read_request_body
 
 CATALOG_MAX_BYTES = 8 * 1024 * 1024
 DEEP_NESTING = 100_000  # brackets: far deeper than Python's JSON decoder can follow
-SLOW_CATALOG_S = 0.3
+HELD_POLL_S = 0.002  # how often a held answer looks whether the test has let it go
+HELD_GUARD_S = 30.0  # a held answer nobody lets go ends unanswered after this: a guard
 STREAM_TAIL_S = 0.05  # how long an event stream stays open after its answer
-HANG_LIMIT_S = 2.0  # a hanging answer gives up on its own after this, whatever the client does
+# A hanging or pinging answer gives up on its own after this, whatever the client does: far
+# past every deadline a test gives such a call, so that "client left" tells the client's
+# deadline ended it even on a machine too busy to keep a tenth of a second.
+HANG_LIMIT_S = 10.0
 TRICKLE_EVERY_S = 0.02
 REQUEST_ID = "0b5a1f3e-9c1d-4f6e-8a2b-7d3c4e5f6a7b"
 
@@ -62,6 +66,7 @@ class Exchange:
     body: bytes
     base_url: str
     seen_before: int
+    released: threading.Event = field(default_factory=threading.Event)
     disconnected: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
@@ -190,9 +195,21 @@ async def catalog_duplicate_keys(ex: Exchange) -> None:
     await ex.answer(200, body[:-1] + b', "generation": 8}')
 
 
-async def catalog_slow(ex: Exchange) -> None:
-    await asyncio.sleep(SLOW_CATALOG_S)
-    await catalog_ok(ex)
+def held(then: Handler) -> Handler:
+    """``then``'s answer once the test lets the exchanges of its tag go (``FaultGateway.
+    release``): a slow answer whose length is the test's to decide, not a timer's. A client
+    that hangs up first ends it unanswered; so does HELD_GUARD_S passing, which only a test
+    that never lets go meets."""
+
+    async def handler(ex: Exchange) -> None:
+        stop_at = asyncio.get_running_loop().time() + HELD_GUARD_S
+        while not ex.released.is_set():
+            if ex.disconnected.is_set() or asyncio.get_running_loop().time() > stop_at:
+                return
+            await asyncio.sleep(HELD_POLL_S)
+        await then(ex)
+
+    return handler
 
 
 async def catalog_deep(ex: Exchange) -> None:
@@ -451,11 +468,6 @@ def _error_for_another_id(message: dict[str, Any]) -> None:
     message["error"] = {"code": -32001, "message": "refused, but for another call"}
 
 
-async def slow_result(ex: Exchange) -> None:
-    await asyncio.sleep(0.3)
-    await result(ex)
-
-
 def once_then_result(first: Handler, then: Handler | None = None) -> Handler:
     async def handler(ex: Exchange) -> None:
         await (first if ex.seen_before == 0 else (then or result))(ex)
@@ -498,7 +510,7 @@ SCENARIOS: dict[str, Scenario] = {
     "catalog-duplicate-keys": Scenario(catalog=catalog_duplicate_keys),
     "catalog-redirect": Scenario(catalog=redirect),
     "catalog-hang": Scenario(catalog=hang),
-    "catalog-slow": Scenario(catalog=catalog_slow),
+    "catalog-held": Scenario(catalog=held(catalog_ok)),
     "catalog-deep": Scenario(catalog=catalog_deep),
     "catalog-deep-envelope": Scenario(catalog=catalog_503_deep_envelope),
     "outage": Scenario(catalog=outage, call=outage),
@@ -534,7 +546,7 @@ SCENARIOS: dict[str, Scenario] = {
     "sse-cr": Scenario(call=sse_result("\r")),
     "sse-crlf": Scenario(call=sse_result("\r\n")),
     "sse-then-pings": Scenario(call=sse_result_then_pings),
-    "slow": Scenario(call=slow_result),
+    "held": Scenario(call=held(result)),
     "sse-slow-end": Scenario(call=sse_result_then_slow_end),
     # hostile answers
     "deep-json": Scenario(call=deep_json),
@@ -585,6 +597,7 @@ class FaultGateway:
         self.base_url = ""
         self._endings: dict[str, list[str]] = {}
         self._ended = threading.Condition()
+        self._releases: dict[str, threading.Event] = {}
 
     def ending(self, key: str, index: int = 0) -> str:
         """How the ``index``-th exchange under ``key`` ended, once it has."""
@@ -601,6 +614,14 @@ class FaultGateway:
             self._endings.setdefault(key, []).append(ending)
             self._ended.notify_all()
 
+    def release(self, key: str) -> None:
+        """Let the held answers under ``<scenario>/<tag>`` go, those waiting and those to come."""
+        self._release(key).set()
+
+    def _release(self, key: str) -> threading.Event:
+        with self._ended:
+            return self._releases.setdefault(key, threading.Event())
+
     def count(self, key: str, kind: str | None = None) -> int:
         """Requests seen under ``<scenario>/<tag>`` (of one ``kind``: catalog or call)."""
         return sum(1 for hit in self.hits if hit.key == key and kind in (None, hit.kind))
@@ -614,7 +635,9 @@ class FaultGateway:
         kind = _kind(parts)
         scenario = SCENARIOS.get(parts[0]) if kind else None
         key = "/".join(parts[:2])
-        ex = Exchange(scope, receive, send, body, self.base_url, self.count(key, kind))
+        ex = Exchange(
+            scope, receive, send, body, self.base_url, self.count(key, kind), self._release(key)
+        )
         self.hits.append(_hit(scope, key, kind or "other", body))
         if scenario is None:
             await ex.answer(404, b"{}")

@@ -14,7 +14,8 @@ from provisioner.runtime.gateway.errors import (
     NoAnswer,
 )
 
-from .fault_gateway import key_of
+from .deadline_after_arrival import GUARD_DEADLINE_S, DeadlineAfterArrival
+from .fault_gateway import CLIENT_LEFT, key_of
 
 pytestmark = pytest.mark.anyio
 
@@ -174,14 +175,22 @@ class TestBreakerOnTheWire:
         assert transport.requests == ATTEMPTS_IN_OUTAGE
 
     async def test_a_call_the_client_gave_up_on_opens_the_breaker(
-        self, scenario_base, clock
+        self, scenario_base, fault_gateway, clock
     ) -> None:
-        """GW-7: the gateway's own circuit never learns of it, so this breaker must count it."""
-        server = McpGatewayServer(scenario_base("hang") + "/s/loom/mcp", clock=clock)
+        """GW-7: the gateway's own circuit never learns of it, so this breaker must count it.
+
+        The deadline strikes once the gateway has the request (``DeadlineAfterArrival``), so
+        the call is always one the gateway got and left unanswered, never a connect cut short.
+        """
+        base = scenario_base("hang")
+        transport = DeadlineAfterArrival(fault_gateway, key_of(base))
+        server = McpGatewayServer(base + "/s/loom/mcp", transport=transport, clock=clock)
         with pytest.raises(NoAnswer):
-            await server.call_tool("loom_search", {}, deadline_s=0.05)
+            await server.call_tool("loom_search", {}, deadline_s=GUARD_DEADLINE_S)
+        assert transport.arrived == 1
         assert server.breaker.state == "open"
         await server.aclose()
+        assert fault_gateway.ending(key_of(base)) == CLIENT_LEFT
 
     @pytest.mark.parametrize(
         "scenario", ["policy", "may-pass", "http-503", "http-504", "fault-uncoded", "bad-json"]

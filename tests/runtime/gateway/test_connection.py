@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import pytest
 
@@ -22,10 +23,13 @@ from provisioner.runtime.gateway.errors import (
     ServerNotListed,
 )
 
-from .fault_gateway import SLOW_CATALOG_S, catalog_payload, key_of
+from .deadline_after_arrival import GUARD_DEADLINE_S, DeadlineAfterArrival
+from .fault_gateway import FaultGateway, catalog_payload, key_of
 from .tracking import TransportLog
 
 pytestmark = pytest.mark.anyio
+
+SHORT_WAIT_S = 0.05  # a call's deadline with too little left to wait for a catalog read
 
 
 class SwitchableCatalog:
@@ -40,6 +44,12 @@ class SwitchableCatalog:
 
     async def current(self, *, deadline_s: float = 5.0):
         return parse_catalog(catalog_payload(), self.base)
+
+
+def hung_up(gateway: FaultGateway, base: str) -> Callable[[], DeadlineAfterArrival]:
+    """A ``transport_factory`` whose calls under ``base`` meet their deadline once the gateway
+    has them (``DeadlineAfterArrival``), as a call to a gateway that never answers does."""
+    return lambda: DeadlineAfterArrival(gateway, key_of(base))
 
 
 class TestKeptClient:
@@ -83,17 +93,22 @@ class TestKeptClient:
 async def _switch_url_during_a_slow_call(scenario_base):  # type: ignore[no-untyped-def]
     """A slow call on the first URL; the catalog then names another and a call goes there.
 
-    Returns the connection, the first (now retired) client and the still-running slow call.
+    The slow call's answer is held until the test lets it go (``fault_gateway.release`` of the
+    returned key), so it is still running however long the second call takes. Returns the
+    connection, the first (now retired) client, the still-running slow call and its key.
     """
-    catalog = SwitchableCatalog(scenario_base("slow"))
+    slow_base = scenario_base("held")
+    catalog = SwitchableCatalog(slow_base)
     connection = LoomConnection(catalog)
-    slow_call = asyncio.create_task(connection.call_tool("loom_search", {}, deadline_s=2))
+    slow_call = asyncio.create_task(
+        connection.call_tool("loom_search", {}, deadline_s=GUARD_DEADLINE_S)
+    )
     while connection.server is None:
         await asyncio.sleep(0.01)
     old = connection.server
     catalog.base = scenario_base("result")
-    await connection.call_tool("loom_search", {}, deadline_s=2)
-    return connection, old, slow_call
+    await connection.call_tool("loom_search", {}, deadline_s=GUARD_DEADLINE_S)
+    return connection, old, slow_call, key_of(slow_base)
 
 
 class TestReplacedClient:
@@ -110,16 +125,19 @@ class TestReplacedClient:
         assert connection.server.url == catalog.base + "/s/loom/mcp"
         await connection.aclose()
 
-    async def test_the_old_client_closes_only_when_its_last_call_ends(self, scenario_base) -> None:
-        connection, old, slow_call = await _switch_url_during_a_slow_call(scenario_base)
+    async def test_the_old_client_closes_only_when_its_last_call_ends(
+        self, scenario_base, fault_gateway
+    ) -> None:
+        connection, old, slow_call, slow = await _switch_url_during_a_slow_call(scenario_base)
         assert not old.closed and connection.retired == (old,)
+        fault_gateway.release(slow)
         result = await slow_call
         assert result.data["ok"] is True
         assert old.closed and connection.retired == ()
         await connection.aclose()
 
     async def test_shutdown_closes_every_client_even_mid_call(self, scenario_base) -> None:
-        connection, old, slow_call = await _switch_url_during_a_slow_call(scenario_base)
+        connection, old, slow_call, _slow = await _switch_url_during_a_slow_call(scenario_base)
         current = connection.server
         await connection.aclose()
         assert old.closed and current.closed
@@ -151,15 +169,22 @@ class TestBeforeTheCall:
     async def test_an_open_breaker_fails_before_the_catalog_is_read(
         self, scenario_base, fault_gateway, clock
     ) -> None:
-        """GW-7: while open, nothing at all goes on the wire, not even a catalog read."""
+        """GW-7: while open, nothing at all goes on the wire, not even a catalog read.
+
+        Each call the gateway leaves unanswered ends once the gateway has it (``hung_up``), so
+        every request of the three is counted before the breaker's open call is looked at.
+        """
         base = scenario_base("hang")
         catalog = GatewayCatalog(base, clock=clock)
-        connection = LoomConnection(catalog, clock=clock)
-        assert await catalog.current() is not None  # read before the calls' short deadlines
+        connection = LoomConnection(
+            catalog, clock=clock, transport_factory=hung_up(fault_gateway, base)
+        )
+        assert await catalog.current() is not None
         for wait_s in (0, 15, 30):  # the breaker opens for 15 s, then 30 s, then 60 s
             clock.advance(wait_s)
             with pytest.raises(NoAnswer):
-                await connection.call_tool("loom_search", {}, deadline_s=0.05)
+                await connection.call_tool("loom_search", {}, deadline_s=GUARD_DEADLINE_S)
+        assert fault_gateway.count(key_of(base), "call") == 3
         clock.advance(CATALOG_MIN_INTERVAL_S)  # a catalog read is due, the breaker still open
         before = fault_gateway.count(key_of(base))
         with pytest.raises(CircuitOpen):
@@ -178,18 +203,26 @@ class TestOutage:
         A session start every 2 s asks for a call. Calls reach the gateway at 0, 16, 46, 106,
         226 and 466 s (the breaker's 15, 30, 60, 120, 240 s); while it is open the catalog is
         not read either, so reads come with those calls, once 30 s have passed since the last.
+        Each call the gateway leaves unanswered ends once the gateway has it (``hung_up``), and
+        each due catalog read is waited for, so every request is counted, on a machine of any
+        speed, before the next session start.
         """
         base = scenario_base("outage-after-catalog")
         catalog = GatewayCatalog(base, clock=clock)
-        connection = LoomConnection(catalog, clock=clock)
-        assert await catalog.current() is not None  # the read at 0 s, whatever the call's 20 ms
+        connection = LoomConnection(
+            catalog, clock=clock, transport_factory=hung_up(fault_gateway, base)
+        )
+        assert await catalog.current() is not None  # the read at 0 s
+        outcomes = []
         for _ in range(0, 601, 2):
-            with pytest.raises((NoAnswer, CircuitOpen)):
-                await connection.call_tool("loom_search", {}, deadline_s=0.02)
+            with pytest.raises((NoAnswer, CircuitOpen)) as caught:
+                await connection.call_tool("loom_search", {}, deadline_s=GUARD_DEADLINE_S)
+            outcomes.append(type(caught.value))
             clock.advance(2)
         await connection.aclose()
         await catalog.aclose()
         assert fault_gateway.count(key_of(base), "call") == 6
+        assert outcomes.count(NoAnswer) == 6, "every call let through met its deadline"
         assert fault_gateway.count(key_of(base), "catalog") == 5
         assert catalog.latest is not None, "the catalog read before the outage is kept"
 
@@ -231,14 +264,17 @@ class TestReplacementRaces:
     async def test_a_shutdown_while_a_call_waits_for_the_catalog_builds_no_client(
         self, scenario_base, fault_gateway
     ) -> None:
-        base = scenario_base("catalog-slow")
+        base = scenario_base("catalog-held")  # the read is answered once the shutdown is done
         built = TransportLog()
         catalog = GatewayCatalog(base)
         connection = LoomConnection(catalog, transport_factory=built)
-        call = asyncio.create_task(connection.call_tool("loom_search", {}, deadline_s=5))
+        call = asyncio.create_task(
+            connection.call_tool("loom_search", {}, deadline_s=GUARD_DEADLINE_S)
+        )
         while fault_gateway.count(key_of(base), "catalog") == 0:  # the read is under way
             await asyncio.sleep(0.005)
         await connection.aclose()
+        fault_gateway.release(key_of(base))
         with pytest.raises(ClientClosed):
             await call
         await catalog.aclose()
@@ -252,13 +288,21 @@ class TestColdStart:
     async def test_ten_calls_at_once_before_any_catalog_share_its_one_read(
         self, scenario_base, fault_gateway
     ) -> None:
-        base = scenario_base("catalog-slow")
+        """The read is held until the ten calls are all waiting for it."""
+        base = scenario_base("catalog-held")
         catalog = GatewayCatalog(base)
         connection = LoomConnection(catalog)
         try:
-            results = await asyncio.gather(
-                *(connection.call_tool("loom_search", {"n": n}, deadline_s=5) for n in range(10))
+            calls = asyncio.gather(
+                *(
+                    connection.call_tool("loom_search", {"n": n}, deadline_s=GUARD_DEADLINE_S)
+                    for n in range(10)
+                )
             )
+            while fault_gateway.count(key_of(base), "catalog") == 0:  # the read is under way
+                await asyncio.sleep(0.005)
+            fault_gateway.release(key_of(base))
+            results = await calls
         finally:
             await connection.aclose()
             await catalog.aclose()
@@ -268,15 +312,19 @@ class TestColdStart:
     async def test_a_call_with_little_time_left_does_not_spend_the_read(
         self, scenario_base, fault_gateway, clock
     ) -> None:
-        """The read has its own 5 s; the next call, seconds later, gets what it read."""
-        base = scenario_base("catalog-slow")
+        """The read has its own 5 s; the next call, seconds later, gets what it read.
+
+        The read is held until the first call has given up on it, so that call always meets a
+        read still under way, however long its own short wait lasts on a busy machine."""
+        base = scenario_base("catalog-held")
         async with (
             GatewayCatalog(base, clock=clock) as catalog,
             LoomConnection(catalog, clock=clock) as connection,
         ):
             with pytest.raises(NoAnswer):
-                await connection.call_tool("loom_search", {}, deadline_s=SLOW_CATALOG_S / 6)
+                await connection.call_tool("loom_search", {}, deadline_s=SHORT_WAIT_S)
+            fault_gateway.release(key_of(base))
             clock.advance(1)
-            result = await connection.call_tool("loom_search", {}, deadline_s=5)
+            result = await connection.call_tool("loom_search", {}, deadline_s=GUARD_DEADLINE_S)
         assert result.data["ok"] is True
         assert fault_gateway.count(key_of(base), "catalog") == 1

@@ -3,9 +3,15 @@
 Each row is a real answer from the loopback fault gateway (or a real refused connection), and
 the test asserts the exact class, not just a base class: two rows that meant different things
 to the caller must never come back as the same exception.
+
+No row races the clock: an answer comes whatever the deadline, which is only a guard; a hang
+ends once the gateway has the request (``DeadlineAfterArrival``), never in a connect cut
+short; pings end only by a real deadline, and the gateway pings on far longer (HANG_LIMIT_S).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import httpx
 import pytest
@@ -25,9 +31,12 @@ from provisioner.runtime.gateway.errors import (
 )
 from provisioner.runtime.gateway.protocol import RETRY_AFTER_CAP_S, ToolResult
 
+from .deadline_after_arrival import GUARD_DEADLINE_S, DeadlineAfterArrival
+from .fault_gateway import FaultGateway, key_of
+
 pytestmark = pytest.mark.anyio
 
-DEADLINE_S = 0.25
+PINGS_DEADLINE_S = 0.25  # the pings row's deadline: real, and far shorter than the pings
 
 # (row of the table, fault gateway scenario, the one outcome class)
 ROWS = [
@@ -63,17 +72,26 @@ ROWS = [
 ]
 
 
-async def outcome_of(url: str, **kwargs) -> object:
+async def outcome_of(url: str, *, deadline_s: float = GUARD_DEADLINE_S, **kwargs) -> object:
     """What one call to ``url`` ends in: the ToolResult, or the exception raised."""
     server = McpGatewayServer(url, **kwargs)
     try:
         return await server.call_tool(
-            "loom_search", {"query": "tea"}, deadline_s=DEADLINE_S, policy=EXTRACTION
+            "loom_search", {"query": "tea"}, deadline_s=deadline_s, policy=EXTRACTION
         )
     except Exception as error:
         return error
     finally:
         await server.aclose()
+
+
+def unanswered_seams(scenario: str, gateway: FaultGateway, base: str) -> dict[str, Any]:
+    """How a call to a gateway that never answers ``scenario`` is brought to its end."""
+    if scenario == "hang":
+        return {"transport": DeadlineAfterArrival(gateway, key_of(base))}
+    if scenario == "trickle":
+        return {"deadline_s": PINGS_DEADLINE_S}
+    return {}
 
 
 class UnresolvableHost(httpx.AsyncBaseTransport):
@@ -89,9 +107,11 @@ class UnresolvableHost(httpx.AsyncBaseTransport):
 class TestOutcomeTable:
     @pytest.mark.parametrize(("row", "scenario", "expected"), ROWS, ids=[r[0] for r in ROWS])
     async def test_each_answer_maps_to_exactly_one_outcome(
-        self, scenario_base, row, scenario, expected
+        self, scenario_base, fault_gateway, row, scenario, expected
     ) -> None:
-        outcome = await outcome_of(scenario_base(scenario) + "/s/loom/mcp")
+        base = scenario_base(scenario)
+        seams = unanswered_seams(scenario, fault_gateway, base)
+        outcome = await outcome_of(base + "/s/loom/mcp", **seams)
         assert type(outcome) is expected, f"{row}: got {outcome!r}"
 
     async def test_connection_refused_is_unreachable(self, refused_url) -> None:

@@ -12,6 +12,7 @@ import json
 import httpx
 import pytest
 
+from provisioner.runtime.gateway import transport as transport_module
 from provisioner.runtime.gateway.catalog import GatewayCatalog
 from provisioner.runtime.gateway.client import LoomConnection, McpGatewayServer
 from provisioner.runtime.gateway.errors import ToolRefused
@@ -66,9 +67,20 @@ class TestCallsThroughTheCatalog:
         assert loom.server is first and not first.closed
 
 
+TAIL_GUARD_S = 30.0  # how long a stream's end is waited for here: a guard, never reached
+
+
 class TestConnectionReuse:
-    async def test_consecutive_calls_share_one_connection(self, sdk_peer) -> None:
-        """In stream mode too: the stream's end is read, so its connection is reused."""
+    async def test_consecutive_calls_share_one_connection(
+        self, sdk_peer, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """In stream mode too: the stream's end is read, so its connection is reused.
+
+        The client reads a stream's end for 50 ms, then drops the connection; a busy machine
+        can take longer to send the SDK's end, which would be a new connection for a reason
+        of speed, not of the client. The tail is read here until it comes (``TAIL_GUARD_S``).
+        """
+        monkeypatch.setattr(transport_module, "STREAM_TAIL_WAIT_S", TAIL_GUARD_S)
         base, app = sdk_peer
         server = McpGatewayServer(base + MCP_PATH)
         app.seen_client_ports.clear()

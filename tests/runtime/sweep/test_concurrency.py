@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -64,6 +64,7 @@ from provisioner.runtime.sweep.sweeper import Sweeper
 from provisioner.runtime.transcripts import Message, SqliteTranscripts
 from tests.fakes.loom import FakeLoom
 from tests.support.clock import fixed_clock
+from tests.support.virtual_time import on_virtual_time
 
 THROUGH = WindowResult(verdict=Verdict.THROUGH)
 SLOW_DOWN = WindowResult(verdict=Verdict.SLOW_DOWN)
@@ -487,39 +488,6 @@ class TestSharedBudget:
 
 
 # --- a backlog through the sweep's own windows --------------------------------------------------
-
-
-class VirtualTimeLoop(asyncio.SelectorEventLoop):
-    """An event loop whose clock jumps to the next timer whenever no callback is ready.
-
-    Sleeps and deadlines (``asyncio.sleep``, ``asyncio.timeout``) keep their order and their
-    virtual durations but cost no real time. Only for code that waits on timers, not sockets.
-    """
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._virtual_now = 0.0
-
-    def time(self) -> float:
-        return self._virtual_now
-
-    def _run_once(self) -> None:
-        ready: Sequence[object] = self._ready  # type: ignore[attr-defined]
-        timers: Sequence[asyncio.TimerHandle] = self._scheduled  # type: ignore[attr-defined]
-        if not ready and timers:
-            self._virtual_now = max(self._virtual_now, timers[0].when())
-        super()._run_once()  # type: ignore[misc]
-
-
-def on_virtual_time(main: Callable[[], Coroutine[Any, Any, Any]]) -> tuple[Any, float]:
-    """Run ``main()`` to its end on a virtual clock: its result and the virtual seconds taken."""
-    loop = VirtualTimeLoop()
-    try:
-        result = loop.run_until_complete(main())
-        assert not asyncio.all_tasks(loop)
-        return result, loop.time()
-    finally:
-        loop.close()
 
 
 def slowed(loom: FakeLoom) -> FakeLoom:
