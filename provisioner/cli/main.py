@@ -244,7 +244,10 @@ def _command_named(argv: Sequence[str] | None) -> str | None:
 
 
 def _one_line(error: Exception) -> str:
-    return " ".join(str(error).split("\n"))
+    """The error as one line, no URL's credentials in it (REL-14)."""
+    from provisioner.runtime.gateway.masking import masked
+
+    return masked(" ".join(str(error).split("\n")))
 
 
 def _data(pairs: Sequence[str]) -> dict[str, str]:

@@ -90,7 +90,7 @@ class TestBusy:
             )
         assert ran.returncode == 75, ran.stderr
         statuses = {w["workspace"]: w["status"] for w in json.loads(ran.stdout)["workspaces"]}
-        assert statuses == {"a": "up_to_date", "b": "error", "c": "up_to_date"}
+        assert statuses == {"a": "up_to_date", "b": "busy", "c": "up_to_date"}
         assert "another nerve init" in ran.stderr and "b" in ran.stderr
         assert [wording(tmp_path / n) for n in NAMES] == ["loom", "memu", "loom"]
 
