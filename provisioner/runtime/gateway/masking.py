@@ -14,8 +14,10 @@ from __future__ import annotations
 import re
 
 MASK = "***"  # REL-14: what stands in for a URL's user info, query or fragment
-# A URL inside any text: a scheme, then everything up to a blank, a quote or a bracket, so a
-# URL inside a list's or mapping's repr ends at its closing quote.
+# A quoted URL (a value an error quotes, one in a list's repr): all of it up to the closing
+# quote, blanks included, since a refused value may hold any.
+_QUOTED_URL = re.compile(r"""(['"])([A-Za-z][A-Za-z0-9+.-]*://[^'"\n]*)\1""")
+# A URL anywhere else: a scheme, then everything up to a blank, a quote or a bracket.
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>()\[\]{}]*")
 
 
@@ -24,7 +26,8 @@ def masked(text: str) -> str:
     ``***`` (REL-14); text without a URL is returned unchanged."""
     if "://" not in text:
         return text
-    return _URL.sub(lambda found: _masked_url(found.group(0)), text)
+    text = _QUOTED_URL.sub(lambda found: f"{found[1]}{_masked_url(found[2])}{found[1]}", text)
+    return _URL.sub(lambda found: _masked_url(found[0]), text)  # a masked URL stays as it is
 
 
 def _masked_url(url: str) -> str:
