@@ -348,8 +348,9 @@ def _run_golden_check(args: argparse.Namespace) -> int:
 def _run_golden_update(args: argparse.Namespace) -> int:
     """Update the backends named, else every backend not protected by name (GOLD-3).
 
-    Without ``--backend`` it also checks the protected ones and says in one line what is
-    left; the exit status is then 1 while a check would still fail, as the check's is.
+    It also checks every backend it left alone and says in one line what is left there; the
+    exit status is 1 while a check would still fail, as the check's is, whether or not
+    backends were named (``--backend loom`` while memU's goldens differ: 1).
     """
     from provisioner.golden import check as golden
     from provisioner.golden.advice import left_line
@@ -357,7 +358,7 @@ def _run_golden_update(args: argparse.Namespace) -> int:
 
     protected = [name for name, entry in BACKENDS.items() if entry.goldens.by_name_only]
     backends = args.backend or [name for name in BACKEND_NAMES if name not in protected]
-    also_check = () if args.backend else protected
+    also_check = [name for name in BACKEND_NAMES if name not in backends]
     golden_dir = args.golden_dir or golden.default_golden_dir()
     source = template_source(golden_dir)
     with source.active():

@@ -119,7 +119,11 @@ class Prompter:
 
     def ask_secret(self, label: str) -> str:
         if self.read_secret is not None:
-            return self.read_secret(f"{label}: ").strip()
+            try:
+                return self.read_secret(f"{label}: ").strip()
+            except EOFError:  # Ctrl-D at a terminal's hidden prompt: as at any other question
+                self.output.write("\n")
+                raise InitError(f"input ended while asking: {label}:") from None
         return self._line(f"{label}: ")
 
     def _line(self, prompt: str) -> str:
