@@ -4,10 +4,13 @@
 
 Builds ``--size`` instances (a workspace and its configuration folder each), half on memU and
 half on Loom, provisioned by ``fleet update`` in this process, and edits AGENTS.md in one in
-ten of them the way an agent would (a line of its own). Then, each as a real process whose
-wall time and peak RSS are measured (``wait4``):
+ten of them the way an agent would (a line of its own). Beside them it builds as many again
+whose every instance has its own agent and user names (``init --data`` in this process), as
+real instances do. Then, each as a real process whose wall time and peak RSS are measured
+(``wait4``):
 
 * ``fleet check`` of the whole inventory;
+* ``fleet check`` of the fleet with distinct answers, and its time against the first's;
 * ``init --check`` per workspace: ``--sample`` of them (at most one in five) run as processes,
   one after another, and their mean time multiplied by ``--size`` (1,000 processes would take
   longer than the rest of the benchmark together; the figure printed is that extrapolation,
@@ -16,7 +19,8 @@ wall time and peak RSS are measured (``wait4``):
   inventory, and a ``fleet check`` afterwards that must find every workspace up to date.
 
 Targets (FLEET-5), on 2 cores: ``fleet check`` at most 0.1× the ``init --check`` processes,
-its RSS at most 200 MB; ``fleet update`` after the switch at most 60 s.
+its RSS at most 200 MB; with distinct answers at most 2× the time with identical ones;
+``fleet update`` after the switch at most 60 s.
 ``--size 10`` runs the whole path at smoke size.
 """
 
@@ -36,7 +40,9 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from provisioner.fleet.inventory import read_inventory  # noqa: E402
-from provisioner.fleet.run import FleetRun  # noqa: E402
+from provisioner.fleet.run import FleetRun, RenderCache  # noqa: E402
+from provisioner.workspace.init import InitRequest, run_init  # noqa: E402
+from provisioner.workspace.options import InitOptions  # noqa: E402
 
 BACKENDS = ("memu", "loom")
 EDITED_EVERY = 10  # FLEET-5: one in ten workspaces edited
@@ -44,6 +50,7 @@ SAMPLE_SHARE_MAX = 5  # at most one workspace in five gets an init --check proce
 TARGET_RATIO = 0.1  # FLEET-5: fleet check ≤ 0.1× the init --check processes
 TARGET_RSS_MB = 200.0  # FLEET-5
 TARGET_UPDATE_S = 60.0  # FLEET-5, on 2 cores
+TARGET_DISTINCT_RATIO = 2.0  # FLEET-5: distinct answers at most 2× identical ones
 AGENT_LINE = "Agent's own note: answer in short paragraphs.\n\n"
 EDIT_BEFORE = "| File | What it holds |\n"
 
@@ -72,6 +79,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         if check_status != 0:
             raise SystemExit(f"fleet check of the fresh fleet exited {check_status}; expected 0")
+        distinct = build_distinct_fleet(root / "distinct", args.size, env)
+        distinct_s, distinct_rss, distinct_status = run_process(
+            ["fleet", "check", "--inventory", str(distinct), "--json", *jobs], env
+        )
+        if distinct_status != 0:
+            raise SystemExit(f"fleet check of the named fleet exited {distinct_status}; expected 0")
         sample = min(args.sample, max(1, args.size // SAMPLE_SHARE_MAX))
         init_times = [
             run_process(init_check(root, index), env)[0] for index in spread(args.size, sample)
@@ -94,6 +107,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "init_check_process_mean_s": processes_s / args.size,
         "init_check_processes_extrapolated_s": processes_s,
         "check_ratio": check_s / processes_s,
+        "fleet_check_distinct_answers_s": distinct_s,
+        "fleet_check_distinct_answers_rss_mb": distinct_rss,
+        "distinct_over_identical": distinct_s / check_s,
         "fleet_update_after_switch_s": update_s,
         "fleet_update_rss_mb": update_rss,
         "fleet_update_status": update_status,
@@ -102,6 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "targets": {
             "check_ratio_max": TARGET_RATIO,
             "rss_mb_max": TARGET_RSS_MB,
+            "distinct_over_identical_max": TARGET_DISTINCT_RATIO,
             "update_s_max": TARGET_UPDATE_S,
         },
     }
@@ -120,6 +137,25 @@ def build_fleet(root: Path, size: int) -> Path:
         lines.append(f"- {{workspace: i{index}/ws, config_dir: i{index}/config, create: true}}\n")
     inventory = root / "fleet.yaml"
     inventory.write_text("".join(lines), encoding="utf-8")
+    return inventory
+
+
+def build_distinct_fleet(root: Path, size: int, env: dict[str, str]) -> Path:
+    """``size`` instances as ``build_fleet``'s, each provisioned by an init in this process
+    with an agent and a user name of its own, one in ten edited, and their inventory."""
+    inventory = build_fleet(root, size)
+    renders = RenderCache()
+    for index in range(size):
+        folder = root / f"i{index}"
+        request = InitRequest(
+            workspace=folder / "ws",
+            config_dir=folder / "config",
+            mode="non-interactive",
+            data={"agent_name": f"Agent {index}", "user_name": f"Person {index}"},
+            env=env,
+        )
+        run_init(request, None, InitOptions(renderer=renders))
+    edit_agents(root, size)  # as in the fleet it is compared with
     return inventory
 
 
@@ -189,6 +225,14 @@ def print_results(results: dict) -> None:
         f"{results['init_check_process_mean_s']:.3f} s, × {size})"
     )
     print(f"  check / processes:           {results['check_ratio']:.4f} (target ≤ {TARGET_RATIO})")
+    print(
+        f"  fleet check, distinct names: {results['fleet_check_distinct_answers_s']:.2f} s, "
+        f"RSS {results['fleet_check_distinct_answers_rss_mb']:.0f} MB"
+    )
+    print(
+        f"  distinct / identical:        {results['distinct_over_identical']:.2f} "
+        f"(target ≤ {TARGET_DISTINCT_RATIO})"
+    )
     print(
         f"  fleet update after a switch: {results['fleet_update_after_switch_s']:.2f} s, "
         f"RSS {results['fleet_update_rss_mb']:.0f} MB, exit {results['fleet_update_status']} "

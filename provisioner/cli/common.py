@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from provisioner.cli.entry import program
 from provisioner.config.paths import CONFIG_DIR_ENV, DEFAULT_CONFIG_DIR, find_folders
 from provisioner.errors import UserError
+
+if TYPE_CHECKING:
+    import socket
 
 EXIT_OK = 0
 EXIT_DIFFERENCE = 1
@@ -121,6 +123,8 @@ def listen_on_loopback(port: int) -> socket.socket:
     client's delayed acknowledgement — about 40 ms on every call. A port that cannot be
     taken is a ``UsageError`` naming it.
     """
+    import socket  # deferred: only the servers listen
+
     listening = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:

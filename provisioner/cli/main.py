@@ -21,7 +21,6 @@ import sys
 from collections.abc import Sequence
 
 from provisioner import __version__
-from provisioner.backends import BACKEND_NAMES, BACKENDS, PROFILES
 from provisioner.cli.common import (
     EXIT_DIFFERENCE,
     EXIT_OK,
@@ -37,39 +36,62 @@ from provisioner.cli.common import ArgParser as _Parser
 from provisioner.cli.entry import invoked_as, program, running_as
 from provisioner.counts import counted
 from provisioner.errors import TemplateBroken, UserError
-from provisioner.runtime.sqlite_file import FileFault, file_fault
+from provisioner.runtime.errors import StoreFault
 
-# Command groups that live in modules of their own; each has ``register(commands)``, and
-# imports what its handlers need only when they run, so ``nerve --help`` stays fast.
-COMMAND_MODULES = (
-    "provisioner.cli.memory",
-    "provisioner.cli.dev",
-    "provisioner.cli.doctor",
-    "provisioner.cli.web",
-    "provisioner.cli.fleet",
-)
-
-
-BUILT_IN_COMMANDS = ("init", "render", "diff", "golden")
+# A command imports only what it runs. The command named on the command line is registered
+# in full; every other one only by its name and help line, which is all the top-level usage
+# and help show. So `--version` and `--help` load no command's code, and `memory …` (the
+# runtime's commands) loads neither Copier nor Jinja.
+BUILT_IN_COMMANDS = {
+    "init": "provision a workspace",
+    "render": "render a workspace into a folder for preview",
+    "diff": "show how workspace files differ from what init would write",
+    "golden": "check or update the frozen renders",
+}
+# Command groups that live in modules of their own; each has ``register(commands)`` and
+# imports what its handlers need only when they run. Each help line is the group's own as
+# its module registers it (a test holds them equal).
+COMMAND_GROUPS = {
+    "memory": (
+        "provisioner.cli.memory",
+        "recall, status, the extraction sweep and the migration from memU",
+    ),
+    "dev": ("provisioner.cli.dev", "local tools for trying Nerve with Loom"),
+    "doctor": ("provisioner.cli.doctor", "check configuration, workspace and the memory backend"),
+    "web": (
+        "provisioner.cli.web",
+        "serve the Memory page and its Diagnostics card on 127.0.0.1 (needs the web extra)",
+    ),
+    "fleet": ("provisioner.cli.fleet", "check or update many workspaces at once"),
+}
+COMMAND_MODULES = tuple(module for module, _help in COMMAND_GROUPS.values())
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
-    """The whole command line; ``argv`` naming a built-in command skips the command modules.
+    """The command line; with ``argv``, only the command it names is registered in full.
 
-    The modules' imports cost more than init's own, and a built-in command never needs them.
+    Without ``argv`` (the docs and the tests walk every command) every command is registered
+    in full. With it, a command the words do not name is only its name and help line: a
+    group's module costs more to import than most commands' own work, and a command never
+    needs another's.
     """
     parser = _Parser(prog=program(), description="Provision Nerve workspaces per memory backend.")
     parser.add_argument(
         "--version", action="version", version=f"%(prog)s {__version__}", help="show the version"
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    _add_init(commands)
-    _add_render(commands)
-    _add_diff(commands)
-    _add_golden(commands)
-    if _command_named(argv) not in BUILT_IN_COMMANDS:
-        for module_name in COMMAND_MODULES:
+    named = None if argv is None else _command_named(argv)
+    built_in = {"init": _add_init, "render": _add_render, "diff": _add_diff, "golden": _add_golden}
+    for name, summary in BUILT_IN_COMMANDS.items():
+        if argv is None or name == named:
+            built_in[name](commands)
+        else:
+            commands.add_parser(name, help=summary)
+    for name, (module_name, summary) in COMMAND_GROUPS.items():
+        if argv is None or name == named:
             importlib.import_module(module_name).register(commands)
+        else:
+            commands.add_parser(name, help=summary)
     return parser
 
 
@@ -77,7 +99,9 @@ _DATA_HELP = "answer a template question (repeatable), e.g. agent_name=Orbit"
 
 
 def _add_init(commands: argparse._SubParsersAction) -> None:
-    init = commands.add_parser("init", help="provision a workspace")
+    from provisioner.backends import BACKEND_NAMES, PROFILES
+
+    init = commands.add_parser("init", help=BUILT_IN_COMMANDS["init"])
     init.add_argument(
         "--memory-backend",
         choices=BACKEND_NAMES,
@@ -130,7 +154,9 @@ def _add_init(commands: argparse._SubParsersAction) -> None:
 
 
 def _add_render(commands: argparse._SubParsersAction) -> None:
-    render = commands.add_parser("render", help="render a workspace into a folder for preview")
+    from provisioner.backends import BACKEND_NAMES, PROFILES
+
+    render = commands.add_parser("render", help=BUILT_IN_COMMANDS["render"])
     render.add_argument(
         "--backend", choices=BACKEND_NAMES, default="memu", help="wording (default: memu)"
     )
@@ -145,9 +171,9 @@ def _add_render(commands: argparse._SubParsersAction) -> None:
 
 
 def _add_diff(commands: argparse._SubParsersAction) -> None:
-    diff = commands.add_parser(
-        "diff", help="show how workspace files differ from what init would write"
-    )
+    from provisioner.backends import BACKEND_NAMES
+
+    diff = commands.add_parser("diff", help=BUILT_IN_COMMANDS["diff"])
     add_workspace_options(diff)
     diff.add_argument(
         "--memory-backend",
@@ -165,7 +191,9 @@ _GOLDEN_DIR_HELP = "the golden folder (default: golden/ of this checkout)"
 
 
 def _add_golden(commands: argparse._SubParsersAction) -> None:
-    golden = commands.add_parser("golden", help="check or update the frozen renders")
+    from provisioner.backends import BACKEND_NAMES
+
+    golden = commands.add_parser("golden", help=BUILT_IN_COMMANDS["golden"])
     actions = golden.add_subparsers(dest="golden_command", required=True, parser_class=_Parser)
     check = actions.add_parser("check", help="compare a fresh render with golden/")
     check.add_argument("--golden-dir", type=path_argument, default=None, help=_GOLDEN_DIR_HELP)
@@ -216,7 +244,11 @@ def _run(argv: Sequence[str] | None) -> int:
     except TemplateBroken as error:
         print(f"{program()}: template error: {_one_line(error)}", file=sys.stderr)
         return EXIT_TEMPLATE
-    except FileFault as fault:
+    except StoreFault as fault:
+        from provisioner.runtime.sqlite_file import FileFault  # deferred: sqlite3
+
+        if not isinstance(fault, FileFault):
+            raise
         print(f"{program()}: error: {_one_line(fault)}", file=sys.stderr)
         return fault.exit_status
     except KeyboardInterrupt:
@@ -231,6 +263,8 @@ def _run(argv: Sequence[str] | None) -> int:
     except OSError as error:
         # An OSError that names its file and is a fault of the machine (full, read-only,
         # permission, I/O) is one line with its status (REL-4); anything else is a bug.
+        from provisioner.runtime.sqlite_file import file_fault  # deferred: sqlite3
+
         named = file_fault(error, error.filename) if error.filename else None
         if named is None:
             raise
@@ -352,6 +386,7 @@ def _run_golden_update(args: argparse.Namespace) -> int:
     exit status is 1 while a check would still fail, as the check's is, whether or not
     backends were named (``--backend loom`` while memU's goldens differ: 1).
     """
+    from provisioner.backends import BACKEND_NAMES, BACKENDS
     from provisioner.golden import check as golden
     from provisioner.golden.advice import left_line
     from provisioner.golden.source import template_source

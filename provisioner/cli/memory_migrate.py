@@ -12,14 +12,14 @@ nothing (under any backend). A real run needs ``memory.backend: loom``: what it 
 where the agent's Loom memory is. On a terminal it shows a progress line; it prints the report
 at the end (``--json`` for a machine, with ``exit_status``). Exit status: 0 when every item of
 the store is done (written, or final in the ledger: a conflict, a rejection, a skip), 1 when
-some items did not go (stopped by "not now" that lasted through every try, a broken answer, a
-Loom failing item after item, another migration running, or items left for the next run), 75
-when memory could not be reached (no gateway URL, not reached, no ``loom`` in the catalog,
-refused, breaker open), 2 for bad input (no memU database, not a memU database, a bad flag or
-configuration). memU's store or the state file failing, at the start or half-way, is one line
-naming the file and the cause, with that fault's status (REL-4): 75 busy or full, 73 read-only
-or permission denied, 74 an I/O error, 2 damaged. SIGINT ends a run with 130, SIGTERM with
-143, each after the report of the run so far (REL-9).
+some items did not go (stopped by a Loom failing broadly: failing or "not now" item after item,
+or "not now" for longer than a run waits, REL-16; by a broken answer or another migration
+running; or items left for the next run), 75 when memory could not be reached (no gateway URL,
+not reached, no ``loom`` in the catalog, refused, breaker open), 2 for bad input (no memU
+database, not a memU database, a bad flag or configuration). memU's store or the state file
+failing, at the start or half-way, is one line naming the file and the cause, with that fault's
+status (REL-4): 75 busy or full, 73 read-only or permission denied, 74 an I/O error, 2 damaged.
+SIGINT ends a run with 130, SIGTERM with 143, each after the report of the run so far (REL-9).
 """
 
 from __future__ import annotations
@@ -95,16 +95,30 @@ def _run_migrate(args: argparse.Namespace) -> int:
     config = load_config(config_dir, workspace)
     memu_path = args.memu_db or memu_db_path(config, config_dir)
     state_path = args.state or default_paths(config_dir)[1]
-    with MemuStore(memu_path) as store:
+    if not args.memu_db and not memu_path.exists() and not memu_path.is_symlink():
+        return _no_memu_store(memu_path, as_json=args.json)
+    with MemuStore(memu_path) as store:  # bad input is one line before anything is sent
         if args.dry_run:
             return _dry_run(store, state_path, as_json=args.json)
-        if config.memory_backend != "loom":
-            where = config.source_of("memory.backend")
-            raise UsageError(
-                f"{where or 'configuration'}: memory.backend is {config.memory_backend!r}; the "
-                "migration writes into Loom: set memory.backend: loom, or look first with --dry-run"
-            )
-        return run_stoppable(lambda stop: _migrate(config, store, state_path, stop, args.json))
+    if config.memory_backend != "loom":
+        where = config.source_of("memory.backend")
+        raise UsageError(
+            f"{where or 'configuration'}: memory.backend is {config.memory_backend!r}; the "
+            "migration writes into Loom: set memory.backend: loom, or look first with --dry-run"
+        )
+    return run_stoppable(lambda stop: _migrate(config, memu_path, state_path, stop, args.json))
+
+
+def _no_memu_store(memu_path: Path, *, as_json: bool) -> int:
+    """An instance whose memU kept nothing where Nerve looks (no ``--memu-db`` given): nothing
+    to migrate, said in one line, exit 0 (MIG-1). A store named with ``--memu-db`` that is
+    missing stays an error: that name is a typo, not an instance without memU."""
+    if as_json:
+        found = {"memu_db": str(memu_path), "found": False, "items": 0}
+        print(json.dumps({**found, "exit_status": EXIT_OK}), flush=True)
+    else:
+        print(f"migrate: no memU store at {memu_path}: nothing to migrate", flush=True)
+    return EXIT_OK
 
 
 def memu_db_path(config: Any, config_dir: Path) -> Path:
@@ -157,26 +171,24 @@ def _dry_run(store: MemuStore, state_path: Path, *, as_json: bool) -> int:
 
 
 async def _migrate(
-    config: Any, store: MemuStore, state_path: Path, stop: StopSignals, as_json: bool
+    config: Any, memu_path: Path, state_path: Path, stop: StopSignals, as_json: bool
 ) -> int:
     """The run and its report; on SIGINT or SIGTERM (REL-9) the report of the run so far is
     printed, with the signal's status, before the cancellation goes on."""
-    import asyncio
-
     from provisioner.cli.memory_files import open_state
-    from provisioner.migration.migrate import Migration
+    from provisioner.migration.migrate import migrate_instance
     from provisioner.runtime.loom.backend import LoomMemory
 
     progress = _progress_printer()
+
+    def interrupted(report: MigrationReport) -> None:
+        _print_report(report, stop.exit_status, progress, as_json=as_json)
+
     with open_state(state_path) as state:
         async with LoomMemory.from_config(config, state=state) as memory:
-            migration = Migration(memory, store, state)
-            try:
-                report = await migration.run(progress=progress)
-            except asyncio.CancelledError:
-                if migration.report is not None:
-                    _print_report(migration.report, stop.exit_status, progress, as_json=as_json)
-                raise
+            report = await migrate_instance(
+                memu_path, state, memory, progress=progress, interrupted=interrupted
+            )
     status = exit_status(report)
     _print_report(report, status, progress, as_json=as_json)
     return status

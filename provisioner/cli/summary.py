@@ -81,10 +81,18 @@ def init_summary_text(result: InitResult, config_dir: Path) -> str:
 
 
 def conflict_lines(conflicts: Mapping[str, str]) -> list[str]:
-    """FLEET-3: each conflicting file, and its diff3-style preview indented below it."""
+    """FLEET-3: each conflicting file, and its diff3-style preview indented below it; a file
+    too large to read whole (REL-10) is named as such, whatever the template did."""
+    from provisioner.workspace.placement import PAST_READ_CAP  # deferred, as InitResult is
+
     lines: list[str] = []
     for path, preview in conflicts.items():
-        lines.append(f"  conflict   {path} (edited where the template changed too; left as it is)")
+        why = (
+            "too large to read whole"
+            if preview == PAST_READ_CAP
+            else "edited where the template changed too"
+        )
+        lines.append(f"  conflict   {path} ({why}; left as it is)")
         lines += [f"             {line}" for line in preview.splitlines()]
     return lines
 

@@ -10,7 +10,9 @@ edited where the template did not change is no drift.
 
 A workspace that is missing or was never provisioned is left to ``workspace.manifest``; a
 configuration that does not load, to the config checks. An init that refuses (a link where a
-file belongs, a bad recorded answer) is a WARN with its own line.
+file belongs, a bad recorded answer) is a WARN with its own line. A record of init's in the
+workspace that is damaged (REL-12: the manifest is ``workspace.manifest``'s, the journal or
+the merge bases this check's) is an ERR: init refuses to run on it until a person looks.
 """
 
 from __future__ import annotations
@@ -19,11 +21,12 @@ import shlex
 from collections.abc import Mapping
 from pathlib import Path
 
-from provisioner.doctor.check import OK, WARN, Check
+from provisioner.doctor.check import ERR, OK, WARN, Check
 from provisioner.errors import TemplateBroken, UserError
 from provisioner.workspace.init import InitRequest, run_init
 from provisioner.workspace.options import InitOptions
-from provisioner.workspace.render import read_manifest
+from provisioner.workspace.records import RecordDamaged
+from provisioner.workspace.state import read_manifest
 
 CHECK_ID = "workspace.drift"
 NAMES_SHOWN = 5  # files named before "and N more"
@@ -39,6 +42,8 @@ def drift_checks(workspace: Path, config_dir: Path, env: Mapping[str, str]) -> l
     request = InitRequest(workspace, config_dir, "non-interactive", env=dict(env))
     try:
         result = run_init(request, None, InitOptions(check=True))
+    except RecordDamaged as error:
+        return [Check(CHECK_ID, ERR, error.what, advice=error.advice)]
     except (UserError, TemplateBroken) as error:
         return [
             Check(

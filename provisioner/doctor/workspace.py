@@ -13,8 +13,11 @@ and may still name the old backend's tools.
 
 The workspace belongs to the agent, which may be hostile, so the manifest is read with care:
 a recorded path that leaves the workspace, or passes through a link, is not followed; only
-regular files are opened (a FIFO would block); a file or manifest larger than any this package
-ships counts as edited without being read; and the number of entries is capped.
+regular files are opened (a FIFO would block); a file larger than any this package ships
+counts as edited without being read; and the number of entries is capped. A manifest that is
+not what init writes (garbage, an unknown format, too large, too deep) is an ERR naming it, with
+what to do (REL-12): never "not provisioned, run init", which would provision the workspace
+again from the default answers.
 """
 
 from __future__ import annotations
@@ -33,10 +36,11 @@ from provisioner.config.model import Config
 from provisioner.doctor.check import ERR, OK, WARN, Check, joined
 from provisioner.doctor.wording import tool_name_checks
 from provisioner.errors import UserError
-from provisioner.workspace.render import MANIFEST_PATH, read_manifest
+from provisioner.workspace.records import RecordDamaged
+from provisioner.workspace.render import MANIFEST_PATH
+from provisioner.workspace.state import Manifest, read_manifest
 
 SHIPPED_FILE_MAX_BYTES = 4 * 1024 * 1024  # our choice: no shipped file comes near this
-MANIFEST_MAX_BYTES = 4 * 1024 * 1024  # our choice: a manifest is a few KiB
 MANIFEST_MAX_FILES = 10_000  # our choice: a workspace ships a few dozen files
 NAMES_SHOWN = 5  # how many file names a line lists before "and N more"
 MEMORY_MD = "MEMORY.md"
@@ -64,7 +68,12 @@ def workspace_checks(workspace: Path, config_dir: Path, config: Config | None) -
                 advice=f"run {_init_command(workspace, config_dir)}, or pass --workspace",
             )
         ]
-    manifest = _manifest(workspace)
+    try:
+        manifest = _manifest(workspace)
+    except RecordDamaged as error:  # REL-12
+        source = str(workspace / MANIFEST_PATH)
+        damaged = Check("workspace.manifest", ERR, error.what, advice=error.advice, source=source)
+        return [damaged, *memory_md_checks(workspace)]
     if manifest is None:
         unprovisioned = Check(
             "workspace.manifest",
@@ -75,11 +84,10 @@ def workspace_checks(workspace: Path, config_dir: Path, config: Config | None) -
         )
         lint = tool_name_checks(workspace, config.memory_backend) if config else []
         return [unprovisioned, *memory_md_checks(workspace), *lint]
-    answers = manifest.get("answers")
-    answers = answers if isinstance(answers, dict) else {}
+    answers = dict(manifest.answers)
     source = str(workspace / MANIFEST_PATH)
     checks = [profile_check(answers, source)]
-    states = file_states(workspace, manifest["files"])
+    states = file_states(workspace, dict(manifest.files))
     checks.append(files_check(states, workspace, config_dir))
     if config is None:
         return [*checks, *memory_md_checks(workspace)]
@@ -87,18 +95,17 @@ def workspace_checks(workspace: Path, config_dir: Path, config: Config | None) -
     return [*checks, *memory_md_checks(workspace), *_lint(workspace, manifest, states, config)]
 
 
-def _lint(workspace: Path, manifest: dict, states: FileStates, config: Config) -> list[Check]:
+def _lint(workspace: Path, manifest: Manifest, states: FileStates, config: Config) -> list[Check]:
     """The wording lint of the workspace's own files (OPS-2).
 
     While the files are worded for another backend, those still as shipped are left to
     ``workspace.wording``: its ``nerve init`` re-words them all, so listing each of their
     places would only repeat it. Edited files are linted whatever the wording.
     """
-    answers = manifest.get("answers")
-    wording = answers.get("memory_backend") if isinstance(answers, dict) else None
+    wording = manifest.answers.get("memory_backend")
     backend = config.memory_backend
     as_shipped = states.shipped if wording != backend else []
-    shipped = [str(path) for path in list(manifest["files"])[:MANIFEST_MAX_FILES]]
+    shipped = [str(path) for path in list(manifest.files)[:MANIFEST_MAX_FILES]]
     return tool_name_checks(workspace, backend, shipped, wording, skip=as_shipped)
 
 
@@ -275,16 +282,20 @@ def _digest(path: Path) -> str | None:
     return "sha256:" + hashlib.sha256(content).hexdigest()
 
 
-def _manifest(workspace: Path) -> dict | None:
+def _manifest(workspace: Path) -> Manifest | None:
+    """The manifest, or None when there is none, or it is a link or not a plain file (never
+    followed or opened). A damaged one raises ``RecordDamaged`` (REL-12)."""
     path = workspace / MANIFEST_PATH
     try:
         info = path.lstat()
     except OSError:
         return None
-    if not stat.S_ISREG(info.st_mode) or info.st_size > MANIFEST_MAX_BYTES:
+    if not stat.S_ISREG(info.st_mode):
         return None
     try:
         return read_manifest(workspace)
+    except RecordDamaged:
+        raise
     except UserError:  # a link on the way to it: never followed, so no manifest
         return None
 

@@ -4,10 +4,16 @@
 "summary": {...}}``: each workspace by the path the inventory gives, its status and its
 files' actions, a conflict's file with its diff3-style ``preview``; an ``error`` or ``busy``
 workspace also carries its one-line ``error`` and the ``exit_status`` its cause takes, a
-``mismatch`` one its ``note``. ``changed`` counts the workspaces in which a file was (update)
-or would be (check) created, re-worded or merged; an interrupted run adds ``interrupted``
-(the signal's name). The JSON carries everything the text shows. The text shows one line per
-workspace, each conflict's preview, and the counts.
+``mismatch`` one its ``note``, and one in ``conflict`` its ``resolve`` list: the files a
+person must resolve. ``changed`` counts the workspaces in which a file was (update) or would
+be (check) created, re-worded or merged; an interrupted run adds ``interrupted`` (the
+signal's name). The JSON carries everything the text shows.
+
+A workspace in conflict is still brought up to date everywhere else (a backend switch
+re-words every file that merges), and each conflicting file is left as the agent wrote it,
+so it may still name the tools of the backend it was worded for until someone resolves it;
+the report says so. The text shows one line per workspace, each conflict's diff3-style
+preview, the files to resolve, and the counts.
 
 The run's exit status, the first that applies: the signal's (130, 143) when interrupted; 74
 when a workspace met an I/O error; 73 when one could not be written (read-only, permission);
@@ -70,6 +76,11 @@ def summary(outcomes: Sequence[WorkspaceOutcome]) -> dict[str, int]:
     return {status: counts.get(status, 0) for status in STATUSES}
 
 
+def to_resolve(outcome: WorkspaceOutcome) -> list[str]:
+    """The files of ``outcome`` a person must resolve: those left in conflict, by path."""
+    return [f.path for f in outcome.files if f.action == CONFLICT]
+
+
 def report_json(
     outcomes: Sequence[WorkspaceOutcome], *, interrupted: str | None = None
 ) -> dict[str, Any]:
@@ -93,6 +104,8 @@ def report_json(
             item["exit_status"] = outcome.exit_status
         if outcome.note:
             item["note"] = outcome.note
+        if outcome.status == CONFLICT:
+            item["resolve"] = to_resolve(outcome)
         workspaces.append(item)
     document: dict[str, Any] = {
         "schema": JSON_SCHEMA,
@@ -122,6 +135,11 @@ def report_text(outcomes: Sequence[WorkspaceOutcome], *, update: bool) -> str:
         for conflict in (f for f in outcome.files if f.action == CONFLICT):
             lines.append(f"  conflict {conflict.path}: edited where the template changed too")
             lines += [f"    {line}" for line in conflict.preview.splitlines()]
+        if outcome.status == CONFLICT:
+            lines.append(
+                f"  resolve by hand: {', '.join(to_resolve(outcome))} (left as the agent wrote "
+                "it, so it may still name tools of the backend it was worded for)"
+            )
     totals = summary(outcomes)
     total = counted(len(outcomes), "workspace")
     parts = ", ".join(f"{totals[s]} {s.replace('_', ' ')}" for s in STATUSES if totals[s])

@@ -20,18 +20,20 @@ IDS_SHOWN = 20  # our choice: ids a text report lists per kind; --json lists the
 # unreachable, unavailable: memory could not be reached).
 STOPPED_DONE = "done"  # every item was offered
 STOPPED_BUSY = "already_running"  # another migration of this state file is running
-STOPPED_NOT_NOW = "not_now"  # Loom or the gateway answered "not now": try again later
+STOPPED_NOT_NOW = "not_now"  # "not now" item after item, or for longer than a run waits (REL-16)
 STOPPED_CONTRACT = "contract_broken"  # an answer out of contract: a bug to report
-STOPPED_LOOM_FAILING = "loom_failing"  # Loom's uncoded error on every item of a stretch
+STOPPED_LOOM_FAILING = "loom_failing"  # item after item failed, the last uncoded (REL-16)
 STOPPED_SOURCE = "source_failed"  # memU's store could not be read on
 STOPPED_INTERRUPTED = "interrupted"  # the process was stopped mid-run (what the ledger keeps)
 STOPPED_STATE = "state_failed"  # the state file could not be written (busy, full, …: REL-4)
 
 WHY = {
     STOPPED_BUSY: "another migration of this state file is running; this one sent nothing",
-    STOPPED_NOT_NOW: "Loom or the gateway answered not now; run again later",
+    STOPPED_NOT_NOW: "Loom or the gateway kept answering not now (item after item, or for "
+    "longer than a run waits); run again later",
     STOPPED_CONTRACT: "an answer broke Loom's contract; report it, nothing more was sent",
-    STOPPED_LOOM_FAILING: "Loom failed item after item with its internal error; run again later",
+    STOPPED_LOOM_FAILING: "Loom failed item after item, the last with its internal error; run "
+    "again later",
     STOPPED_SOURCE: "memU's store could not be read on",
     STOPPED_STATE: "the state file could not be written",
     STOPPED_INTERRUPTED: "stopped by a signal (SIGINT or SIGTERM); every answer Loom gave is "
@@ -56,8 +58,13 @@ class MigrationReport:
     none, not a printable word, or (``repeated_ids``, named) held by more than one row, so
     that ``memu-<id>`` would name two memories (REL-8). ``left_out`` counts, per field, the
     items written without it because the live ``loom_memory_set`` does not declare it (an
-    older Loom: no ``kind``, ``tags`` or dates; REL-8). ``retries`` counts the sends made
-    again within the run after a "not now", and ``waited_s`` the seconds waited before them.
+    older Loom: no ``kind``, ``tags`` or dates; REL-8). ``sent`` counts the items sent this
+    run, each once; ``retries`` counts the sends made again within the run after a "not now"
+    (so the calls that left are ``sent + retries``), and ``waited_s`` the seconds waited
+    before them. ``deferred`` counts the items still "not now" after their tries, deferred to
+    the run's end and sent again there (REL-16), ``deferred_taken`` those of them Loom then
+    answered, and ``not_now`` names those still "not now" when the run ended (sent again next
+    run).
     """
 
     source: str
@@ -80,6 +87,9 @@ class MigrationReport:
     left_out: dict[str, int] = field(default_factory=dict)
     retries: int = 0
     waited_s: float = 0.0
+    deferred: int = 0
+    deferred_taken: int = 0
+    not_now: list[dict[str, str]] = field(default_factory=list)
     ledger: dict[str, int] = field(default_factory=dict)
     left: int = 0
 
@@ -111,6 +121,7 @@ class MigrationReport:
             ],
         )
         lines += _listed("waiting", [f"{w['id']} ({w['kind']})" for w in self.waiting])
+        lines += _listed("not now", [f"{n['id']} ({n['kind']})" for n in self.not_now])
         if self.left_out:
             fields = ", ".join(f"{name} {count}" for name, count in sorted(self.left_out.items()))
             lines.append(
@@ -120,6 +131,12 @@ class MigrationReport:
             lines.append(
                 f"  {counted(self.retries, 'write')} sent again after Loom or the gateway "
                 f"answered not now ({self.waited_s:.0f} s waited)"
+            )
+        if self.deferred:
+            lines.append(
+                f"  {counted(self.deferred, 'item')} still not now after "
+                f"{'its' if self.deferred == 1 else 'their'} tries, sent again at the run's "
+                f"end: {self.deferred_taken} went then"
             )
         if self.unusable_rows:
             lines.append(

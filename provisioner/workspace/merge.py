@@ -19,6 +19,14 @@ the journal is written, as a superset of what the old and the new manifest name,
 interruption at any point leaves every named base readable; the next run drops the rest. A
 workspace provisioned before bases were kept has none: then the recorded answers are
 rendered again, and that render is the base when its digest is the one the manifest names.
+
+The agent can write ``.nerve/bases.json`` too, so a kept text is trusted only when its own
+digest is the one it is kept under (REL-11): any other is dropped, and the base is derived
+again from the recorded answers as for a workspace without bases, or, failing that, the file
+is a conflict left as it is. A merge from a base the agent replaced (by the file as it is now,
+say) would take the template's text and drop the agent's lines. A bases file that is not what
+the package writes is refused with one line naming it (REL-12,
+``provisioner.workspace.records``).
 """
 
 from __future__ import annotations
@@ -29,11 +37,19 @@ from contextlib import suppress
 from dataclasses import dataclass
 
 from provisioner.workspace.fs import WorkspaceRoot
+from provisioner.workspace.records import RecordKind, read_record, string_map
 from provisioner.workspace.render import RenderedFile
 
 BASES_PATH = ".nerve/bases.json"  # FLEET-3: the texts the package last wrote, by digest
 BASES_FORMAT = 1
 BASES_MODE = 0o644
+BASES_RECORD = RecordKind(  # REL-12
+    BASES_PATH,
+    "the merge bases nerve-provisioner init keeps",
+    "Move it aside and run init again (each base is then derived again from the recorded "
+    "answers, and a file whose base cannot be is reported as a conflict, left as it is)",
+    BASES_FORMAT,
+)
 CONFLICT_LEAVE = "leave"  # FLEET-3: a conflicting file is left exactly as it is
 CONFLICT_INLINE = "inline"  # FLEET-3: diff3 markers written, only when asked
 CONFLICT_CHOICES = (CONFLICT_LEAVE, CONFLICT_INLINE)
@@ -157,12 +173,14 @@ class Bases:
     """The base texts a workspace keeps, by digest, as read from ``.nerve/bases.json``.
 
     ``fallback`` renders the recorded answers again (for a workspace provisioned before bases
-    were kept); it is called at most once, and only when a base is missing.
+    were kept); it is called at most once, and only when a base is missing. ``dropped`` is
+    whether the file held texts not trusted (REL-11), so that it is written again without them.
     """
 
     texts: dict[str, str]
     fallback: Callable[[], Iterable[RenderedFile]] | None = None
     _rendered_again: dict[str, bytes] | None = None
+    dropped: bool = False
 
     def text(self, digest: str) -> bytes | None:
         """The text whose digest is ``digest``, or None when neither kept nor re-rendered."""
@@ -199,29 +217,34 @@ def _add_text(texts: dict[str, str], digest: str, content: bytes) -> None:
 def read_bases(
     root: WorkspaceRoot, fallback: Callable[[], Iterable[RenderedFile]] | None = None
 ) -> Bases:
-    """The workspace's kept bases; a missing or unreadable file is no bases (never an error).
+    """The workspace's kept bases; a missing file is no bases.
 
-    Without a base an edited file is reported as a conflict rather than merged, so a damaged
-    file costs a merge, never an agent's line.
+    Without a base an edited file is reported as a conflict rather than merged. A text whose
+    digest is not the one it is kept under is not trusted (REL-11); a file that is not what the
+    package writes raises ``RecordDamaged`` (REL-12).
     """
-    found = root.read(BASES_PATH)
-    texts: dict[str, str] = {}
-    if found is not None:
-        try:
-            document = json.loads(found[0].decode("utf-8"))
-        except ValueError:
-            document = None
-        kept = document.get("texts") if isinstance(document, dict) else None
-        if isinstance(kept, dict):
-            texts = {k: v for k, v in kept.items() if isinstance(k, str) and isinstance(v, str)}
-    return Bases(texts, fallback)
+    document = read_record(root, BASES_RECORD)
+    if document is None:
+        return Bases({}, fallback)
+    kept = string_map(root, BASES_RECORD, document, "texts")
+    texts = {digest: text for digest, text in kept.items() if _digest_of(text) == digest}
+    return Bases(texts, fallback, dropped=len(texts) != len(kept))
+
+
+def _digest_of(text: str) -> str | None:
+    """The digest of the bytes ``text`` was kept from (``RenderedFile.digest``'s form)."""
+    try:
+        return RenderedFile("", text.encode("utf-8"), False).digest
+    except UnicodeEncodeError:  # a lone surrogate: never a text the package kept
+        return None
 
 
 def write_bases(root: WorkspaceRoot, bases: Bases, texts: Mapping[str, str]) -> None:
     """Replace ``.nerve/bases.json`` with ``texts`` (atomic), unless it already holds them."""
-    if dict(texts) == bases.texts:
+    if dict(texts) == bases.texts and not bases.dropped:
         return
     document = {"format": BASES_FORMAT, "texts": dict(texts)}
     content = (json.dumps(document, indent=1, sort_keys=True) + "\n").encode("utf-8")
     root.write(BASES_PATH, content, BASES_MODE)
     bases.texts = dict(texts)
+    bases.dropped = False

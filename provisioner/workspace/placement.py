@@ -14,14 +14,21 @@ interrupted):
   not change, **kept** as it is, and listed with the command that shows the difference. An
   edited ``config/settings.yaml`` is always kept: init has read its lockdown as it stands.
 
+A file on a rendered path that is larger than the read cap (``MAX_READ_BYTES``) was never
+read whole, so it is never merged, re-worded or written: it is a **conflict** left exactly as
+it is, whatever the template did, and named in the report (REL-10).
+
 A file the previous render shipped that this one does not (``USER.md`` after a switch to the
 worker profile) is never removed; it is listed as no longer rendered, and while it is still
 init's own its digest stays in the manifest, so a switch back re-words it instead of keeping it.
 
 Every path is checked before anything is written (a link or a non-file on the way refuses the
-whole run). Then the journal names every file about to be written, each file is replaced
-through a temporary name, the manifest is replaced, and the journal removed: an interruption at
-any point leaves whole files, and the next run finishes the job.
+whole run). Then the journal names every file about to be written (and every file about to be
+marked, with its new base: REL-15), each file is replaced through a temporary name, the
+manifest is replaced, and the journal removed: an interruption at any point leaves whole
+files, and the next run finishes the job. Marked files are written first, right after the
+journal, so that a file the journal names as about to be marked is, at any interruption,
+either marked or still exactly as it was.
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ from typing import Any
 
 from provisioner.config.loader import SETTINGS_FILE
 from provisioner.files import file_mode
-from provisioner.workspace.fs import WorkspaceRefused, WorkspaceRoot
+from provisioner.workspace.fs import MAX_READ_BYTES, WorkspaceRefused, WorkspaceRoot
 from provisioner.workspace.merge import (
     CONFLICT,
     CONFLICT_INLINE,
@@ -47,12 +54,21 @@ from provisioner.workspace.merge import (
     write_bases,
 )
 from provisioner.workspace.render import MANIFEST_PATH, RenderedFile, manifest_bytes
-from provisioner.workspace.state import RecordedState, clear_journal, write_journal
+from provisioner.workspace.state import (
+    InlineWrite,
+    RecordedState,
+    clear_journal,
+    write_journal,
+)
 
 MANIFEST_MODE = 0o644
 # CONF-3: init reads lockdown (and through it the backend) from this file as it will stand, and
 # an edited one stands as it is; a merge would change what init has already read.
 NEVER_MERGED = SETTINGS_FILE.as_posix()
+PAST_READ_CAP = (  # REL-10: the preview of a file too large to read whole
+    f"larger than {MAX_READ_BYTES // (1024 * 1024)} MiB: not read whole, so never merged or "
+    "re-worded; left as it is (trim it, or move what it holds elsewhere)"
+)
 
 
 @dataclass
@@ -81,6 +97,8 @@ class _Plan:
     writes: list[tuple[RenderedFile, int]] = field(default_factory=list)
     carried: dict[str, str] = field(default_factory=dict)
     merge_writes: list[tuple[RenderedFile, int]] = field(default_factory=list)  # not init's own
+    marked_writes: list[tuple[RenderedFile, int]] = field(default_factory=list)  # --conflict inline
+    marked: dict[str, InlineWrite] = field(default_factory=dict)  # REL-15: journaled first
     old_bases: dict[str, str] = field(default_factory=dict)  # conflicts keep their base (FLEET-3)
 
 
@@ -103,8 +121,9 @@ def place(
     plan = _plan(files, root, recorded, bases, conflict)
     named = {*recorded.manifest_files.values(), *(d for s in recorded.shipped.values() for d in s)}
     write_bases(root, bases, bases.record(named, files))
-    write_journal(root, answers_record, {new.path: new.digest for new, _mode in plan.writes})
-    for new, mode in [*plan.writes, *plan.merge_writes]:
+    journaled = {new.path: new.digest for new, _mode in plan.writes}
+    write_journal(root, answers_record, journaled, plan.marked)
+    for new, mode in [*plan.marked_writes, *plan.writes, *plan.merge_writes]:
         root.write(new.path, new.content, mode)
     owned = {new.path: new.digest for new in files} | plan.carried | plan.old_bases
     root.write(MANIFEST_PATH, manifest_bytes(answers_record, owned), MANIFEST_MODE)
@@ -141,7 +160,10 @@ def _plan(
             continue
         content, mode = current
         executable = bool(mode & stat.S_IXUSR)
-        if content == new.content and executable == new.executable:
+        if len(content) > MAX_READ_BYTES:  # REL-10: only its head was read
+            plan.placement.conflicts[new.path] = PAST_READ_CAP
+            _keep_base(plan, new.path, recorded)
+        elif content == new.content and executable == new.executable:
             plan.placement.unchanged.append(new.path)
         elif recorded.is_inits(new.path, RenderedFile(new.path, content, executable).digest):
             kept_bits = (mode & 0o666) | (0o111 if new.executable else 0)
@@ -191,11 +213,20 @@ def _plan_edited(
     elif outcome.action == CONFLICT:
         plan.placement.conflicts[new.path] = outcome.preview
         if conflict == CONFLICT_INLINE and outcome.content is not None:
-            plan.merge_writes.append((RenderedFile(new.path, outcome.content, False), mode))
-        elif base_digest is not None:
-            plan.old_bases[new.path] = base_digest
+            plan.marked_writes.append((RenderedFile(new.path, outcome.content, False), mode))
+            before = RenderedFile(new.path, ours, False).digest
+            plan.marked[new.path] = InlineWrite(base=new.digest, before=before)
+        else:
+            _keep_base(plan, new.path, recorded)
     else:
         plan.placement.kept.append(new.path)
+
+
+def _keep_base(plan: _Plan, path: str, recorded: RecordedState) -> None:
+    """A file left as it is keeps the base the manifest names for it (FLEET-3)."""
+    base_digest = recorded.manifest_files.get(path)
+    if base_digest is not None:
+        plan.old_bases[path] = base_digest
 
 
 def _plan_left_files(
@@ -212,6 +243,8 @@ def _plan_left_files(
         if current is None:
             continue
         plan.placement.no_longer_rendered.append(path)
+        if len(current[0]) > MAX_READ_BYTES:
+            continue  # REL-10: only its head was read; never init's
         digest = RenderedFile(path, current[0], False).digest
         if recorded.is_inits(path, digest):
             plan.carried[path] = digest

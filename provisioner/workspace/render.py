@@ -242,37 +242,6 @@ def manifest_bytes(answers: Mapping[str, Any], files: Mapping[str, str]) -> byte
     return (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode()
 
 
-def parse_manifest(content: bytes | None) -> dict[str, Any] | None:
-    """A manifest's answers and files, or None when ``content`` is absent or not a manifest.
-
-    A manifest that cannot be parsed is treated as absent: every file then counts as edited,
-    so nothing is overwritten on its strength. File entries that are not text are dropped;
-    answers are kept as they are (init checks each against its question).
-    """
-    if content is None:
-        return None
-    try:
-        data = json.loads(content.decode("utf-8"))
-    except ValueError:
-        return None
-    if not isinstance(data, dict) or not isinstance(data.get("files"), dict):
-        return None
-    answers = data.get("answers")
-    files = {k: v for k, v in data["files"].items() if isinstance(k, str) and isinstance(v, str)}
-    return {"answers": answers if isinstance(answers, dict) else {}, "files": files}
-
-
-def read_manifest(workspace: Path) -> dict[str, Any] | None:
-    """The manifest a previous render left in ``workspace``, read without following links."""
-    from provisioner.workspace.fs import WorkspaceRoot
-
-    if not workspace.is_dir():
-        return None
-    with WorkspaceRoot(workspace) as root:
-        found = root.read(MANIFEST_PATH)
-    return parse_manifest(found[0] if found else None)
-
-
 def template_broken(error: Exception) -> TemplateBroken:
     """``error`` from Jinja as one line naming the template file and line it happened in."""
     import jinja2

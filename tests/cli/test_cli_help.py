@@ -24,7 +24,7 @@ def _subcommands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
                 yield from _subcommands(sub, (*path, name))
 
 
-COMMANDS = sorted(_subcommands(build_parser([])))
+COMMANDS = sorted(_subcommands(build_parser()))  # every command in full
 
 
 def _opening(help_text: str) -> str:

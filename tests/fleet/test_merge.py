@@ -201,16 +201,20 @@ class TestTheBaseIsWhatThePackageLastWrote:
         assert agents.read_bytes() == before
         assert [c["path"] for c in ran.json()["conflicts"]] == ["AGENTS.md"]
 
-    def test_a_damaged_bases_file_costs_a_merge_never_an_agents_line(
+    def test_a_damaged_bases_file_is_refused_and_never_costs_an_agents_line(
         self, provision: Provision, tmp_path: Path, older_assets: Path
     ) -> None:
+        """REL-12: one line naming the file, and nothing written until a person looks."""
         provision("ws", assets=older_assets)
         (tmp_path / "ws" / BASES_PATH).write_text("{not json")
         agents = tmp_path / "ws" / "AGENTS.md"
         add_agent_line(agents)
-        ran = provision("ws", "--json")
-        assert AGENT_LINE in agents.read_text()
-        assert [c["path"] for c in ran.json()["conflicts"]] == ["AGENTS.md"]
+        before = agents.read_bytes()
+        ran = provision("ws", "--json", check=False)
+        assert ran.status == 2 and ran.stdout == ""
+        [line] = ran.stderr.splitlines()
+        assert BASES_PATH in line and "damaged" in line
+        assert agents.read_bytes() == before
 
 
 class TestTheMergeOfTwoTexts:

@@ -137,9 +137,14 @@ class TestBadInput:
         assert says in done.stderr
         assert not nerve.state_path.exists()
 
-    def test_no_memu_database(self, nerve: Nerve, gateway: RunningGateway) -> None:
+    def test_a_named_memu_database_that_is_missing(
+        self, nerve: Nerve, gateway: RunningGateway, tmp_path: Path
+    ) -> None:
         nerve.loom(gateway.base_url)
-        self.assert_refused(nerve, says="memu.sqlite: no such file; expected memU's database")
+        missing = tmp_path / "typo.sqlite"
+        self.assert_refused(
+            nerve, "--memu-db", str(missing), says="typo.sqlite: no such file; expected memU's"
+        )
 
     def test_a_file_that_is_not_a_memu_database(self, nerve: Nerve, tmp_path: Path) -> None:
         nerve.loom("http://127.0.0.1:9")
@@ -546,3 +551,26 @@ def wait_for_memories(
             return stored
         time.sleep(0.001)
     return len(gateway.app.store.memory_keys())
+
+
+class TestAnInstanceWithoutMemU:
+    """No memU store where Nerve keeps it, none named: nothing to migrate, said, exit 0."""
+
+    def test_nothing_to_migrate_is_one_line_and_nothing_is_written(
+        self, nerve: Nerve, gateway: RunningGateway
+    ) -> None:
+        nerve.loom(gateway.base_url)
+        for args in ((), ("--dry-run",)):
+            done = nerve.migrate(*args)
+            assert done.returncode == 0, done.stdout + done.stderr
+            assert done.stdout.count("\n") == 1 and "nothing to migrate" in done.stdout
+            assert "memu.sqlite" in done.stdout
+        assert not nerve.state_path.exists()
+
+    def test_the_json_says_the_store_was_not_found(
+        self, nerve: Nerve, gateway: RunningGateway
+    ) -> None:
+        nerve.loom(gateway.base_url)
+        done = nerve.migrate("--json")
+        answer = json.loads(done.stdout)
+        assert (answer["found"], answer["items"], answer["exit_status"]) == (False, 0, 0)

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import httpx
 import pytest
 
 from provisioner.cli.memory_migrate import exit_status
@@ -19,7 +20,7 @@ from provisioner.migration.ledger import (
 )
 from provisioner.migration.memu_store import MemuStore
 from provisioner.migration.migrate import (
-    LOOM_FAILING_STREAK,
+    BROAD_FAILURE_STREAK,
     NOT_NOW_BACKOFF_FIRST_S,
     NOT_NOW_JITTER_S,
     NOT_NOW_TRIES,
@@ -179,26 +180,95 @@ class TestNotNow:
         report = await migrate(memu, state, loom, sleep=sleep)
         assert (report.stopped, report.left, sleep.waits) == ("not_now", 2, [])
 
-    async def test_not_now_that_persists_through_every_try_stops_the_run_after_bounded_waits(
+    async def test_an_item_still_not_now_after_its_tries_goes_again_at_the_runs_end(
         self, memu: MemuDb, state: StateStore, loom: FakeLoom
     ) -> None:
+        """REL-16: the item is deferred, the others go on, and it is taken at the end."""
         ids = memu.add_items(10)
         stuck = f"memu-{ids[4]}"
         loom.fault_for = lambda key, n: (
-            CodedFault("busy", code="OVERLOADED") if key == stuck else None
+            CodedFault("busy", code="OVERLOADED")
+            if key == stuck and loom.writes.count(stuck) < NOT_NOW_TRIES
+            else None
+        )
+        sleep = RecordedSleep()
+        report = await migrate(memu, state, loom, sleep=sleep)
+        assert (report.stopped, report.left, report.sent) == ("done", 0, 10)
+        assert (report.deferred, report.deferred_taken, report.not_now) == (1, 1, [])
+        assert loom.writes[-1] == stuck  # after every other item
+        assert loom.writes.count(stuck) == NOT_NOW_TRIES + 1
+        assert report.retries == NOT_NOW_TRIES == len(loom.writes) - report.sent
+        assert len(sleep.waits) == NOT_NOW_TRIES - 1  # the first send at the end waits none
+        assert sorted(loom.stored) == sorted(f"memu-{i}" for i in ids)
+        assert "1 item still not now after its tries, sent again at the run's end: 1 went" in (
+            "\n".join(report.lines())
+        )
+
+    async def test_items_not_now_at_the_end_too_are_left_for_the_next_run_by_id(
+        self, memu: MemuDb, state: StateStore, loom: FakeLoom
+    ) -> None:
+        """REL-16: a round at the run's end that moves none of them ends the run."""
+        ids = memu.add_items(10)
+        stuck = {f"memu-{ids[4]}", f"memu-{ids[7]}"}
+        loom.fault_for = lambda key, n: (
+            CodedFault("busy", code="OVERLOADED") if key in stuck else None
         )
         sleep = RecordedSleep()
         first = await migrate(memu, state, loom, sleep=sleep)
         assert (first.stopped, first.error_kind) == ("not_now", "CodedFault(OVERLOADED)")
-        assert first.left == 6 and ledger(state).totals()["written"] == 4
-        assert loom.writes.count(stuck) == NOT_NOW_TRIES
-        assert len(sleep.waits) == NOT_NOW_TRIES - 1 == first.retries
-        assert sleep.waits == sorted(sleep.waits)  # the backoff grows
+        assert (first.left, first.sent, first.deferred, first.deferred_taken) == (2, 10, 2, 0)
+        assert first.not_now == [
+            {"id": ids[4], "kind": "CodedFault(OVERLOADED)"},
+            {"id": ids[7], "kind": "CodedFault(OVERLOADED)"},
+        ]
+        assert ledger(state).totals()["written"] == 8
+        assert all(loom.writes.count(key) == 2 * NOT_NOW_TRIES for key in stuck)
         assert all(0 < wait <= NOT_NOW_WAIT_MAX_S for wait in sleep.waits)
         loom.fault_for = None
         second = await migrate(memu, state, loom)
-        assert (second.stopped, second.sent, second.already_done) == ("done", 6, 4)
+        assert (second.stopped, second.sent, second.already_done) == ("done", 2, 8)
         assert sorted(loom.stored) == sorted(f"memu-{i}" for i in ids)
+
+    async def test_a_round_at_the_end_that_moves_some_is_followed_by_another(
+        self, memu: MemuDb, state: StateStore, loom: FakeLoom
+    ) -> None:
+        """REL-16: deferred items go round after round while each round moves one."""
+        ids = memu.add_items(4)
+        # Each of the first three items is "not now" for one more round than the one before.
+        rounds = {f"memu-{ids[i]}": i + 1 for i in range(3)}
+        loom.fault_for = lambda key, n: (
+            MayPass("busy") if loom.writes.count(key) < rounds.get(key, 0) * NOT_NOW_TRIES else None
+        )
+        report = await migrate(memu, state, loom)
+        assert (report.stopped, report.left, report.sent) == ("done", 0, 4)
+        assert (report.deferred, report.deferred_taken) == (3, 3)
+        assert report.retries == len(loom.writes) - 4
+        assert sorted(loom.stored) == sorted(f"memu-{i}" for i in ids)
+
+    async def test_items_in_a_row_not_now_through_every_try_mean_loom_fails_broadly(
+        self, memu: MemuDb, state: StateStore, loom: FakeLoom
+    ) -> None:
+        """REL-16: the run ends after BROAD_FAILURE_STREAK such items, not at the first."""
+        memu.add_items(BROAD_FAILURE_STREAK + 3)
+        loom.fault_for = lambda key, n: MayPass("upstream down")
+        report = await migrate(memu, state, loom)
+        assert (report.stopped, report.error_kind) == ("not_now", "MayPass")
+        assert len(loom.writes) == BROAD_FAILURE_STREAK * NOT_NOW_TRIES
+        assert report.left == BROAD_FAILURE_STREAK + 3
+        assert len(report.not_now) == report.deferred == BROAD_FAILURE_STREAK
+
+    async def test_an_item_taken_in_between_breaks_the_row(
+        self, memu: MemuDb, state: StateStore, loom: FakeLoom
+    ) -> None:
+        """REL-16: Loom taking one item in every few is no broad failure."""
+        ids = memu.add_items(4 * BROAD_FAILURE_STREAK)
+        taken = {f"memu-{item_id}" for item_id in ids[:: BROAD_FAILURE_STREAK - 1]}
+        loom.fault_for = lambda key, n: (
+            None if key in taken or loom.writes.count(key) >= NOT_NOW_TRIES else MayPass("busy")
+        )
+        report = await migrate(memu, state, loom)
+        assert (report.stopped, report.left) == ("done", 0)
+        assert report.deferred == len(ids) - len(taken)
 
 
 class TestFaults:
@@ -224,6 +294,47 @@ class TestFaults:
         assert report.stopped == stopped and report.left == 3
         assert len(loom.writes) == 3
         assert ledger(state).last_run().stopped == stopped  # type: ignore[union-attr]
+
+    @pytest.mark.parametrize(
+        "cause",
+        [
+            httpx.ReadError("[Errno 104] Connection reset by peer"),
+            httpx.WriteError("[Errno 32] Broken pipe"),
+            httpx.RemoteProtocolError("peer closed connection without sending complete body"),
+        ],
+        ids=lambda cause: type(cause).__name__,
+    )
+    async def test_a_connection_lost_mid_request_is_not_now_and_the_item_is_sent_again(
+        self, memu: MemuDb, state: StateStore, loom: FakeLoom, cause: Exception
+    ) -> None:
+        """REL-16: a reset, not a broken contract; the run goes on."""
+        ids = memu.add_items(4)
+        lost = BrokenAnswer("the answer broke off or could not be read")
+        lost.__cause__ = cause
+        loom.faults.extend([None, lost])
+        report = await migrate(memu, state, loom)
+        assert (report.stopped, report.left, report.sent, report.retries) == ("done", 0, 4, 1)
+        assert loom.writes.count(f"memu-{ids[1]}") == 2
+        assert sorted(loom.stored) == sorted(f"memu-{i}" for i in ids)
+
+    async def test_a_connection_lost_on_every_try_is_named_with_what_the_transport_met(
+        self, memu: MemuDb, state: StateStore, loom: FakeLoom
+    ) -> None:
+        ids = memu.add_items(2)
+        stuck = f"memu-{ids[0]}"
+
+        def reset(key: str, n: int) -> Exception | None:
+            if key != stuck:
+                return None
+            error = BrokenAnswer("the answer broke off or could not be read")
+            error.__cause__ = httpx.ReadError("[Errno 104] Connection reset by peer")
+            return error
+
+        loom.fault_for = reset
+        report = await migrate(memu, state, loom)
+        assert (report.stopped, report.left) == ("not_now", 1)
+        assert report.not_now == [{"id": ids[0], "kind": "BrokenAnswer(ReadError)"}]
+        assert "not now (1): " in "\n".join(report.lines())
 
     async def test_a_lost_answer_is_sent_again_and_loom_answers_duplicate(
         self, memu: MemuDb, state: StateStore, loom: FakeLoom
@@ -290,12 +401,12 @@ class TestFaults:
     async def test_a_loom_failing_every_item_skips_nothing_and_stops(
         self, memu: MemuDb, state: StateStore, loom: FakeLoom
     ) -> None:
-        memu.add_items(LOOM_FAILING_STREAK + 4)
+        memu.add_items(BROAD_FAILURE_STREAK + 4)
         loom.fault_for = lambda key, n: InternalFault("internal error")
         for _run in range(FAILURES_TO_SKIP + 1):
             report = await migrate(memu, state, loom)
             assert report.stopped == "loom_failing"
-            assert len(report.failing) == LOOM_FAILING_STREAK
+            assert len(report.failing) == BROAD_FAILURE_STREAK
         assert report.skipped == [] and skipped_audit(state) == []
         assert ledger(state).totals()["skipped"] == 0
 
@@ -464,4 +575,4 @@ class TestDryRun:
         await migrate(memu, state, loom)
         with MemuStore(memu.path) as store:
             report = dry_run(store, final_ids_read_only(Path(state.path)))
-        assert (report.would_write, report.already_done) == (3, 2)
+        assert (report.would_write, report.already_done) == (1, 4)

@@ -50,3 +50,13 @@ class Machine:
 
 
 RunHost = Callable[..., subprocess.CompletedProcess]
+
+
+def nerve_is_patched() -> bool:
+    """Whether the Nerve installed here carries patches/nerve-adoption.patch (NERVE-18)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("nerve.agent.engine")
+    if spec is None or spec.origin is None:
+        return False
+    return "nerve_memory" in Path(spec.origin).read_text(encoding="utf-8")

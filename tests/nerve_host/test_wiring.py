@@ -80,6 +80,7 @@ class TestTheWiringOnNervesObjects:
             namespace: dict[str, Any] = {
                 "settings": nerve_settings(),
                 "config_dir": machine.config_dir,
+                "nerve_home": machine.state,
                 "workspace": loaded.workspace,
                 "transcripts": None,  # Nerve's own nerve.db, in $NERVE_HOME
             }

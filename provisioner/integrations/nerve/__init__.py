@@ -1,7 +1,18 @@
 """The host API: every name Nerve calls to adopt the package, and the only public ones.
 
-These sixteen names are the package's promise to a host (docs/host-api.md, NERVE-1…NERVE-11);
-every module path under them is internal and may move. The engine's part (NERVE-5):
+These names are the package's promise to a host (docs/host-api.md, NERVE-1…NERVE-18); every
+module path under them is internal and may move. What Nerve's adoption patch calls (NERVE-13…
+NERVE-18):
+
+* ``nerve_memory`` — the engine's memory in one object, a ``NerveMemory``: memU's tools hidden,
+  the session's ``loom`` MCP server, the prompt's memory section and recall, the sweep Nerve's
+  own loop runs, one state in ``$NERVE_HOME``; inert under memU;
+* ``hidden_tools`` — the tools Nerve must not offer under the configured backend;
+* ``nerve_router`` — the Memory card's routes with the configuration read from Nerve's folders;
+* ``allow_config_keys``, ``cron_job_prompt``, ``doctor_lines`` — the hooks of Nerve's key check,
+  cron loader and doctor;
+
+the engine's part, for a host that wires pieces by hand (NERVE-5):
 
 * ``memory_backend`` — the backend Nerve's configuration names, ``memu`` or ``loom``;
 * ``nerve_settings`` — Nerve's merged settings, as the two below read them (NERVE-8);
@@ -32,6 +43,15 @@ from provisioner.runtime.lazy import lazy_names
 
 if TYPE_CHECKING:  # the names for type checkers; at run time each comes from _HOME
     from provisioner.integrations.nerve.cli import extend_cli  # noqa: F401
+    from provisioner.integrations.nerve.engine import (  # noqa: F401
+        NerveMemory,
+        allow_config_keys,
+        cron_job_prompt,
+        doctor_lines,
+        hidden_tools,
+        nerve_memory,
+        nerve_router,
+    )
     from provisioner.integrations.nerve.settings import nerve_settings  # noqa: F401
     from provisioner.integrations.nerve.sweeper import nerve_sweeper  # noqa: F401
     from provisioner.integrations.nerve.transcripts import NerveTranscripts  # noqa: F401
@@ -51,6 +71,13 @@ if TYPE_CHECKING:  # the names for type checkers; at run time each comes from _H
     from provisioner.web import fastapi_router  # noqa: F401
 
 _HOME: dict[str, str] = {
+    "nerve_memory": "provisioner.integrations.nerve.engine",
+    "NerveMemory": "provisioner.integrations.nerve.engine",
+    "hidden_tools": "provisioner.integrations.nerve.engine",
+    "nerve_router": "provisioner.integrations.nerve.engine",
+    "allow_config_keys": "provisioner.integrations.nerve.engine",
+    "cron_job_prompt": "provisioner.integrations.nerve.engine",
+    "doctor_lines": "provisioner.integrations.nerve.engine",
     "memory_backend": "provisioner.runtime",
     "nerve_settings": "provisioner.integrations.nerve.settings",
     "LoomMemory": "provisioner.runtime",

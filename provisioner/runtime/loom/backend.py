@@ -42,7 +42,7 @@ import httpx
 
 from provisioner.runtime.clock import Clock, Sleep
 from provisioner.runtime.errors import MemoryBackendUnavailable
-from provisioner.runtime.gateway.catalog import GatewayCatalog
+from provisioner.runtime.gateway.catalog import CatalogServer, GatewayCatalog
 from provisioner.runtime.gateway.client import EXTRACTION, READ, LoomConnection
 from provisioner.runtime.gateway.errors import GatewayError, NoAnswer
 from provisioner.runtime.loom import contract
@@ -291,6 +291,11 @@ class LoomMemory:
         if catalog is None or not catalog.lists(LOOM_SERVER):
             return False
         return self._connection.breaker.state != "open"
+
+    def catalog_server(self) -> CatalogServer | None:
+        """The ``loom`` server of the last good catalog (its URL and tools), or None (NERVE-13)."""
+        latest = self._catalog.latest if self._catalog is not None else None
+        return latest.server(LOOM_SERVER) if latest is not None else None
 
     def agent_tools(self) -> frozenset[str]:
         """The Loom tools the catalog lists for the agent; empty without ``loom`` (TXT-3)."""

@@ -472,6 +472,7 @@ class TestTheWiringSection:
         namespace: dict[str, Any] = {
             "settings": nerve_settings(gateway.base_url, namespace="ada"),
             "config_dir": tmp_path / "nerve",
+            "nerve_home": tmp_path / "nerve-home",
             "workspace": workspace,
             "transcripts": transcripts,
         }
@@ -479,7 +480,7 @@ class TestTheWiringSection:
             await run_block(0, namespace)  # initialize
             memory = namespace["memory"]
             assert isinstance(memory, LoomMemory) and memory.available
-            assert (tmp_path / "nerve" / "memory" / "state.sqlite3").is_file()
+            assert (tmp_path / "nerve-home" / "memory" / "state.sqlite3").is_file()
 
             await run_block(1, namespace)  # the startup recall
             session_block = namespace["session_block"]

@@ -38,7 +38,9 @@ class TestTryLoomLocally:
         assert port_is_free(8787), "the README's gateway port 8787 is taken on this machine"
         home = tmp_path / "home"
         home.mkdir()
-        done = run_commands([*section_commands(SECTION)[1:], "kill %1"], cwd=tmp_path, home=home)
+        commands = section_commands(SECTION)[1:]
+        assert commands[-1] == "kill %1", "the section leaves its gateway on the next one's port"
+        done = run_commands(commands, cwd=tmp_path, home=home)
         assert done.returncode == 0, done.stderr
         assert "mcp_gateway_url: http://127.0.0.1:8787" in done.stdout
         assert "<session-context>" in done.stdout
