@@ -134,7 +134,7 @@ def build_fleet(root: Path, size: int) -> Path:
     lines = []
     for index in range(size):
         configure(root / f"i{index}" / "config", BACKENDS[index % 2])
-        lines.append(f"- {{workspace: i{index}/ws, config_dir: i{index}/config}}\n")
+        lines.append(f"- {{workspace: i{index}/ws, config_dir: i{index}/config, create: true}}\n")
     inventory = root / "fleet.yaml"
     inventory.write_text("".join(lines), encoding="utf-8")
     return inventory

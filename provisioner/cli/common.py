@@ -144,8 +144,8 @@ def refuse_missing_folders(args: argparse.Namespace, *, workspace: bool = True) 
     command but init calls this (init makes its folders; a sweep, import or migration would
     otherwise write its state into a folder a typo named). ``workspace=False``
     leaves the workspace to the command: doctor reports a missing one as a finding, with the
-    init that makes it, and the memory commands read only its settings file, which may be
-    absent.
+    init that makes it, and most memory commands read only its settings file, which may be
+    absent; ``memory status`` refuses a missing one, as doctor does not pass it.
     """
     named = [("--config-dir", CONFIG_DIR_ENV, args.config_dir)]
     if workspace:

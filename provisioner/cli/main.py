@@ -278,7 +278,10 @@ def _command_named(argv: Sequence[str] | None) -> str | None:
 
 
 def _one_line(error: Exception) -> str:
-    return " ".join(str(error).split("\n"))
+    """The error as one line, no URL's credentials in it (REL-14)."""
+    from provisioner.runtime.gateway.masking import masked
+
+    return masked(" ".join(str(error).split("\n")))
 
 
 def _data(pairs: Sequence[str]) -> dict[str, str]:
@@ -379,8 +382,9 @@ def _run_golden_check(args: argparse.Namespace) -> int:
 def _run_golden_update(args: argparse.Namespace) -> int:
     """Update the backends named, else every backend not protected by name (GOLD-3).
 
-    Without ``--backend`` it also checks the protected ones and says in one line what is
-    left; the exit status is then 1 while a check would still fail, as the check's is.
+    It also checks every backend it left alone and says in one line what is left there; the
+    exit status is 1 while a check would still fail, as the check's is, whether or not
+    backends were named (``--backend loom`` while memU's goldens differ: 1).
     """
     from provisioner.backends import BACKEND_NAMES, BACKENDS
     from provisioner.golden import check as golden
@@ -389,7 +393,7 @@ def _run_golden_update(args: argparse.Namespace) -> int:
 
     protected = [name for name, entry in BACKENDS.items() if entry.goldens.by_name_only]
     backends = args.backend or [name for name in BACKEND_NAMES if name not in protected]
-    also_check = () if args.backend else protected
+    also_check = [name for name in BACKEND_NAMES if name not in backends]
     golden_dir = args.golden_dir or golden.default_golden_dir()
     source = template_source(golden_dir)
     with source.active():

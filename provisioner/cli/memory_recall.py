@@ -156,7 +156,11 @@ def _run_recall(args: argparse.Namespace) -> int:
 
 
 def _run_status(args: argparse.Namespace) -> int:
+    from provisioner.cli.common import refuse_missing_folders
+
+    refuse_missing_folders(args)  # FLEET-4: a named workspace that is not there, as doctor does
     config, config_dir = _loaded_config(args)
+    _refuse_a_guessed_backend(config)
     if config.memory_backend != "loom":
         return _kept_in_memu(args, status=True)
     import asyncio
@@ -187,6 +191,21 @@ def _run_status(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write("".join(_lines(_shown_status(report), 0)))
     return EXIT_OK
+
+
+def _refuse_a_guessed_backend(config: Any) -> None:
+    """A misspelt key of this package's (``memroy:``) leaves the backend at memU without the
+    configuration naming it: saying "kept in memU" with exit 0 would be a guess a monitor takes
+    for the truth, so status refuses it in one line, with the warning doctor gives (FLEET-4)."""
+    from provisioner.config.checks import misspelt_own_keys
+
+    for key, meant in misspelt_own_keys(config.data):
+        said = next((w for w in config.warnings if f": {key}: unknown key" in w), "")
+        where = said.split(f": {key}: ")[0] + ": " if said else ""
+        raise UsageError(
+            f"{where}{key}: unknown key, likely a misspelt {meant}; expected {meant}, since "
+            "memory status cannot say which backend is used until it is spelt right"
+        )
 
 
 def _with_sweep_facts(memory: LoomMemory, report: dict[str, Any], config: Any) -> dict[str, Any]:

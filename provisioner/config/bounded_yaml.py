@@ -39,23 +39,28 @@ class YamlLimitError(ValueError):
         self.line = line
 
 
-def read_small_text(path: Path) -> str | None:
+def read_small_text(path: Path, max_bytes: int = MAX_BYTES) -> str | None:
     """The UTF-8 text of the regular file at ``path``; None when nothing is there.
 
     A FIFO, device or folder is refused before it is read (reading a FIFO would hang), and so
-    is a file over ``MAX_BYTES``. Raises ``YamlLimitError`` for those, ``OSError`` for other
+    is a file over ``max_bytes``. Raises ``YamlLimitError`` for those, ``OSError`` for other
     failures and ``UnicodeDecodeError`` for text that is not UTF-8.
     """
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
         return None
-    with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+    try:
+        handle = os.fdopen(fd, "rb")  # a folder raises IsADirectoryError, as reading it would
+    except BaseException:
+        os.close(fd)
+        raise
+    with handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO or device: never read
             raise YamlLimitError("is not a regular file; expected a YAML file")
-        data = handle.read(MAX_BYTES + 1)
-    if len(data) > MAX_BYTES:
-        raise YamlLimitError(f"is larger than {MAX_BYTES} bytes; expected a small YAML file")
+        data = handle.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise YamlLimitError(f"is larger than {max_bytes} bytes; expected a smaller file")
     return data.decode("utf-8")
 
 

@@ -110,6 +110,21 @@ def _likely(key: Any, known: tuple[str, ...]) -> str:
     return f" did you mean {close[0]}?" if close else ""
 
 
+def misspelt_own_keys(merged: Mapping[Any, Any]) -> list[tuple[str, str]]:
+    """Each unknown top-level key that is a likely typo of one of this package's own keys, with
+    that key: ``[("memroy", "memory")]``. Such a configuration leaves the backend at its default
+    without naming it, so what a command would say of memory is a guess (FLEET-4)."""
+    known = (*TOP_LEVEL_KEYS, *NERVE_TOP_LEVEL_KEYS)
+    found = []
+    for key in merged:
+        if key in known:
+            continue
+        close = difflib.get_close_matches(str(key), known, n=1, cutoff=LIKELY_TYPO_RATIO)
+        if close and close[0] in TOP_LEVEL_KEYS:
+            found.append((str(key), close[0]))
+    return found
+
+
 class KeyChecker:
     """Checks of merged values, each blamed on the file the value came from."""
 

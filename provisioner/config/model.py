@@ -14,6 +14,7 @@ from typing import Any
 
 from provisioner.backends import LoomSettings
 from provisioner.errors import UserError
+from provisioner.runtime.gateway.masking import masked
 
 
 class ConfigError(UserError):
@@ -29,7 +30,7 @@ class ConfigError(UserError):
     ) -> None:
         self.path = path
         self.key = key
-        self.problem = single_line(problem)
+        self.problem = masked(single_line(problem))  # REL-14: whatever value it quotes
         self.line = line
         self.missing: tuple[str, ...] = ()  # CONF-2: the unset required variables, if any
         super().__init__(located(path, key, self.problem))
@@ -81,8 +82,8 @@ def source_of(sources: Mapping[str, Path], key: str) -> Path | None:
 
 
 def located(path: Path | None, key: str | None, problem: str) -> str:
-    """``file: key: problem``, leaving out what is not known."""
-    return ": ".join(str(part) for part in (path, key, problem) if part is not None)
+    """``file: key: problem``, leaving out what is not known; no URL's credentials (REL-14)."""
+    return masked(": ".join(str(part) for part in (path, key, problem) if part is not None))
 
 
 def single_line(text: str) -> str:

@@ -3,13 +3,15 @@
 Only an absolute ``http`` or ``https`` URL with a host is used as a gateway address or shown
 as a link; anything with blanks or control characters in it is refused (browsers strip them,
 which turns ``java\\tscript:`` back into a scheme). A configured URL carries no user or
-password, and an error that quotes a URL hides them. Standard library only, so the web page
-can use it without the config loader.
+password, and an error that quotes a URL hides them, and its query and fragment (REL-14).
+Standard library and the runtime only, so the web page can use it without the config loader.
 """
 
 from __future__ import annotations
 
 from urllib.parse import SplitResult, urlsplit
+
+from provisioner.runtime.gateway.masking import masked
 
 HTTP_SCHEMES = ("http", "https")  # CONF-5, CONF-6
 
@@ -34,10 +36,8 @@ def has_credentials(parts: SplitResult) -> bool:
 
 
 def redacted(text: str) -> str:
-    """``text`` quoted, with any user and password in a URL replaced, so errors leak no secret."""
-    if "@" in text and "://" in text:
-        scheme, rest = text.split("://", 1)
-        authority, slash, tail = rest.partition("/")
-        if "@" in authority:
-            text = f"{scheme}://***@{authority.rsplit('@', 1)[1]}{slash}{tail}"
-    return repr(text)
+    """``text`` quoted, with any URL's user info, query and fragment masked (REL-14)."""
+    return masked(repr(text))
+
+
+__all__ = ["HTTP_SCHEMES", "absolute_http_url", "has_credentials", "masked", "redacted"]

@@ -8,10 +8,14 @@ a render depends only on the answers, so each set of answers is rendered once, a
 after the first of its profile and backend is rendered through the compiled templates of
 one Jinja environment rather than by a Copier run of its own.
 
-A workspace that fails is reported as ``error`` with one line, and the others go on; one
-whose init lock another process holds is also ``busy`` (exit status 75). An interrupt stops
+A workspace that fails is reported as ``error`` with one line and the exit status its cause
+takes (REL-15: 2 for what a person must fix in the inventory or the workspace, 73, 74 or 75
+for a fault of the machine, as every command gives them), and the others go on; one whose
+init lock another process holds is ``busy`` (75). A workspace worded for one backend while its
+configuration names another is ``mismatch``, never up to date (FLEET-1). An interrupt stops
 the run between workspaces: those under way finish (each is journaled, so even a kill leaves
-whole files that the next run completes) and the rest are not started.
+whole files that the next run completes), the rest are ``not_started``, and the run returns
+what it has, with ``interrupted`` set, for the report.
 """
 
 from __future__ import annotations
@@ -24,8 +28,14 @@ from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 
 from provisioner.errors import TemplateBroken, UserError
-from provisioner.fleet.inventory import Entry
-from provisioner.runtime.sqlite_file import FileFault, file_fault
+from provisioner.fleet.inventory import Entry, workspace_refusal
+from provisioner.runtime.gateway.masking import masked
+from provisioner.runtime.sqlite_file import (
+    EXIT_LOOK_AT_FILE,
+    EXIT_TRY_LATER,
+    FileFault,
+    file_fault,
+)
 from provisioner.workspace.init import InitRequest, run_init
 from provisioner.workspace.jinja_render import render_through_jinja
 from provisioner.workspace.lock import WorkspaceBusy
@@ -37,9 +47,15 @@ from provisioner.workspace.render import Answers, RenderedFile
 UP_TO_DATE = "up_to_date"  # FLEET-1: the statuses of a workspace
 DRIFT = "drift"
 CONFLICT = "conflict"
+MISMATCH = "mismatch"  # FLEET-1: worded for one backend, configured for the other
+BUSY = "busy"  # FLEET-1: another process holds it; the same run works later
 ERROR = "error"
-STATUSES = (UP_TO_DATE, DRIFT, CONFLICT, ERROR)
+NOT_STARTED = "not_started"  # FLEET-1: an interrupted run never reached it
+STATUSES = (UP_TO_DATE, DRIFT, CONFLICT, MISMATCH, BUSY, ERROR, NOT_STARTED)
+CHANGING_ACTIONS = ("create", "reword", "merge")  # FLEET-1: what makes a workspace changed
 DEFAULT_JOBS = 4  # our choice: renders are shared and files small; more threads buy little
+FDS_PER_JOB = 16  # REL-13: a workspace's folder, lock, journal, a file and its temporary, twice
+FDS_KEPT = 64  # REL-13: descriptors left to the process itself (Python, the inventory, stdio)
 
 
 @dataclass(frozen=True)
@@ -53,13 +69,38 @@ class FileAction:
 
 @dataclass(frozen=True)
 class WorkspaceOutcome:
-    """One workspace's status, its files' actions, and the error line of a failed one."""
+    """One workspace's status, its files' actions, the error line of a failed or busy one and
+    the exit status its cause takes (REL-15), or the line that says why it mismatches."""
 
     entry: Entry
     status: str
     files: tuple[FileAction, ...] = ()
     error: str = ""
-    busy: bool = False
+    exit_status: int = 0
+    note: str = ""
+
+    @property
+    def busy(self) -> bool:
+        return self.status == BUSY
+
+    @property
+    def changed(self) -> bool:
+        """Whether a file was (update) or would be (check) created, re-worded or merged."""
+        return any(action.action in CHANGING_ACTIONS for action in self.files)
+
+
+def jobs_allowed() -> int:
+    """How many workspaces this process may handle at once: what its open-file limit leaves
+    (REL-13), ``FDS_PER_JOB`` each after ``FDS_KEPT``; at least 1."""
+    try:
+        import resource
+
+        soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except (ImportError, OSError, ValueError):
+        return DEFAULT_JOBS
+    if soft == resource.RLIM_INFINITY:
+        soft = 1 << 20
+    return max(1, (soft - FDS_KEPT) // FDS_PER_JOB)
 
 
 def file_actions(placement: Placement) -> tuple[FileAction, ...]:
@@ -74,13 +115,16 @@ def file_actions(placement: Placement) -> tuple[FileAction, ...]:
     return tuple(sorted(actions, key=lambda action: action.path))
 
 
-def status_of(placement: Placement, *, updated: bool) -> str:
+def status_of(placement: Placement, *, updated: bool, mismatch: bool = False) -> str:
     """A checked workspace drifts when init would change a file; an updated one is up to date
-    once placed, unless a conflict is left."""
+    once placed, unless a conflict is left, or its wording and configuration name different
+    backends (``mismatch``, FLEET-1)."""
     if placement.conflicts:
         return CONFLICT
     if placement.changes and not updated:
         return DRIFT
+    if mismatch:
+        return MISMATCH
     return UP_TO_DATE
 
 
@@ -162,6 +206,7 @@ class FleetRun:
     jobs: int = DEFAULT_JOBS
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     cache: RenderCache = field(default_factory=RenderCache)
+    interrupted: bool = False
 
     def one(self, entry: Entry) -> WorkspaceOutcome:
         """Check or update one workspace; a failure is its ``error`` outcome, never raised."""
@@ -175,21 +220,36 @@ class FleetRun:
         )
         options = InitOptions(check=not self.update, conflict=self.conflict, renderer=self.cache)
         try:
+            refusal = workspace_refusal(entry)
+            if refusal is not None:
+                return WorkspaceOutcome(entry, ERROR, error=refusal, exit_status=EXIT_LOOK_AT_FILE)
             result = run_init(request, None, options)
         except WorkspaceBusy as error:
-            return WorkspaceOutcome(entry, ERROR, error=_line(error), busy=True)
+            return WorkspaceOutcome(entry, BUSY, error=_line(error), exit_status=EXIT_TRY_LATER)
         except (UserError, TemplateBroken) as error:
-            return WorkspaceOutcome(entry, ERROR, error=_line(error))
-        except FileFault as fault:
-            return WorkspaceOutcome(entry, ERROR, error=_line(fault), busy=fault.kind == "busy")
-        except OSError as error:
-            named = file_fault(error, error.filename) if error.filename else None
+            return WorkspaceOutcome(entry, ERROR, error=_line(error), exit_status=EXIT_LOOK_AT_FILE)
+        except (FileFault, OSError) as error:
+            path = getattr(error, "filename", None) or entry.workspace_path
+            named = file_fault(error, path)
             if named is None:
                 raise
-            return WorkspaceOutcome(entry, ERROR, error=_line(named), busy=named.kind == "busy")
+            status = BUSY if named.kind == "busy" else ERROR
+            line = _line(named)
+            return WorkspaceOutcome(entry, status, error=line, exit_status=named.exit_status)
         placement = result.placement
+        wording = result.answers.memory_backend
+        configured = result.configured_backend
+        mismatch = configured is not None and configured != wording
         return WorkspaceOutcome(
-            entry, status_of(placement, updated=self.update), file_actions(placement)
+            entry,
+            status_of(placement, updated=self.update, mismatch=mismatch),
+            file_actions(placement),
+            note=(
+                f"worded for {wording} while its configuration names {configured}; "
+                "set the backend in the configuration, or word it for the configured one"
+            )
+            if mismatch
+            else "",
         )
 
     def all(
@@ -199,23 +259,34 @@ class FleetRun:
     ) -> list[WorkspaceOutcome]:
         """Every entry's outcome, in the inventory's order.
 
-        On an interrupt (``KeyboardInterrupt``) the workspaces not started are cancelled,
-        those under way finish, and the interrupt goes on to the caller.
+        On an interrupt (``KeyboardInterrupt``) the workspaces not started are cancelled and
+        reported ``not_started``, those under way finish and are reported, and
+        ``interrupted`` is set; the caller says so and exits with the signal's status.
         """
         outcomes: dict[int, WorkspaceOutcome] = {}
         pool = ThreadPoolExecutor(max_workers=max(1, self.jobs), thread_name_prefix="fleet")
+        futures: dict[Future[WorkspaceOutcome], int] = {}
         try:
-            futures: dict[Future[WorkspaceOutcome], int] = {
-                pool.submit(self.one, entry): index for index, entry in enumerate(entries)
-            }
+            for index, entry in enumerate(entries):
+                futures[pool.submit(self.one, entry)] = index
             for done in as_completed(futures):
                 outcomes[futures[done]] = done.result()
                 if progress is not None:
                     progress(len(outcomes), len(entries))
+        except KeyboardInterrupt:
+            self.interrupted = True
+            pool.shutdown(wait=True, cancel_futures=True)
+            for future, index in futures.items():
+                if index not in outcomes and future.done() and not future.cancelled():
+                    outcomes[index] = future.result()
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
-        return [outcomes[index] for index in range(len(entries))]
+        return [
+            outcomes.get(index) or WorkspaceOutcome(entry, NOT_STARTED)
+            for index, entry in enumerate(entries)
+        ]
 
 
 def _line(error: BaseException) -> str:
-    return " ".join(str(error).split())
+    """The error as one line, no URL's credentials in it (REL-14)."""
+    return masked(" ".join(str(error).split()))

@@ -82,6 +82,9 @@ class InitResult:
     memory_step: dict[str, Any]
     warnings: tuple[str, ...] = ()
     locked: bool = False
+    # FLEET-1: the backend the instance's configuration has it use, when that is known here
+    # (not for a locked instance whose service variables this run cannot see)
+    configured_backend: str | None = None
 
 
 @dataclass
@@ -116,7 +119,11 @@ class Prompter:
 
     def ask_secret(self, label: str) -> str:
         if self.read_secret is not None:
-            return self.read_secret(f"{label}: ").strip()
+            try:
+                return self.read_secret(f"{label}: ").strip()
+            except EOFError:  # Ctrl-D at a terminal's hidden prompt: as at any other question
+                self.output.write("\n")
+                raise InitError(f"input ended while asking: {label}:") from None
         return self._line(f"{label}: ")
 
     def _line(self, prompt: str) -> str:
@@ -211,6 +218,7 @@ def _provision(
     bases = read_bases(root, lambda: options.render(Answers.from_data(recorded.answers)))
     step = None if options.check else memory_setup_step(answers, config, request, prompter, locked)
     placement = options.place(rendered, root, recorded, answers.record(recorded.answers), bases)
+    named = "memory.backend" in config.sources and "memory.backend" not in config.defaulted
     return InitResult(
         request.workspace,
         answers,
@@ -219,6 +227,7 @@ def _provision(
         step or {},
         tuple(warnings),
         locked,
+        config.memory_backend if named or not locked else None,
     )
 
 

@@ -119,3 +119,40 @@ class TestAWorkspaceThatDoesNotExist:
         missing = tmp_path / "typo"
         assert main(["diff", "--workspace", str(missing)]) == 2
         assert f"--workspace {missing}: no such folder" in one_line_error(capsys)
+
+
+class TestMemoryStatusRefusesWhatDoctorRefuses:
+    """FLEET-4: status must not answer "kept in memU", exit 0, where doctor finds a fault."""
+
+    def test_a_workspace_that_does_not_exist_is_refused(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        (tmp_path / "cfg").mkdir()
+        missing = tmp_path / "ws"
+        argv = ["memory", "status", "--json", "--config-dir", str(tmp_path / "cfg")]
+        assert main([*argv, "--workspace", str(missing)]) == 2
+        assert f"--workspace {missing}: no such folder" in one_line_error(capsys)
+
+    def test_a_misspelt_memory_key_is_refused_naming_the_key_meant(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        config_dir = tmp_path / "cfg"
+        config_dir.mkdir()
+        (config_dir / "config.yaml").write_text("memroy:\n  backend: loom\n", encoding="utf-8")
+        (tmp_path / "ws").mkdir()
+        argv = ["memory", "status", "--config-dir", str(config_dir)]
+        assert main([*argv, "--workspace", str(tmp_path / "ws")]) == 2
+        line = one_line_error(capsys)
+        assert (
+            f"{config_dir / 'config.yaml'}: memroy: unknown key, likely a misspelt memory" in line
+        )
+        assert "memU" not in line
+
+    def test_an_unknown_key_unlike_its_own_still_answers(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        config_dir = tmp_path / "cfg"
+        config_dir.mkdir()
+        (config_dir / "config.yaml").write_text("colour_scheme: dark\n", encoding="utf-8")
+        assert main(["memory", "status", "--json", "--config-dir", str(config_dir)]) == 0
+        assert json.loads(capsys.readouterr().out)["status"] == "not_loom"

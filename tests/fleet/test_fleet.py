@@ -10,7 +10,7 @@ import yaml
 
 from provisioner.backends import MEMU_TOOLS
 from provisioner.fleet.inventory import read_inventory
-from provisioner.fleet.run import FleetRun, RenderCache
+from provisioner.fleet.run import STATUSES, FleetRun, RenderCache
 from provisioner.workspace.merge import MARKED
 from tests.fleet.provisioning import (
     AGENT_LINE,
@@ -47,6 +47,11 @@ def fleet(tmp_path: Path, provision: Provision) -> Path:
     return tmp_path / "fleet.yaml"
 
 
+def counts(**given: int) -> dict[str, int]:
+    """A summary: every status of FLEET-1 counted, those not given as 0."""
+    return {status: given.get(status, 0) for status in STATUSES}
+
+
 def fleet_run(*args: str):
     return run_main(["fleet", *args])
 
@@ -62,7 +67,7 @@ class TestCheck:
         assert ran.status == 0, ran.stdout
         document = ran.json()
         assert document["schema"] == 1
-        assert document["summary"] == {"up_to_date": 4, "drift": 0, "conflict": 0, "error": 0}
+        assert document["summary"] == counts(up_to_date=4)
         assert [w["workspace"] for w in document["workspaces"]] == [
             f"instances/i{index}/ws" for index in range(4)
         ]
@@ -138,14 +143,25 @@ class TestUpdate:
         assert inline.status == 1
         assert MARKED in agents.read_text()
 
-    def test_a_memory_backend_in_the_inventory_overrides_the_config(
+    def test_a_memory_backend_in_the_inventory_overrides_the_config_and_says_it_mismatches(
         self, tmp_path: Path, provision: Provision
     ) -> None:
+        """FLEET-1: worded for Loom while the configuration has the instance use memU is never
+        up to date, after the update as at the check."""
         provision("ws")
         inventory = tmp_path / "fleet.yaml"
         inventory.write_text("- {workspace: ws, config_dir: cfg, memory_backend: loom}\n")
-        assert fleet_run("update", "--inventory", str(inventory)).status == 0
+        updated = fleet_run("update", "--inventory", str(inventory), "--json")
+        assert updated.status == 1
         assert "mcp__loom__" in (tmp_path / "ws" / "TOOLS.md").read_text()
+        [workspace] = updated.json()["workspaces"]
+        assert workspace["status"] == "mismatch"
+        assert "worded for loom while its configuration names memu" in workspace["note"]
+        checked = fleet_run("check", "--inventory", str(inventory))
+        assert checked.status == 1
+        assert checked.stdout.startswith("mismatch   ws\n  worded for loom")
+        configure(tmp_path / "cfg", "loom")
+        assert fleet_run("check", "--inventory", str(inventory)).status == 0
 
 
 class TestErrors:
@@ -199,7 +215,7 @@ class TestErrors:
         ran = fleet_run("update", "--inventory", str(fleet), "--json")
         assert ran.status == 2
         document = ran.json()
-        assert document["summary"] == {"up_to_date": 4, "drift": 0, "conflict": 0, "error": 1}
+        assert document["summary"] == counts(up_to_date=4, error=1)
         [failed] = [w for w in document["workspaces"] if w["status"] == "error"]
         assert failed["workspace"] == "instances/file" and "not a folder" in failed["error"]
         assert "instances/file" in ran.stderr and len(ran.stderr.splitlines()) == 1

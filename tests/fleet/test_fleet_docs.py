@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.fleet.provisioning import AGENT_LINE, EARLIER_LINE, Provision, add_agent_line
+from tests.fleet.test_fleet_processes import environment, lock_held
 from tests.support.processes import clean_environment
 from tests.support.readme_blocks import run_commands, section_commands
 from tests.support.repo import REPO_ROOT
@@ -52,9 +54,16 @@ def ansible_playbook() -> str | None:
     return str(beside) if beside.exists() else shutil.which("ansible-playbook")
 
 
-def nerve_provisioner() -> str:
-    beside = Path(sys.executable).with_name("nerve-provisioner")
-    return str(beside) if beside.exists() else shutil.which("nerve-provisioner") or ""
+def nerve_provisioner(folder: Path) -> str:
+    """A ``nerve-provisioner`` that runs this checkout's package, whatever is installed: the
+    module tasks of Ansible do not keep the test's ``PYTHONPATH``."""
+    script = folder / "nerve-provisioner"
+    script.write_text(
+        f"#!/bin/sh\nPYTHONPATH={shlex.quote(str(REPO_ROOT))} "
+        f'exec {shlex.quote(sys.executable)} -m provisioner "$@"\n'
+    )
+    script.chmod(0o755)
+    return str(script)
 
 
 @pytest.mark.slow
@@ -63,7 +72,9 @@ def nerve_provisioner() -> str:
     reason="ansible-playbook is not installed (pip install ansible-core, in the test extra)",
 )
 class TestTheAnsiblePlaybook:
-    def play(self, tmp_path: Path, inventory: Path) -> tuple[subprocess.CompletedProcess, tuple]:
+    def play(
+        self, tmp_path: Path, inventory: Path, *options: str
+    ) -> tuple[subprocess.CompletedProcess, tuple]:
         playbook = tmp_path / "nerve-fleet.yml"
         playbook.write_text(playbook_text())
         hosts = tmp_path / "hosts.ini"
@@ -82,14 +93,14 @@ class TestTheAnsiblePlaybook:
                 "ANSIBLE_RETRY_FILES_ENABLED": "0",
             },
         )
-        assert nerve_provisioner(), "the nerve-provisioner script is installed with the package"
         ran = subprocess.run(
             [
                 str(ansible_playbook()),
                 "-i", str(hosts),
                 str(playbook),
-                "-e", f"nerve_provisioner={nerve_provisioner()}",
+                "-e", f"nerve_provisioner={nerve_provisioner(tmp_path)}",
                 "-e", f"fleet_inventory={inventory}",
+                *options,
             ],
             capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300,
         )  # fmt: skip
@@ -118,7 +129,7 @@ class TestTheAnsiblePlaybook:
         assert AGENT_LINE in agents and "mcp__loom__" in agents
         again, (_ok, changed, failed) = self.play(tmp_path, inventory)
         assert (changed, failed) == (0, 0), again.stdout
-        assert "Update the workspaces that drift" in again.stdout and "skipping" in again.stdout
+        assert "Update the workspaces" in again.stdout and "skipping" in again.stdout
 
     def test_a_conflict_left_fails_the_host_naming_the_workspace(
         self, tmp_path: Path, provision: Provision, older_assets: Path
@@ -128,5 +139,42 @@ class TestTheAnsiblePlaybook:
         agents.write_text(agents.read_text().replace(EARLIER_LINE, "This guide is mine now."))
         ran, (_ok, _changed, failed) = self.play(tmp_path, inventory)
         assert failed == 1, ran.stdout
-        assert "conflicts left in b" in ran.stdout
+        assert "left for a person: b (conflict)" in ran.stdout
         assert "This guide is mine now." in agents.read_text()
+
+    def test_under_check_mode_drift_shows_as_changed_and_nothing_is_written(
+        self, tmp_path: Path, provision: Provision
+    ) -> None:
+        inventory = self.fleet(tmp_path, provision)
+        (tmp_path / "cfg" / "config.yaml").write_text("memory:\n  backend: loom\n")
+        before = {n: (tmp_path / n / "TOOLS.md").read_bytes() for n in ("a", "b")}
+        ran, (_ok, changed, failed) = self.play(tmp_path, inventory, "--check")
+        assert (changed, failed) == (1, 0), ran.stdout
+        assert "would update a, b" in ran.stdout
+        assert {n: (tmp_path / n / "TOOLS.md").read_bytes() for n in ("a", "b")} == before
+
+    def test_a_workspace_in_error_fails_the_host_after_its_good_workspaces_are_updated(
+        self, tmp_path: Path, provision: Provision
+    ) -> None:
+        inventory = self.fleet(tmp_path, provision)
+        entries = json.loads(inventory.read_text())
+        inventory.write_text(json.dumps([*entries, {"workspace": "gone", "config_dir": "cfg"}]))
+        (tmp_path / "cfg" / "config.yaml").write_text("memory:\n  backend: loom\n")
+        ran, (_ok, changed, failed) = self.play(tmp_path, inventory)
+        assert (changed, failed) == (1, 1), ran.stdout
+        assert "left for a person: gone (error)" in ran.stdout
+        for name in ("a", "b"):
+            assert "mcp__loom__" in (tmp_path / name / "TOOLS.md").read_text()
+
+    def test_a_busy_workspace_is_retried_then_fails_the_host_the_others_updated(
+        self, tmp_path: Path, provision: Provision
+    ) -> None:
+        inventory = self.fleet(tmp_path, provision)
+        (tmp_path / "cfg" / "config.yaml").write_text("memory:\n  backend: loom\n")
+        retries = ("-e", "fleet_busy_retries=1", "-e", "fleet_busy_delay=0")
+        with lock_held(tmp_path / "b", environment(tmp_path)):
+            ran, (_ok, _changed, failed) = self.play(tmp_path, inventory, *retries)
+        assert failed == 1, ran.stdout
+        assert ran.stdout.count("FAILED - RETRYING: [localhost]: Update the workspaces") == 1
+        assert "mcp__loom__" in (tmp_path / "a" / "TOOLS.md").read_text()
+        assert "mcp__loom__" not in (tmp_path / "b" / "TOOLS.md").read_text()

@@ -90,21 +90,26 @@ class TestBusy:
             )
         assert ran.returncode == 75, ran.stderr
         statuses = {w["workspace"]: w["status"] for w in json.loads(ran.stdout)["workspaces"]}
-        assert statuses == {"a": "up_to_date", "b": "error", "c": "up_to_date"}
+        assert statuses == {"a": "up_to_date", "b": "busy", "c": "up_to_date"}
         assert "another nerve init" in ran.stderr and "b" in ran.stderr
         assert [wording(tmp_path / n) for n in NAMES] == ["loom", "memu", "loom"]
 
 
 @pytest.mark.slow
 class TestInterrupted:
-    def test_sigint_mid_update_stops_between_workspaces_and_a_second_run_finishes(
-        self, tmp_path: Path, switched_fleet: Path
+    @pytest.mark.parametrize(
+        ("stop", "status", "said"),
+        [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")],
+        ids=["SIGINT", "SIGTERM"],
+    )
+    def test_a_stop_signal_mid_update_reports_what_finished_and_a_second_run_finishes(
+        self, tmp_path: Path, switched_fleet: Path, stop: signal.Signals, status: int, said: str
     ) -> None:
         env = environment(tmp_path)
         with lock_held(tmp_path / "b", env):
             # One worker: a is updated, then the run waits on b's lock while c waits its turn.
             update = subprocess.Popen(
-                fleet_command(switched_fleet, "--jobs", "1"),
+                fleet_command(switched_fleet, "--jobs", "1", "--json"),
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
@@ -113,10 +118,17 @@ class TestInterrupted:
             while wording(tmp_path / "a") != "loom":
                 assert update.poll() is None, update.communicate()
                 time.sleep(POLL_S)
-            update.send_signal(signal.SIGINT)
-            _out, err = update.communicate(timeout=120)
-        assert update.returncode == 130, err
-        assert "interrupted" in err and "Traceback" not in err
+            update.send_signal(stop)
+            out, err = update.communicate(timeout=120)
+        assert update.returncode == status, err
+        assert err.rstrip().endswith(f": {said}") and "Traceback" not in err
+        report = json.loads(out)
+        assert (report["exit_status"], report["interrupted"]) == (status, stop.name)
+        statuses = {w["workspace"]: w["status"] for w in report["workspaces"]}
+        # b, when under way at the signal (waiting on its lock), finished as busy; c never began
+        assert (statuses["a"], statuses["c"]) == ("up_to_date", "not_started")
+        assert statuses["b"] in ("busy", "not_started")
+        assert report["changed"] == 1
         assert [wording(tmp_path / n) for n in NAMES] == ["loom", "memu", "memu"]
         for name in NAMES:
             assert not (tmp_path / name / ".nerve" / "journal.json").exists()

@@ -391,10 +391,12 @@ def loom_update(tmp_path_factory) -> dict:
 
 
 class TestUpdateOfLoom:
-    def test_update_of_loom_succeeds_and_lists_what_it_wrote(self, loom_update):
-        """GOLD-3: the author sees which goldens the update rewrote."""
+    def test_update_of_loom_lists_what_it_wrote_and_exits_1_for_memus_change(self, loom_update):
+        """GOLD-3: the author sees which goldens the update rewrote; memU's wording changed too
+        and was not named, so a check would still fail: exit 1 (docs/exit-status.md)."""
         result = loom_update["update"]
-        assert result.returncode == 0, result.stderr
+        assert result.returncode == 1, result.stderr
+        assert "--backend memu" in result.stdout
         assert "updated loom/personal/TOOLS.md\n" in result.stdout
         assert "updated loom/worker/TOOLS.md\n" in result.stdout
 
@@ -442,6 +444,17 @@ def memu_update(tmp_path_factory) -> dict:
     before = snapshot(goldens)
     unnamed = nerve(root / "home", "golden", "update", "--golden-dir", str(goldens), env=env)
     after_unnamed = snapshot(goldens)
+    loom_named = nerve(
+        root / "home",
+        "golden",
+        "update",
+        "--backend",
+        "loom",
+        "--golden-dir",
+        str(goldens),
+        env=env,
+    )
+    after_loom_named = snapshot(goldens)
     named = nerve(
         root / "home",
         "golden",
@@ -456,6 +469,8 @@ def memu_update(tmp_path_factory) -> dict:
     check = nerve(root / "home", "golden", "check", "--golden-dir", str(goldens), env=env)
     return {
         "unnamed": unnamed,
+        "loom_named": loom_named,
+        "after_loom_named": after_loom_named,
         "named": named,
         "check": check,
         "before": before,
@@ -477,6 +492,14 @@ class TestUpdateOfMemu:
     def test_update_without_a_backend_says_memu_must_be_named(self, memu_update):
         """GOLD-3: the author learns how to update memU instead of wondering why it did not."""
         assert "--backend memu" in memu_update["unnamed"].stdout
+
+    def test_update_of_loom_by_name_exits_1_while_memus_goldens_still_differ(self, memu_update):
+        """GOLD-3 and docs/exit-status.md: ``golden update`` exits 1 while a check would still
+        fail, whichever backends were named; memU's goldens stay as they were."""
+        ran = memu_update["loom_named"]
+        assert ran.returncode == 1, ran.stdout + ran.stderr
+        assert "--backend memu" in ran.stdout
+        assert memu_update["after_loom_named"] == memu_update["before"]
 
     def test_update_of_memu_by_name_rewrites_memu_goldens_and_removes_their_orphans(
         self, memu_update

@@ -51,6 +51,7 @@ def messages(tmp_path: Path) -> Path:
 
 
 def run(command: list[str], tmp_path: Path, config_dir: Path) -> int:
+    (tmp_path / "ws").mkdir(exist_ok=True)  # memory status refuses a workspace not there
     return main([*command, "--workspace", str(tmp_path / "ws"), "--config-dir", str(config_dir)])
 
 

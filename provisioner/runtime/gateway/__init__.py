@@ -1,5 +1,6 @@
 """The MCP gateway client, by concept, each module importing only those listed before it:
 
+``masking`` (a URL's secrets kept out of every line printed, REL-14; it imports nothing),
 ``errors`` (every way a call can fail, GW-5), ``protocol`` (the wire format as pure
 functions: the request, and what an answer means), ``transport`` (the httpx client, one
 answer read off the wire, the pool kept sound under cancellation), ``breaker`` (GW-7),

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
+from provisioner.runtime.gateway.masking import masked
+
 MEMU_BACKEND = "memu"  # CONF-4: the default backend, also when memory.backend is unset or empty
 LOOM_BACKEND = "loom"  # CONF-4
 ENGINE_BACKENDS = (MEMU_BACKEND, LOOM_BACKEND)  # CONF-4: what memory.backend may name
@@ -183,7 +185,7 @@ def gateway_url_value(value: object, key: str) -> str | None:
     expected = f"expected an absolute http or https URL such as {GATEWAY_URL_EXAMPLE}"
     if not isinstance(text, str):
         raise ValueError(f"{key}: is {_kind(text)}; {expected}")
-    shown = _without_credentials(text)
+    shown = masked(text)  # REL-14
     if any(char.isspace() or not char.isprintable() for char in text):
         raise ValueError(f"{key}: {shown!r} has blanks or control characters in it; {expected}")
     try:
@@ -331,14 +333,3 @@ def _kind(value: object) -> str:
         type(value).__name__, type(value).__name__
     )
     return f"an {name}" if name[0] in "aeiou" else f"a {name}"
-
-
-def _without_credentials(text: str) -> str:
-    """``text`` with any user and password of a URL replaced by ``***``."""
-    if "://" not in text:
-        return text
-    scheme, rest = text.split("://", 1)
-    authority, slash, tail = rest.partition("/")
-    if "@" in authority:
-        return f"{scheme}://***@{authority.rsplit('@', 1)[1]}{slash}{tail}"
-    return text

@@ -255,7 +255,7 @@ BAD_SETTINGS = [  # (settings, the key named, what the line says of it)
     (
         {"memory": LOOM, "mcp_gateway_url": "http://gw/?x=1"},
         "mcp_gateway_url",
-        "'http://gw/?x=1' has a query or fragment; expected a plain base URL",
+        "'http://gw/?***' has a query or fragment; expected a plain base URL",
     ),
     ({"memory": LOOM, "mcp_gateway_url": 8787}, "mcp_gateway_url", "is an int; expected"),
     ({"memory": LOOM, "mcp_gateway_url": "http://g w"}, "mcp_gateway_url", "has blanks"),

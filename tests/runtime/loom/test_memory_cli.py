@@ -17,6 +17,7 @@ def configure(tmp_path: Path, text: str) -> list[str]:
     """Write config.local.yaml and return the folder options every command gets."""
     config_dir = tmp_path / "config"
     config_dir.mkdir(exist_ok=True)
+    (tmp_path / "workspace").mkdir(exist_ok=True)  # memory status refuses one that is not there
     (config_dir / "config.local.yaml").write_text(text, encoding="utf-8")
     return ["--config-dir", str(config_dir), "--workspace", str(tmp_path / "workspace")]
 

@@ -55,8 +55,9 @@ def message(session: str, n: int, **changes: object) -> dict[str, object]:
 
 
 def paths(tmp_path: Path) -> list[str]:
-    """The instance's folder options; its configuration folder exists, as a named one must."""
+    """The instance's folder options; both folders exist, as named ones must."""
     (tmp_path / "cfg").mkdir(exist_ok=True)
+    (tmp_path / "ws").mkdir(exist_ok=True)
     return [
         "--workspace",
         str(tmp_path / "ws"),

@@ -109,6 +109,7 @@ def loom_config(config_dir: Path, gateway_url: str | None) -> None:
 
 
 def cli_paths(tmp_path: Path, config_dir: Path) -> list[str]:
+    (tmp_path / "ws").mkdir(exist_ok=True)  # memory status refuses a workspace not there
     return ["--workspace", str(tmp_path / "ws"), "--config-dir", str(config_dir)]
 
 

@@ -40,6 +40,7 @@ def gateway() -> Iterator[RunningGateway]:
 
 
 def options(tmp_path: Path) -> list[str]:
+    (tmp_path / "ws").mkdir(exist_ok=True)  # memory status refuses a workspace not there
     return ["--config-dir", str(tmp_path / "cfg"), "--workspace", str(tmp_path / "ws")]
 
 
