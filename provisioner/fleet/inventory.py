@@ -46,8 +46,11 @@ class Entry:
     profile: str | None = None
 
 
-def read_inventory(path: Path) -> list[Entry]:
-    """The inventory's entries, in order; raises ``InventoryError`` for anything else."""
+def read_inventory(path: Path, *, extra_keys: tuple[str, ...] = ()) -> list[Entry]:
+    """The inventory's entries, in order; raises ``InventoryError`` for anything else.
+
+    ``extra_keys`` are keys a command reads of each entry itself (``fleet switch``, FLEET-7):
+    they pass the check for unknown keys and are left to that command."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -60,7 +63,7 @@ def read_inventory(path: Path) -> list[Entry]:
     entries: list[Entry] = []
     seen: dict[Path, int] = {}
     for number, item in enumerate(document, start=1):
-        entry = _entry(path, number, item)
+        entry = _entry(path, number, item, extra_keys)
         where = entry.workspace_path.resolve()
         if where in seen:
             raise InventoryError(
@@ -91,7 +94,7 @@ def _parse(path: Path, text: str) -> Any:
         raise InventoryError(f"{path}: not YAML{where}; expected {_LIST}") from None
 
 
-def _entry(path: Path, number: int, item: Any) -> Entry:
+def _entry(path: Path, number: int, item: Any, extra_keys: tuple[str, ...] = ()) -> Entry:
     def refuse(problem: str) -> InventoryError:
         named = item.get("workspace") if isinstance(item, dict) else None
         label = f" ({named})" if isinstance(named, str) and named else ""
@@ -101,7 +104,9 @@ def _entry(path: Path, number: int, item: Any) -> Entry:
 
     if not isinstance(item, dict):
         raise refuse(f"is {type(item).__name__}, not a mapping")
-    unknown = sorted(str(key) for key in item if key not in (*REQUIRED_KEYS, *OPTIONAL_KEYS))
+    unknown = sorted(
+        str(key) for key in item if key not in (*REQUIRED_KEYS, *OPTIONAL_KEYS, *extra_keys)
+    )
     if unknown:
         raise refuse(f"unknown key {', '.join(unknown)}")
     for key in REQUIRED_KEYS:
