@@ -44,6 +44,7 @@ import json
 import os
 import signal
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -58,7 +59,7 @@ from provisioner.config.local_file import switch_line
 from provisioner.errors import TemplateBroken, UserError
 from provisioner.files import write_atomically
 from provisioner.fleet.run import CONFLICT, ERROR, FleetRun
-from provisioner.fleet.switch_budget import FleetBudget, FleetLoom
+from provisioner.fleet.switch_budget import FLEET_MAX_CALLS, FleetBudget, FleetLoom
 from provisioner.fleet.switch_config import SWITCH_BACKEND, write_switch
 from provisioner.fleet.switch_inventory import MEMU_DB_FILE, SwitchEntry
 from provisioner.runtime.sqlite_file import FileFault, faults_named, file_fault
@@ -73,12 +74,14 @@ STATUSES = (SWITCHED, ALREADY_SWITCHED, CONFLICT_LEFT, INCOMPLETE, LOCKED, FAILE
 PHASES = ("config", "workspace", "migrate", "sweep")  # FLEET-7, in their order
 JOURNAL_FILE = "fleet-switch.json"  # FLEET-8: beside the instance's state file
 JOURNAL_SCHEMA = 1
-DEFAULT_SWITCH_JOBS = 64  # FLEET-9 (our choice): instances at once; their calls share a budget
+DEFAULT_SWITCH_JOBS = 32  # FLEET-9 (our choice): instances at once; their calls share a budget
+WORKER_LOOPS = 4  # FLEET-9 (our choice): event loops, each in a thread, sharing the budget
+STOP_POLL_S = 0.1  # our choice: how soon a loop sees an interrupt
 WORKSPACE_THREADS = 2  # our choice: the re-wording is CPU work; the renders are shared
 SWEEP_ROUNDS = 3  # our choice: sweeps per instance while batches were turned away
 SQLITE_DSN_PREFIX = "sqlite:///"  # NERVE-5: how Nerve names memU's store
 KILL_AT_ENV = "NERVE_PROVISIONER_SWITCH_KILL_AT"  # FLEET-8's test hook (see the docstring)
-POOL_CONNECTIONS = 256  # FLEET-9 (our choice): as many as calls the budget lets fly at once
+POOL_CONNECTIONS = FLEET_MAX_CALLS  # FLEET-9: one connection per call the budget lets fly
 UNREACHED = frozenset({"breaker_open", "no_answer", "unreachable", "unavailable"})
 
 
@@ -110,6 +113,7 @@ class Steps:
 
     def __init__(self, kill_at: int | None = None) -> None:
         self._kill_at = kill_at
+        self._lock = threading.Lock()
         self.count = 0
 
     @classmethod
@@ -118,8 +122,10 @@ class Steps:
         return cls(int(value) if value.isdigit() and int(value) > 0 else None)
 
     def __call__(self) -> None:
-        self.count += 1
-        if self.count == self._kill_at:
+        with self._lock:
+            self.count += 1
+            reached = self.count == self._kill_at
+        if reached:
             os.kill(os.getpid(), signal.SIGKILL)
 
 
@@ -145,37 +151,67 @@ class Journal:
     def switched(self) -> bool:
         return all(phase in self.done for phase in PHASES)
 
-    def note(self, phase: str) -> None:
+    def note(self, phase: str) -> bool:
+        """Note ``phase`` as done; False when it was noted before (nothing written)."""
         if phase in self.done:
-            return
+            return False
         self.done.append(phase)
         body = {"schema": JOURNAL_SCHEMA, "to": SWITCH_BACKEND, "done": self.done}
         with faults_named(self.path):
             write_atomically(self.path, json.dumps(body).encode("utf-8"), 0o644)
+        return True
 
 
-class SharedPool(httpx.AsyncBaseTransport):
-    """One pool of connections to the gateway for every instance's clients (FLEET-9).
+class SharedLoom:
+    """One Loom backend per gateway and Loom settings, shared by every instance that names
+    them (FLEET-9): one catalog, one breaker and one pool of connections to the gateway for a
+    thousand instances, instead of a client, a catalog read and sockets of their own each.
 
-    Each instance's backend builds its own clients (its catalog, its Loom connection); handed
-    this transport, they all draw on one pool. A client closing closes nothing here: the pool
-    is closed once, by ``close``, when the run ends.
+    The backend keeps no instance's state: each instance's migration ledger and sweep
+    watermarks go to its own state file, handed to ``Migration`` and ``Sweeper`` directly;
+    the backend's own errors are kept in memory for this run only. Its pool holds
+    ``POOL_CONNECTIONS`` connections, one for each call the fleet's budget lets fly.
     """
 
     def __init__(self) -> None:
-        limits = httpx.Limits(
-            max_connections=POOL_CONNECTIONS, max_keepalive_connections=POOL_CONNECTIONS
-        )
-        self._pool = httpx.AsyncHTTPTransport(trust_env=False, limits=limits)
+        self._opened: dict[tuple[Any, ...], Any] = {}
+        self._opening = asyncio.Lock()
 
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        return await self._pool.handle_async_request(request)
+    async def memory_for(self, config: Any) -> Any:
+        """The open backend for ``config``'s gateway and Loom settings."""
+        from provisioner.runtime.loom.backend import LoomMemory
+
+        key = (
+            config.mcp_gateway_url,
+            config.loom.org,
+            config.loom.namespace,
+            config.loom.defer_extraction,
+            config.loom.sweep_concurrency,
+        )
+        async with self._opening:
+            if key not in self._opened:
+                memory = LoomMemory(
+                    gateway_url=key[0] or None,
+                    org=key[1],
+                    namespace=key[2],
+                    defer_extraction=key[3],
+                    sweep_concurrency=key[4],
+                    transport_factory=_pooled_transport,
+                )
+                self._opened[key] = await memory.open()
+            return self._opened[key]
 
     async def aclose(self) -> None:
-        """A client is done with the pool: it stays open for the others."""
+        opened, self._opened = list(self._opened.values()), {}
+        for memory in opened:
+            await memory.aclose()
 
-    async def close(self) -> None:
-        await self._pool.aclose()
+
+def _pooled_transport() -> httpx.AsyncBaseTransport:
+    limits = httpx.Limits(
+        max_connections=POOL_CONNECTIONS, max_keepalive_connections=POOL_CONNECTIONS
+    )
+    return httpx.AsyncHTTPTransport(trust_env=False, limits=limits)
 
 
 @dataclass
@@ -192,45 +228,97 @@ class FleetSwitch:
     def __post_init__(self) -> None:
         self._fleet = FleetRun(update=True, env=self.env)
         self._threads: ThreadPoolExecutor | None = None
-        self._pool: SharedPool | None = None
 
     async def all(
         self,
         instances: Sequence[SwitchEntry],
         progress: Callable[[int, int], None] | None = None,
     ) -> list[InstanceOutcome]:
-        """Every instance's outcome, in the inventory's order. Cancelled (an interrupt), the
-        instances under way stop where their records stand and the cancellation goes on."""
+        """Every instance's outcome, in the inventory's order.
+
+        ``jobs`` instances at once, spread over up to ``WORKER_LOOPS`` event loops, each in a
+        thread of its own: an instance's state file commits durably (a wait on the disk that
+        holds no lock of Python's), so several loops overlap those waits where one loop would
+        queue them. The loops share the budget and take the next instance as a lane frees.
+        Cancelled (an interrupt), every loop cancels its instances, which stop where their
+        records stand, and the cancellation goes on once they all have.
+        """
         if self.budget is None:
             self.budget = FleetBudget()
-        gate = asyncio.Semaphore(max(1, self.jobs))
+        loops = max(1, min(WORKER_LOOPS, self.jobs, len(instances)))
+        lanes = -(-max(1, self.jobs) // loops)
         outcomes: list[InstanceOutcome | None] = [None] * len(instances)
+        claimed = iter(range(len(instances)))
+        lock = threading.Lock()
+        stop = threading.Event()
         finished = 0
 
-        async def one(index: int, instance: SwitchEntry) -> None:
+        def claim() -> int | None:
+            with lock:
+                return next(claimed, None)
+
+        def done(index: int, outcome: InstanceOutcome) -> None:
             nonlocal finished
-            async with gate:
-                outcomes[index] = await self.one(instance)
-            finished += 1
-            if progress is not None:
-                progress(finished, len(instances))
+            with lock:
+                outcomes[index] = outcome
+                finished += 1
+                if progress is not None:
+                    progress(finished, len(instances))
+
+        def run_loop() -> None:
+            asyncio.run(self._worker(instances, claim, done, lanes, stop))
 
         self._threads = ThreadPoolExecutor(WORKSPACE_THREADS, thread_name_prefix="switch")
-        self._pool = SharedPool()
+        workers = ThreadPoolExecutor(loops, thread_name_prefix="switch-loop")
         try:
-            async with asyncio.TaskGroup() as group:
-                for index, instance in enumerate(instances):
-                    group.create_task(one(index, instance))
+            running = [workers.submit(run_loop) for _ in range(loops)]
+            try:
+                await asyncio.gather(*(asyncio.wrap_future(future) for future in running))
+            except asyncio.CancelledError:
+                stop.set()
+                raise
         finally:
+            stop.set()
+            workers.shutdown(wait=True)
             self._threads.shutdown(wait=True, cancel_futures=True)
-            await self._pool.close()
         return [outcome for outcome in outcomes if outcome is not None]
 
-    async def one(self, instance: SwitchEntry) -> InstanceOutcome:
+    async def _worker(
+        self,
+        instances: Sequence[SwitchEntry],
+        claim: Callable[[], int | None],
+        done: Callable[[int, InstanceOutcome], None],
+        lanes: int,
+        stop: threading.Event,
+    ) -> None:
+        """One loop's share: ``lanes`` instances at once, each lane taking the next one."""
+        looms = SharedLoom()
+
+        async def lane() -> None:
+            while not stop.is_set() and (index := claim()) is not None:
+                done(index, await self.one(instances[index], looms))
+
+        tasks = [asyncio.create_task(lane()) for _ in range(lanes)]
+        try:
+            while not all(task.done() for task in tasks):
+                await asyncio.wait(tasks, timeout=STOP_POLL_S)
+                if stop.is_set():
+                    for task in tasks:
+                        task.cancel()
+            for task in tasks:
+                if not task.cancelled() and (error := task.exception()) is not None:
+                    raise error
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await looms.aclose()
+
+    async def one(self, instance: SwitchEntry, looms: SharedLoom) -> InstanceOutcome:
         """One instance's outcome; a failure is its ``error`` outcome, never raised."""
         outcome = InstanceOutcome(instance)
         try:
-            await self._switch(instance, outcome)
+            await self._switch(instance, looms, outcome)
         except FileFault as fault:
             outcome.status, outcome.error, outcome.busy = FAILED, _line(fault), fault.kind == "busy"
         except (UserError, TemplateBroken) as error:
@@ -243,7 +331,9 @@ class FleetSwitch:
             outcome.busy = named.kind == "busy"
         return outcome
 
-    async def _switch(self, instance: SwitchEntry, outcome: InstanceOutcome) -> None:
+    async def _switch(
+        self, instance: SwitchEntry, looms: SharedLoom, outcome: InstanceOutcome
+    ) -> None:
         journal = Journal(instance.state)
         if journal.switched:  # FLEET-8: one quick check
             outcome.status = ALREADY_SWITCHED
@@ -276,11 +366,11 @@ class FleetSwitch:
                 return
             if outcome.status != CONFLICT_LEFT:  # a conflict is judged again next run
                 self._noted(journal, "workspace")
-        await self._memory(instance, config, journal, outcome)
+        await self._memory(instance, config, journal, looms, outcome)
 
     def _noted(self, journal: Journal, phase: str) -> None:
-        journal.note(phase)
-        self.steps()
+        if journal.note(phase):
+            self.steps()
 
     async def _workspace(self, instance: SwitchEntry, outcome: InstanceOutcome) -> None:
         entry = replace(instance.entry, memory_backend=SWITCH_BACKEND)
@@ -298,9 +388,13 @@ class FleetSwitch:
             outcome.status = CONFLICT_LEFT
 
     async def _memory(
-        self, instance: SwitchEntry, config: Any, journal: Journal, outcome: InstanceOutcome
+        self,
+        instance: SwitchEntry,
+        config: Any,
+        journal: Journal,
+        looms: SharedLoom,
+        outcome: InstanceOutcome,
     ) -> None:
-        from provisioner.runtime.loom.backend import LoomMemory
         from provisioner.runtime.state import StateStore
 
         memu = instance.memu_db or _memu_db_of(config, instance.entry.config_dir)
@@ -316,24 +410,21 @@ class FleetSwitch:
         ]
         if todo:
             instance.state.parent.mkdir(parents=True, exist_ok=True)
+            memory = await looms.memory_for(config)
             with faults_named(instance.state), StateStore(instance.state) as state:
-                pool = self._pool
-                factory = (lambda: pool) if pool is not None else None
-                async with LoomMemory.from_config(
-                    config, state=state, transport_factory=factory
-                ) as memory:
-                    assert self.budget is not None
-                    loom = FleetLoom(memory, self.budget, steps=self.steps)
-                    if "migrate" in todo:
-                        await self._migrate(memu, loom, state, outcome)
-                        if outcome.status in (FAILED, INCOMPLETE):
-                            return
-                    if "sweep" in todo:
-                        assert nerve is not None
-                        await self._sweep(nerve, loom, memory, state, config, outcome)
-                        if outcome.status in (FAILED, INCOMPLETE):
-                            return
-        for phase in ("migrate", "sweep"):
+                assert self.budget is not None
+                loom = FleetLoom(memory, self.budget, steps=self.steps)
+                if "migrate" in todo:
+                    await self._migrate(memu, loom, state, outcome)
+                    if outcome.status in (FAILED, INCOMPLETE):
+                        return
+                    self._noted(journal, "migrate")
+                if "sweep" in todo:
+                    assert nerve is not None
+                    await self._sweep(nerve, loom, memory, state, config, outcome)
+                    if outcome.status in (FAILED, INCOMPLETE):
+                        return
+        for phase in ("migrate", "sweep"):  # done now, or lacking what they work on
             self._noted(journal, phase)
 
     async def _migrate(

@@ -30,6 +30,8 @@ fleet's kill-at-every-step test stops the process exactly there (FLEET-8).
 from __future__ import annotations
 
 import asyncio
+import threading
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -40,7 +42,7 @@ from provisioner.runtime.loom.types import Extracted, MemoryWrite, WriteVerdict
 from provisioner.runtime.transcripts import Message
 
 FLEET_START_CALLS = 16  # FLEET-9 (our choice): calls in flight across the fleet at first
-FLEET_MAX_CALLS = 256  # FLEET-9 (our choice): at most; one gateway, one connection pool
+FLEET_MAX_CALLS = 128  # FLEET-9 (our choice): at most, across the fleet's connection pools
 FLEET_MIN_CALLS = 4  # FLEET-9 (our choice): a halving never goes below this
 EXTRACT_TRIES = 5  # FLEET-9 (our choice): one send and four more while "not now" lasts
 RETRY_BACKOFF_S = 1.0  # FLEET-9 (our choice): the wait when the gateway names no Retry-After
@@ -53,8 +55,11 @@ Step = Callable[[], None]
 class FleetBudget:
     """How many calls to Loom may be in flight across the fleet (see the module docstring).
 
-    ``ValueError`` unless ``floor <= start <= cap``. ``peak`` is the most calls that were in
-    flight at once, ``halvings`` how often a "not now" halved the limit: for the report.
+    Shared by the run's event loops, each in its own thread (``switch``): the counts are kept
+    under a thread lock, and a call waiting for room waits on a future of its own loop, which
+    the thread that frees a slot resolves through that loop. ``ValueError`` unless
+    ``floor <= start <= cap``. ``peak`` is the most calls that were in flight at once,
+    ``halvings`` how often a "not now" halved the limit: for the report.
     """
 
     def __init__(
@@ -71,7 +76,8 @@ class FleetBudget:
         self._floor = floor
         self._in_flight = 0
         self._generation = 0
-        self._changed = asyncio.Condition()
+        self._lock = threading.Lock()
+        self._waiting: deque[asyncio.Future[None]] = deque()
         self.peak = 0
         self.halvings = 0
 
@@ -83,28 +89,62 @@ class FleetBudget:
     @asynccontextmanager
     async def slot(self) -> AsyncIterator[int]:
         """Wait for room, hold it for one call; the value is the call's generation."""
-        async with self._changed:
-            await self._changed.wait_for(lambda: self._in_flight < self._limit)
-            self._in_flight += 1
-            self.peak = max(self.peak, self._in_flight)
+        waiter: asyncio.Future[None] | None = None
+        with self._lock:
+            if self._in_flight < self._limit and not self._waiting:
+                self._take()
+            else:
+                waiter = asyncio.get_running_loop().create_future()
+                self._waiting.append(waiter)
+        if waiter is not None:
+            try:
+                await waiter
+            except asyncio.CancelledError:
+                if waiter.done() and not waiter.cancelled():
+                    self._release()  # granted as the caller was cancelled: given back
+                raise
         try:
             yield self._generation
         finally:
-            async with self._changed:
-                self._in_flight -= 1
-                self._changed.notify(max(1, self._limit - self._in_flight))
+            self._release()
+
+    def _take(self) -> None:
+        self._in_flight += 1
+        self.peak = max(self.peak, self._in_flight)
+
+    def _release(self) -> None:
+        with self._lock:
+            self._in_flight -= 1
+            self._grant_what_fits()
+
+    def _grant_what_fits(self) -> None:
+        """Hand free slots to the calls waiting longest (the lock held)."""
+        while self._waiting and self._in_flight < self._limit:
+            waiter = self._waiting.popleft()
+            self._take()
+            waiter.get_loop().call_soon_threadsafe(self._grant, waiter)
+
+    def _grant(self, waiter: asyncio.Future[None]) -> None:
+        """On the waiter's loop: wake it, or take the slot back if it stopped waiting."""
+        if waiter.cancelled():
+            self._release()
+        else:
+            waiter.set_result(None)
 
     def answered(self, generation: int) -> None:
         """Loom answered a call of ``generation``: one more may go, up to the cap."""
-        if generation == self._generation and self._limit < self._cap:
-            self._limit += 1
+        with self._lock:
+            if generation == self._generation and self._limit < self._cap:
+                self._limit += 1
+                self._grant_what_fits()
 
     def turned_away(self, generation: int) -> None:
         """A call of ``generation`` was turned away: half as many, once per generation."""
-        if generation == self._generation:
-            self._limit = max(self._floor, self._limit // 2)
-            self._generation += 1
-            self.halvings += 1
+        with self._lock:
+            if generation == self._generation:
+                self._limit = max(self._floor, self._limit // 2)
+                self._generation += 1
+                self.halvings += 1
 
 
 class FleetLoom:
