@@ -43,7 +43,7 @@ SMOKE_RUNS: dict[str, tuple[tuple[list[str], str], ...]] = {
             ],
             "fleet switch",
         ),
-    ),  # fmt: skip
+    ),
     "bench_gateway_call.py": (
         (["--calls", "10"], "overhead"),
         (["--calls", "3", "--concurrent", "4", "--sse"], "overhead"),
