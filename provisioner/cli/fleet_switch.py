@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import Any, TextIO
 
 from provisioner.cli.common import path_argument
 
@@ -68,7 +68,6 @@ def _gateway_url(text: str) -> str:
 def _run_switch(args: argparse.Namespace) -> int:
     import os
 
-    from provisioner.cli.fleet import _Progress
     from provisioner.cli.stopping import run_stoppable
     from provisioner.fleet.switch import FleetSwitch, Steps
     from provisioner.fleet.switch_inventory import read_switch_inventory
@@ -81,7 +80,7 @@ def _run_switch(args: argparse.Namespace) -> int:
         env=dict(os.environ),
         steps=Steps.from_env(os.environ),
     )
-    progress = _Progress(sys.stderr, "switched")
+    progress = _Progress(sys.stderr)
 
     async def work(stop: Any) -> int:
         try:
@@ -101,3 +100,23 @@ def _run_switch(args: argparse.Namespace) -> int:
         return exit_status(outcomes)
 
     return run_stoppable(work)
+
+
+class _Progress:
+    """``switched 120/1000 instances`` rewritten in place, on a terminal only (FLEET-9)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        isatty = getattr(stream, "isatty", None)
+        self.shown = bool(isatty and isatty())
+        self._written = False
+
+    def __call__(self, done: int, total: int) -> None:
+        self.stream.write(f"\rswitched {done}/{total} instances")
+        self.stream.flush()
+        self._written = True
+
+    def end(self) -> None:
+        if self._written:
+            self.stream.write("\n")
+            self.stream.flush()
