@@ -24,12 +24,14 @@ one read of that file. A phase not yet noted is run again whole, which its own r
 cheap: the config written already is not written again, files already worded are kept, items
 in the ledger and messages behind a watermark are passed over.
 
-**Fast (FLEET-9).** One event loop runs ``jobs`` instances at once; every instance's calls go
-through one ``FleetBudget`` (``switch_budget``) and one pool of HTTP connections to the
-gateway (``SharedPool``), so a thousand instances' second-long extractions overlap instead of
-queueing, and no instance costs a process. The workspace phase, the only one that is CPU work
-without waiting, runs on a few threads beside the loop, with the renders shared across the
-fleet (``RenderCache``).
+**Fast (FLEET-9).** ``jobs`` instances run at once, spread over a few event loops, each in a
+thread of this one process (an instance's state file commits durably, a wait on the disk that
+holds no lock of Python's, so several loops overlap what one loop would queue). Every
+instance's calls go through one ``FleetBudget`` (``switch_budget``), and each loop reaches a
+gateway through one Loom backend (``SharedLoom``: one catalog, one breaker, one connection
+pool), so a thousand instances' second-long extractions overlap instead of queueing, and no
+instance costs a process. The workspace phase, CPU work without waiting, runs on a few
+threads beside the loops, with the renders shared across the fleet (``RenderCache``).
 
 An instance that fails is reported with one line and the others go on. ``KILL_AT_ENV`` is a
 test hook (FLEET-8's kill-at-every-step test): set to N, the process kills itself with SIGKILL
@@ -163,9 +165,10 @@ class Journal:
 
 
 class SharedLoom:
-    """One Loom backend per gateway and Loom settings, shared by every instance that names
-    them (FLEET-9): one catalog, one breaker and one pool of connections to the gateway for a
-    thousand instances, instead of a client, a catalog read and sockets of their own each.
+    """One Loom backend per gateway and Loom settings, shared by every instance of a loop that
+    names them (FLEET-9): one catalog, one breaker and one pool of connections to the gateway
+    for hundreds of instances, instead of a client, a catalog read and sockets of their own
+    each.
 
     The backend keeps no instance's state: each instance's migration ledger and sweep
     watermarks go to its own state file, handed to ``Migration`` and ``Sweeper`` directly;

@@ -212,6 +212,13 @@ class FleetLoom:
         """The sweep's batch budget, for the backend's diagnostics (LOOM-4)."""
         self._memory.note_batch_budget(budget)
 
+    def extraction_queue(self) -> Any:
+        """The backend's queue of deferred extractions (SWEEP-15), for a sweep in queued mode:
+        its status calls are few and light, so they go beside the budget."""
+        from provisioner.runtime.loom.queue import extraction_queue
+
+        return extraction_queue(self._memory)
+
 
 def _wait_before_resend(error: BaseException) -> float | None:
     """The gateway's Retry-After, else the backoff; None when it asks for longer than we wait."""
