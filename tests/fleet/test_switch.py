@@ -12,6 +12,9 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
+import subprocess
+import sys
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,7 +37,7 @@ from tests.fleet.switching import (
     provision_template,
 )
 from tests.runner import run_cli
-from tests.support.processes import clean_environment
+from tests.support.processes import clean_environment, read_terminal
 
 SHAPE = Shape(items=3, sessions=2, messages=4, memorized=1)
 EXTRACT_TOOL = "loom_memory_set_from_messages"
@@ -265,3 +268,35 @@ class TestTheFleetsBudget:
             resent, budget = asyncio.run(scenario(running.base_url))
         assert (resent, waits) == (1, [3.0])
         assert budget.halvings == 1
+
+
+@pytest.mark.slow
+class TestProgress:
+    def test_on_a_terminal_stderr_shows_progress_and_stdout_stays_the_json(
+        self, tmp_path: Path, template: Path, gateway: RunningGateway
+    ) -> None:
+        fleet(tmp_path, template, ["a", "b"])
+        leader, follower = os.openpty()
+        try:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "provisioner", "fleet", "switch", "--inventory",
+                 str(tmp_path / "fleet.yaml"), "--to", "loom", "--gateway", gateway.base_url,
+                 "--json"],
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=follower,
+                env=clean_environment(tmp_path / "home"), text=True,
+            )  # fmt: skip
+        finally:
+            os.close(follower)
+        shown = read_terminal(leader)
+        out, _err = process.communicate(timeout=120)
+        assert process.returncode == 0, shown
+        assert "\rswitched 1/2 instances" in shown and "\rswitched 2/2 instances" in shown
+        assert json.loads(out)["summary"]["switched"] == 2
+
+    def test_off_a_terminal_stderr_stays_quiet(
+        self, tmp_path: Path, template: Path, gateway: RunningGateway
+    ) -> None:
+        fleet(tmp_path, template, ["a"])
+        status, report, stderr = switch(tmp_path, "--gateway", gateway.base_url, "--json")
+        assert status == 0 and report["summary"]["switched"] == 1
+        assert stderr == ""
