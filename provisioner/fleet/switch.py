@@ -64,6 +64,7 @@ from provisioner.fleet.run import CONFLICT, ERROR, FleetRun
 from provisioner.fleet.switch_budget import FLEET_MAX_CALLS, FleetBudget, FleetLoom
 from provisioner.fleet.switch_config import SWITCH_BACKEND, write_switch
 from provisioner.fleet.switch_inventory import MEMU_DB_FILE, SwitchEntry
+from provisioner.runtime.errors import OperatorMustAct, StoreFault
 from provisioner.runtime.sqlite_file import FileFault, faults_named, file_fault
 
 SWITCHED = "switched"  # FLEET-8: the statuses of an instance
@@ -326,6 +327,10 @@ class FleetSwitch:
             outcome.status, outcome.error, outcome.busy = FAILED, _line(fault), fault.kind == "busy"
         except (UserError, TemplateBroken) as error:
             outcome.status, outcome.error = FAILED, _line(error)
+        except StoreFault as fault:  # the state file busy past its wait: the same run, later
+            outcome.status, outcome.error, outcome.busy = FAILED, _line(fault), True
+        except OperatorMustAct as error:  # a state file of a newer version, say
+            outcome.status, outcome.error = FAILED, f"{instance.state}: {_line(error)}"
         except (OSError, sqlite3.Error) as error:
             named = file_fault(error, getattr(error, "filename", None) or instance.state)
             if named is None:
