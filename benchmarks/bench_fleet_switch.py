@@ -127,7 +127,7 @@ def run_scenario(
                    "--gateway", url, "--json"]  # fmt: skip
         if jobs is not None:
             command += ["--jobs", str(jobs)]
-        wall_s, rss_mb, status, report = run_process(command, env)
+        wall_s, cpu_s, rss_mb, status, report = run_process(command, env)
     counts = read_stand_in(data / STAND_IN_FILE, names, shape)
     shutil.rmtree(data)
     summary = report.get("summary", {})
@@ -142,6 +142,8 @@ def run_scenario(
     )
     return {
         "wall_s": wall_s,
+        "cpu_s": cpu_s,
+        "load_1min": os.getloadavg()[0],
         "rss_mb": rss_mb,
         "exit_status": status,
         "switched": summary.get("switched", 0),
@@ -198,8 +200,9 @@ class dev_gateway:
         self._process.wait(timeout=30)
 
 
-def run_process(arguments: list[str], env: dict[str, str]) -> tuple[float, float, int, dict]:
-    """Wall seconds, peak RSS in MB, exit status and JSON report of ``python -m provisioner``."""
+def run_process(arguments: list[str], env: dict[str, str]) -> tuple[float, float, float, int, dict]:
+    """Wall seconds, CPU seconds, peak RSS in MB, exit status and JSON report of
+    ``python -m provisioner``."""
     with tempfile.TemporaryFile() as out:
         started = time.perf_counter()
         process = subprocess.Popen(
@@ -211,12 +214,14 @@ def run_process(arguments: list[str], env: dict[str, str]) -> tuple[float, float
         out.seek(0)
         text = out.read().decode("utf-8")
     report = json.loads(text) if text.strip() else {}
-    return wall_s, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status), report
+    cpu_s = usage.ru_utime + usage.ru_stime
+    return wall_s, cpu_s, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status), report
 
 
 def describe(result: dict[str, Any]) -> str:
     return (
-        f"fleet switch, {result['scenario']}: {result['wall_s']:.1f} s, peak RSS "
+        f"fleet switch, {result['scenario']}: {result['wall_s']:.1f} s "
+        f"({result['cpu_s']:.0f} s of CPU; load {result['load_1min']:.1f} at the end), peak RSS "
         f"{result['rss_mb']:.0f} MB, exit {result['exit_status']}, {result['switched']} switched; "
         f"memories {result['memories_expected'] - result['memories_missing']}"
         f"/{result['memories_expected']}, messages "
