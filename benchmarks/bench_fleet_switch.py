@@ -71,6 +71,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--write-s", type=float, default=0.005)
     parser.add_argument("--turned-away", type=float, default=0.1)
     parser.add_argument("--jobs", type=int, default=None)
+    parser.add_argument(
+        "--loom-data",
+        type=Path,
+        default=None,
+        help="folder for the stand-in's store (default: beside the fleet); a memory-backed "
+        "one (/dev/shm) keeps the stand-in's own disk writes out of what is measured",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     shape = Shape(args.items, args.sessions, args.messages, args.memorized)
@@ -93,7 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for label, faults in scenarios:
             copy = root / "run"
             shutil.copytree(fleet, copy, symlinks=True)
-            result = run_scenario(copy, names, shape, faults, env, args.jobs)
+            result = run_scenario(copy, names, shape, faults, env, args.jobs, args.loom_data)
             results.append({"scenario": label, "faults": faults, **result})
             if not args.json:
                 print(describe(results[-1]), flush=True)
@@ -119,9 +126,15 @@ def build_fleet(root: Path, size: int, shape: Shape) -> tuple[Path, list[str]]:
 
 
 def run_scenario(
-    fleet: Path, names: list[str], shape: Shape, faults: str, env: dict[str, str], jobs: int | None
+    fleet: Path,
+    names: list[str],
+    shape: Shape,
+    faults: str,
+    env: dict[str, str],
+    jobs: int | None,
+    loom_data: Path | None,
 ) -> dict[str, Any]:
-    data = fleet.parent / "loom"
+    data = Path(tempfile.mkdtemp(prefix="bench-loom-", dir=loom_data or fleet.parent))
     with dev_gateway(faults, data, env) as url:
         command = ["fleet", "switch", "--inventory", str(fleet / "fleet.yaml"), "--to", "loom",
                    "--gateway", url, "--json"]  # fmt: skip
