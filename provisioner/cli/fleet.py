@@ -62,6 +62,9 @@ def register(commands: argparse._SubParsersAction) -> None:
                 "into it for a person to resolve (inline)",
             )
         command.set_defaults(handler=_run_fleet, update=name == "update")
+    from provisioner.cli.fleet_switch import register_switch
+
+    register_switch(actions)  # FLEET-7
 
 
 def _jobs(text: str) -> int:

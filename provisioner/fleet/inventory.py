@@ -72,11 +72,13 @@ class Entry:
     create: bool = False
 
 
-def read_inventory(path: Path) -> list[Entry]:
+def read_inventory(path: Path, *, extra_keys: tuple[str, ...] = ()) -> list[Entry]:
     """The inventory's entries, in order; raises ``InventoryError`` for anything else.
 
-    A machine fault reading the file (permission, I/O) is raised as the ``OSError`` it is,
-    naming the file, for the command's status (REL-4).
+    ``extra_keys`` are keys a command reads of each entry itself (``fleet switch``, FLEET-7):
+    they pass the check for unknown keys and are left to that command. A machine fault reading
+    the file (permission, I/O) is raised as the ``OSError`` it is, naming the file, for the
+    command's status (REL-4).
     """
     text = _read(path)
     document = _parse(path, text)
@@ -85,7 +87,7 @@ def read_inventory(path: Path) -> list[Entry]:
     entries: list[Entry] = []
     seen: dict[Path, int] = {}
     for number, item in enumerate(document, start=1):
-        entry = _entry(path, number, item)
+        entry = _entry(path, number, item, extra_keys)
         where = _resolved(entry.workspace_path)
         if where in seen:
             raise InventoryError(
@@ -160,7 +162,7 @@ def _depth(document: Any) -> int:
     return deepest
 
 
-def _entry(path: Path, number: int, item: Any) -> Entry:
+def _entry(path: Path, number: int, item: Any, extra_keys: tuple[str, ...] = ()) -> Entry:
     def refuse(problem: str) -> InventoryError:
         named = item.get("workspace") if isinstance(item, dict) else None
         label = f" ({_shown(named)})" if isinstance(named, str) and named else ""
@@ -170,7 +172,7 @@ def _entry(path: Path, number: int, item: Any) -> Entry:
 
     if not isinstance(item, dict):
         raise refuse(f"is {type(item).__name__}, not a mapping")
-    known = (*REQUIRED_KEYS, *OPTIONAL_KEYS)
+    known = (*REQUIRED_KEYS, *OPTIONAL_KEYS, *extra_keys)
     unknown = sorted(_shown(str(key)) for key in item if key not in known)
     if unknown:
         raise refuse(f"unknown key {', '.join(unknown)}")

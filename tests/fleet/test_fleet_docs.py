@@ -40,6 +40,11 @@ class TestTheReadmeSection:
         assert done.stdout.rstrip().endswith("2 workspaces: 2 up to date")
         agents = (home / "fleet" / "b" / "ws" / "AGENTS.md").read_text()
         assert "Answer in short paragraphs." in agents and "mcp__loom__" in agents
+        assert "2 instances: 2 switched" in done.stdout  # FLEET-7
+        assert "switched         a/ws (no memu_db or nerve_db)" in done.stdout
+        for name in ("a", "b"):
+            local = (home / "fleet" / name / "config" / "config.local.yaml").read_text()
+            assert "backend: loom" in local and "http://127.0.0.1:8787" in local
 
 
 def playbook_text() -> str:
