@@ -162,3 +162,19 @@ def refuse_missing_folders(args: argparse.Namespace, *, workspace: bool = True) 
         if not path.is_dir():
             what = "not a folder" if path.exists() else "no such folder"
             raise UsageError(f"{shown}: {what}; expected an existing folder")
+
+
+def gateway_url_argument(text: str) -> str:
+    """``--gateway``: a gateway's base URL by ``mcp_gateway_url``'s rule (CONF-6): absolute http
+    or https with a host, no user, password, query or fragment; trailing slashes dropped. The
+    refusal quotes the value masked, so a token given by mistake is never echoed (REL-14)."""
+    from provisioner.config.urls import absolute_http_url, has_credentials, redacted
+
+    value = text.strip()
+    parts = absolute_http_url(value)
+    if parts is None or has_credentials(parts) or parts.query or parts.fragment:
+        raise argparse.ArgumentTypeError(
+            f"{redacted(text)} is not a gateway URL; expected an absolute http or https URL "
+            "with a host and no credentials, query or fragment, such as http://127.0.0.1:8787"
+        )
+    return value.rstrip("/")

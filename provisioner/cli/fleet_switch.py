@@ -14,7 +14,7 @@ import json
 import sys
 from typing import Any, TextIO
 
-from provisioner.cli.common import path_argument
+from provisioner.cli.common import gateway_url_argument, path_argument
 
 SWITCH_TARGETS = ("loom",)  # FLEET-7: the backend a fleet switches to
 
@@ -38,7 +38,7 @@ def register_switch(actions: argparse._SubParsersAction) -> None:
     switch.add_argument("--to", choices=SWITCH_TARGETS, required=True, help="the new backend")
     switch.add_argument(
         "--gateway",
-        type=_gateway_url,
+        type=gateway_url_argument,
         default=None,
         metavar="URL",
         help="mcp_gateway_url for instances whose configuration names none",
@@ -52,17 +52,6 @@ def register_switch(actions: argparse._SubParsersAction) -> None:
     )
     switch.add_argument("--json", action="store_true", help="print the report as JSON")
     switch.set_defaults(handler=_run_switch)
-
-
-def _gateway_url(text: str) -> str:
-    from provisioner.config.urls import absolute_http_url, has_credentials
-
-    parts = absolute_http_url(text.strip())
-    if parts is None or has_credentials(parts):
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not an http(s) URL with a host and no credentials"
-        )
-    return text.strip().rstrip("/")
 
 
 def _run_switch(args: argparse.Namespace) -> int:

@@ -2,14 +2,21 @@
 
 The group's subcommands live in modules of their own: ``memory_recall`` (``recall``,
 ``status``), ``memory_import`` (``import``), ``memory_sweep`` (``sweep``) and
-``memory_migrate`` (``migrate``, memU's memories into Loom, MIG-1).
+``memory_migrate`` (``migrate``, memU's memories into Loom, MIG-1) and ``memory_switch``
+(``switch``, one instance's configuration switched to Loom where it is read).
 """
 
 from __future__ import annotations
 
 import argparse
 
-from provisioner.cli import memory_import, memory_migrate, memory_recall, memory_sweep
+from provisioner.cli import (
+    memory_import,
+    memory_migrate,
+    memory_recall,
+    memory_sweep,
+    memory_switch,
+)
 from provisioner.cli.common import ArgParser
 
 
@@ -23,3 +30,4 @@ def register(commands: argparse._SubParsersAction) -> None:
     memory_import.register(actions)
     memory_sweep.register(actions)
     memory_migrate.register(actions)
+    memory_switch.register(actions)

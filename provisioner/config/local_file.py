@@ -1,6 +1,8 @@
 """Writes to the machine-local configuration file (``config.local.yaml``).
 
-The only value init writes is memU's optional embeddings key (INIT-3). The file is read, the
+Two writes: memU's optional embeddings key, the only value init writes (INIT-3), and the switch
+to Loom (``write_switch``: ``memory.backend: loom`` and, where the instance has none, the
+gateway; ``fleet switch`` and ``memory switch``, FLEET-7, NERVE-12). The file is read, the
 one key set, and the result written through a temporary name, so a failure leaves the old file
 whole. YAML comments in the file do not survive the rewrite; the summary says which file was
 written.
@@ -8,8 +10,9 @@ written.
 
 from __future__ import annotations
 
+import stat
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -86,3 +89,47 @@ def switch_line(config: Config, backend: str, config_dir: Path) -> str:
     if config.sources.get("memory.backend") == local:
         return f"change it in {local} to memory: {{backend: {backend}}}"
     return f"add to {local}: memory: {{backend: {backend}}}"
+
+
+SWITCH_BACKEND = "loom"  # FLEET-7: the one backend a switch writes
+BACKEND_KEY = "memory.backend"
+GATEWAY_KEY = "mcp_gateway_url"
+
+
+def write_switch(config_dir: Path, *, gateway_url: str | None) -> list[str]:
+    """Set ``memory.backend: loom`` (and ``mcp_gateway_url`` when given) in
+    ``<config_dir>/config.local.yaml``; the dotted keys that changed (empty: nothing written).
+
+    ``LocalConfigError`` (one line, the file untouched) when the file is not a YAML mapping, or
+    its ``memory`` is not one; ``FileFault`` naming the file for a fault of the machine.
+    """
+    path = Path(config_dir) / LOCAL_CONFIG_NAME
+    try:
+        with faults_named(path):
+            text = read_small_text(path)
+        loaded = load_bounded(text) if text is not None else None
+    except (YamlLimitError, yaml.YAMLError, UnicodeDecodeError) as error:
+        problem = " ".join(str(error).split())
+        raise LocalConfigError(f"{path}: {problem}; the switch was not written") from None
+    if loaded is not None and not isinstance(loaded, dict):
+        raise LocalConfigError(f"{path}: top level is not a mapping; the switch was not written")
+    document: dict[Any, Any] = loaded or {}
+    memory = document.setdefault("memory", {})
+    if memory is None:
+        memory = document["memory"] = {}
+    if not isinstance(memory, dict):
+        raise LocalConfigError(f"{path}: memory is not a mapping; the switch was not written")
+    changed = []
+    if memory.get("backend") != SWITCH_BACKEND:
+        memory["backend"] = SWITCH_BACKEND
+        changed.append(BACKEND_KEY)
+    if gateway_url is not None and document.get(GATEWAY_KEY) != gateway_url:
+        document[GATEWAY_KEY] = gateway_url
+        changed.append(GATEWAY_KEY)
+    if not changed:
+        return []
+    mode = stat.S_IMODE(path.stat().st_mode) if text is not None else SECRET_FILE_MODE
+    content = yaml.safe_dump(document, sort_keys=False).encode("utf-8")
+    with faults_named(path):  # REL-4: a full or read-only config folder is named
+        write_atomically(path, content, mode)
+    return changed

@@ -4,7 +4,7 @@
 Each instance goes through four phases, in this order, each the same work as the command a
 person would run on one instance:
 
-1. ``config``: the switch written where the configuration is read (``switch_config``); a
+1. ``config``: the switch written where the configuration is read (``write_switch``); a
    locked instance (CONF-3) stops here, reported as the platform's to switch, nothing of it
    touched;
 2. ``workspace``: re-worded for Loom with the agents' edits merged, exactly as ``fleet
@@ -57,12 +57,11 @@ from typing import Any
 import httpx
 
 from provisioner.config.loader import load_config
-from provisioner.config.local_file import switch_line
+from provisioner.config.local_file import SWITCH_BACKEND, switch_line, write_switch
 from provisioner.errors import TemplateBroken, UserError
 from provisioner.files import write_atomically
 from provisioner.fleet.run import CONFLICT, ERROR, FleetRun
 from provisioner.fleet.switch_budget import FLEET_MAX_CALLS, FleetBudget, FleetLoom
-from provisioner.fleet.switch_config import SWITCH_BACKEND, write_switch
 from provisioner.fleet.switch_inventory import MEMU_DB_FILE, SwitchEntry
 from provisioner.runtime.errors import OperatorMustAct, StoreFault
 from provisioner.runtime.sqlite_file import FileFault, faults_named, file_fault
