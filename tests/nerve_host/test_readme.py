@@ -15,13 +15,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.nerve_host.machine import NO_NERVE
+from tests.nerve_host.machine import NO_NERVE, Machine, RunHost
 
 pytest.importorskip("nerve.cli", reason=NO_NERVE)
 
 import tests.migration.test_readme as switch
 import tests.runtime.loom.test_readme as try_loom
 import tests.test_docs as docs
+from provisioner.integrations.nerve import nerve_settings
+from tests.integrations.nerve.nerve_db import NerveDb
+from tests.migration.memu_db import MemuDb
+from tests.support.readme_blocks import run_commands, section_commands
 
 
 @pytest.fixture(autouse=True)
@@ -42,3 +46,31 @@ class TestTryLoomLocallyBesideNerve(try_loom.TestTryLoomLocally):
 
 class TestSwitchAnInstanceBesideNerve(switch.TestSwitchAnInstanceToLoom):
     """The section "Switch an instance to Loom", verbatim, with Nerve installed."""
+
+
+class TestSwitchOnAnInstanceNervesInitSetUp:
+    """The section "Switch an instance to Loom", verbatim, on an instance Nerve's own init set
+    up: its configuration in a folder of its own that Nerve's pointer file names, memU's store
+    and ``nerve.db`` in ``$NERVE_HOME`` (NERVE-12)."""
+
+    @pytest.mark.slow
+    def test_the_switch_lands_where_nerve_reads_and_memus_memories_move(
+        self, machine: Machine, run_host: RunHost
+    ) -> None:
+        done = run_host("-c", str(machine.config_dir), "init", "--non-interactive", mounted=False)
+        assert done.returncode == 0, done.stderr
+        memu = MemuDb(machine.state / "memu.sqlite")
+        for index in range(3):
+            memu.add_item(f"remembered fact {index}")
+        nerve = NerveDb(machine.state / "nerve.db")
+        nerve.session("old")
+        nerve.add_many("old", 4)
+        nerve.close()
+        assert switch.port_is_free(switch.GATEWAY_PORT)
+        ran = run_commands(section_commands(switch.SECTION), cwd=machine.home, home=machine.home)
+        assert ran.returncode == 0, ran.stdout + ran.stderr
+        assert "3 of 3 memU items done, 0 left" in ran.stdout, ran.stdout
+        assert not (machine.state / "config.local.yaml").exists()  # not where Nerve never reads
+        settings = nerve_settings(machine.config_dir)
+        assert settings["memory"]["backend"] == "loom"
+        assert settings["mcp_gateway_url"] == "http://127.0.0.1:8787"
