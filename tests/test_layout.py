@@ -36,6 +36,8 @@ HOST_API = [
     "cron_job_prompt",
     "doctor_lines",
     "extend_cli",
+    "external_agent_first_action",
+    "external_agent_footer",
     "fastapi_router",
     "hidden_tools",
     "load_cron_jobs",

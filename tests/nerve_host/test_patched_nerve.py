@@ -28,6 +28,9 @@ from nerve import config as nerve_config  # noqa: E402
 from nerve import db as nerve_db  # noqa: E402
 from nerve.agent.backends import claude as claude_backend  # noqa: E402
 from nerve.cron.service import CronService  # noqa: E402
+from nerve.external_agents.registry import FileTarget  # noqa: E402
+from nerve.external_agents.renderers.claude_code import ClaudeCodeRenderer  # noqa: E402
+from nerve.external_agents.renderers.codex_global import CodexGlobalRenderer  # noqa: E402
 from nerve.gateway import auth as nerve_auth  # noqa: E402
 from nerve.gateway import server as nerve_server  # noqa: E402
 from nerve.gateway.routes import _deps as route_deps  # noqa: E402
@@ -38,6 +41,7 @@ from provisioner.devgateway import serve_in_thread  # noqa: E402
 pytestmark = pytest.mark.anyio
 NAMESPACE = "ada"
 SECRET = "a-test-secret-that-is-long-enough-for-hs256"
+BUNDLE_TARGET = FileTarget(output=Path("bundle.md"), includes=["SOUL.md"], style="global")
 
 
 @pytest.fixture
@@ -162,6 +166,12 @@ class TestAPatchedNerveOnLoom:
                 assert card.status_code == 200 and card.json()["backend"] == "loom"
                 swept = client.post("/api/memorization/sweep", headers=headers)
                 assert swept.status_code == 200 and swept.json()["backend"] == "loom"
+
+                # The bundles Nerve writes for external agents send them to Loom.
+                for renderer in (CodexGlobalRenderer(), ClaudeCodeRenderer()):
+                    bundle = renderer.render(BUNDLE_TARGET, workspace=machine.workspace)
+                    assert "mcp__loom__" in bundle and "session_context(" not in bundle
+                    assert "`memorize`" not in bundle and "memory_recall" not in bundle
 
                 # Nerve's cron loader: a shipped memU prompt runs in Loom's wording.
                 jobs = CronService(config, engine, database)._load_merged_jobs()

@@ -10,7 +10,8 @@ NERVE-18):
 * ``hidden_tools`` — the tools Nerve must not offer under the configured backend;
 * ``nerve_router`` — the Memory card's routes with the configuration read from Nerve's folders;
 * ``allow_config_keys``, ``cron_job_prompt``, ``doctor_lines`` — the hooks of Nerve's key check,
-  cron loader and doctor;
+  cron loader and doctor; ``external_agent_first_action`` and ``external_agent_footer`` — those
+  of the bundles Nerve writes for external agents;
 
 the engine's part, for a host that wires pieces by hand (NERVE-5):
 
@@ -48,6 +49,8 @@ if TYPE_CHECKING:  # the names for type checkers; at run time each comes from _H
         allow_config_keys,
         cron_job_prompt,
         doctor_lines,
+        external_agent_first_action,
+        external_agent_footer,
         hidden_tools,
         nerve_memory,
         nerve_router,
@@ -78,6 +81,8 @@ _HOME: dict[str, str] = {
     "allow_config_keys": "provisioner.integrations.nerve.engine",
     "cron_job_prompt": "provisioner.integrations.nerve.engine",
     "doctor_lines": "provisioner.integrations.nerve.engine",
+    "external_agent_first_action": "provisioner.integrations.nerve.engine",
+    "external_agent_footer": "provisioner.integrations.nerve.engine",
     "memory_backend": "provisioner.runtime",
     "nerve_settings": "provisioner.integrations.nerve.settings",
     "LoomMemory": "provisioner.runtime",

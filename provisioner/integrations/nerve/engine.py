@@ -51,6 +51,7 @@ SESSION_TOOL_PREFIX = f"mcp__{LOOM_SERVER_NAME}__"  # NERVE-13: how a session na
 PROMPT_PART_SEPARATOR = "\n\n---\n\n"
 CODEX_AGENT_BACKEND = "codex"  # TXT-5: Nerve's agent backend whose sessions get the Codex note
 RECALLED_HEADING = "# Recalled Memories"  # NERVE-15: the heading Nerve writes above the recall
+WORKSPACE_PATH_LINE = "- **Path:**"  # TXT-5: the footer line of Nerve's bundles kept under Loom
 # NERVE-17: the keys the package documents in Nerve's files, by dotted prefix ("" is the top
 # level), for Nerve's unknown-key check; ``memory.loom`` is a section of the package's own.
 NERVE_CONFIG_KEYS: Mapping[str, frozenset[str]] = {
@@ -312,12 +313,46 @@ def cron_job_prompt(job_id: str, prompt: str, config: object = None) -> str:
     prompt as written (the engine's start says what is wrong with it)."""
     from provisioner.templating.jobs import effective_job_prompt
 
+    return effective_job_prompt(job_id, prompt, _backend_or_memu(config, f"cron job {job_id}"))
+
+
+def _backend_or_memu(config: object, what: str) -> str:
+    """The backend of ``config``; memU (Nerve's own wording stands) when it cannot be read,
+    logged: the engine's start says what is wrong with the configuration."""
     try:
-        backend = NerveMemory(config).backend
+        return NerveMemory(config).backend
     except (UserError, ValueError, OSError) as error:
-        log.warning("cron job %s: backend unknown (%s); its prompt runs as written", job_id, error)
-        return prompt
-    return effective_job_prompt(job_id, prompt, backend)
+        log.warning("%s: backend unknown (%s); Nerve's own wording stands", what, error)
+        return "memu"
+
+
+def external_agent_first_action(agent: str, first_action: str, config: object = None) -> str:
+    """The memory part of the bundle Nerve writes for an external agent (``codex`` or
+    ``claude-code``): ``first_action`` as Nerve wrote it under memU; under Loom the package's
+    wording, whose first action is Loom's briefing or search, not memU's ``session_context``,
+    a tool Nerve no longer serves under Loom (TXT-5, NERVE-14). The bundle is rendered outside
+    the engine, with no catalog read, so it names Loom's default tools, as the workspace files
+    init words do."""
+    if _backend_or_memu(config, f"{agent} bundle") != "loom":
+        return first_action
+    from provisioner.templating.folder import loom_core_tools
+    from provisioner.templating.texts import external_agent_memory
+
+    return external_agent_memory("loom", agent, loom_tools=loom_core_tools()).strip()
+
+
+def external_agent_footer(agent: str, footer: str, config: object = None) -> str:
+    """The workspace footer of an external agent's bundle: as Nerve wrote it under memU;
+    under Loom its lines up to the workspace's path, without the lines that send the agent to
+    memU's ``memorize`` and ``memory_recall`` (the memory part says what to use instead)."""
+    if _backend_or_memu(config, f"{agent} bundle") != "loom":
+        return footer
+    kept: list[str] = []
+    for line in footer.splitlines():
+        kept.append(line)
+        if line.startswith(WORKSPACE_PATH_LINE):
+            return "\n".join(kept) + "\n"
+    return footer  # not the footer's shape: left as Nerve wrote it
 
 
 def doctor_lines(config: object = None, *, network: bool = True) -> tuple[list[str], ...]:

@@ -20,6 +20,8 @@ from provisioner.integrations.nerve import (
     allow_config_keys,
     cron_job_prompt,
     doctor_lines,
+    external_agent_first_action,
+    external_agent_footer,
     hidden_tools,
     nerve_memory,
 )
@@ -276,3 +278,36 @@ class TestNervesOwnSurfaces:
         )
         with pytest.raises(UserError, match=r"memory\.backend"):
             NerveMemory()
+
+
+NERVES_FIRST_ACTION = "# Mandatory First Action — Call `session_context()`\n\nCall it first."
+NERVES_FOOTER = (
+    "# Workspace\n\n"
+    "- **Path:** `/home/ada/nerve-workspace`\n"
+    "- **Memory updates:** Use the `memorize` MCP tool to save important facts.\n"
+    "- **Recall:** Use `memory_recall(query)` to search past conversations.\n"
+)
+
+
+class TestTheExternalAgentsBundles:
+    def test_under_memu_nerves_own_texts_stand(self, nerve_home: Path) -> None:
+        for agent in ("codex", "claude-code"):
+            assert external_agent_first_action(agent, NERVES_FIRST_ACTION) == NERVES_FIRST_ACTION
+            assert external_agent_footer(agent, NERVES_FOOTER) == NERVES_FOOTER
+
+    def test_under_loom_no_memu_tool_is_named_and_the_workspace_path_stays(
+        self, nerve_home: Path
+    ) -> None:
+        switch(nerve_home, "http://127.0.0.1:8787")
+        for agent in ("codex", "claude-code"):
+            first = external_agent_first_action(agent, NERVES_FIRST_ACTION)
+            footer = external_agent_footer(agent, NERVES_FOOTER)
+            both = first + footer
+            assert "mcp__loom__loom_search" in first and "session_context" not in both
+            for tool in ("memorize", "memory_recall"):
+                assert tool not in both
+            assert footer == "# Workspace\n\n- **Path:** `/home/ada/nerve-workspace`\n"
+
+    def test_a_footer_of_another_shape_is_left_as_nerve_wrote_it(self, nerve_home: Path) -> None:
+        switch(nerve_home, "http://127.0.0.1:8787")
+        assert external_agent_footer("codex", "# Notes\n") == "# Notes\n"
