@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from provisioner.cli.entry import program
 from provisioner.config.paths import CONFIG_DIR_ENV, DEFAULT_CONFIG_DIR, find_folders
@@ -178,3 +178,26 @@ def gateway_url_argument(text: str) -> str:
             "with a host and no credentials, query or fragment, such as http://127.0.0.1:8787"
         )
     return value.rstrip("/")
+
+
+class Progress:
+    """``checked 120/1000 workspaces`` (``switched 120/1000 instances``) rewritten in place, on
+    a terminal only (FLEET-1, FLEET-9)."""
+
+    def __init__(self, stream: TextIO, verb: str, noun: str = "workspaces") -> None:
+        self.stream = stream
+        self.verb = verb
+        self.noun = noun
+        isatty = getattr(stream, "isatty", None)
+        self.shown = bool(isatty and isatty())
+        self._written = False
+
+    def __call__(self, done: int, total: int) -> None:
+        self.stream.write(f"\r{self.verb} {done}/{total} {self.noun}")
+        self.stream.flush()
+        self._written = True
+
+    def end(self) -> None:
+        if self._written:
+            self.stream.write("\n")
+            self.stream.flush()

@@ -20,9 +20,8 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
-from typing import TextIO
 
-from provisioner.cli.common import path_argument
+from provisioner.cli.common import Progress, path_argument
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -99,7 +98,7 @@ def _run_fleet(args: argparse.Namespace) -> int:
         conflict=getattr(args, "conflict", CONFLICT_LEAVE),
         jobs=args.jobs,
     )
-    progress = _Progress(sys.stderr, "updated" if args.update else "checked")
+    progress = Progress(sys.stderr, "updated" if args.update else "checked")
     with _stop_signals() as received:
         try:
             outcomes = run.all(entries, progress if progress.shown else None)
@@ -149,24 +148,3 @@ def _stop_signals() -> Iterator[Callable[[], signal.Signals | None]]:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-
-
-class _Progress:
-    """``checked 120/1000 workspaces`` rewritten in place, on a terminal only."""
-
-    def __init__(self, stream: TextIO, verb: str) -> None:
-        self.stream = stream
-        self.verb = verb
-        isatty = getattr(stream, "isatty", None)
-        self.shown = bool(isatty and isatty())
-        self._written = False
-
-    def __call__(self, done: int, total: int) -> None:
-        self.stream.write(f"\r{self.verb} {done}/{total} workspaces")
-        self.stream.flush()
-        self._written = True
-
-    def end(self) -> None:
-        if self._written:
-            self.stream.write("\n")
-            self.stream.flush()

@@ -12,9 +12,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any, TextIO
+from typing import Any
 
-from provisioner.cli.common import gateway_url_argument, path_argument
+from provisioner.cli.common import Progress, gateway_url_argument, path_argument
 
 SWITCH_TARGETS = ("loom",)  # FLEET-7: the backend a fleet switches to
 
@@ -69,7 +69,7 @@ def _run_switch(args: argparse.Namespace) -> int:
         env=dict(os.environ),
         steps=Steps.from_env(os.environ),
     )
-    progress = _Progress(sys.stderr)
+    progress = Progress(sys.stderr, "switched", "instances")
 
     async def work(stop: Any) -> int:
         try:
@@ -89,23 +89,3 @@ def _run_switch(args: argparse.Namespace) -> int:
         return exit_status(outcomes)
 
     return run_stoppable(work)
-
-
-class _Progress:
-    """``switched 120/1000 instances`` rewritten in place, on a terminal only (FLEET-9)."""
-
-    def __init__(self, stream: TextIO) -> None:
-        self.stream = stream
-        isatty = getattr(stream, "isatty", None)
-        self.shown = bool(isatty and isatty())
-        self._written = False
-
-    def __call__(self, done: int, total: int) -> None:
-        self.stream.write(f"\rswitched {done}/{total} instances")
-        self.stream.flush()
-        self._written = True
-
-    def end(self) -> None:
-        if self._written:
-            self.stream.write("\n")
-            self.stream.flush()

@@ -33,22 +33,29 @@ class LocalConfigError(UserError, ValueError):
     """The machine-local file exists but is not a YAML mapping, so it is left alone."""
 
 
-def store_embeddings_key(config_dir: Path, key: str) -> Path:
-    """Set memU's embeddings key in ``<config_dir>/config.local.yaml``; returns the path.
-
-    The key goes where Nerve reads it: its top-level ``openai_api_key`` (NERVE-8), which
-    Nerve hands to memU for embeddings."""
-    path = Path(config_dir) / LOCAL_CONFIG_NAME
+def _read_local(path: Path, unwritten: str) -> tuple[dict[Any, Any], str | None]:
+    """The machine-local file's mapping (empty when the file is absent) and its text (None when
+    absent). ``LocalConfigError`` — one line naming the file, ending with ``unwritten`` — when
+    it is not bounded YAML holding a mapping; ``FileFault`` naming it for a machine fault."""
     try:
         with faults_named(path):
             text = read_small_text(path)
         loaded = load_bounded(text) if text is not None else None
     except (YamlLimitError, yaml.YAMLError, UnicodeDecodeError) as error:
         problem = " ".join(str(error).split())
-        raise LocalConfigError(f"{path}: {problem}; the key was not stored") from None
+        raise LocalConfigError(f"{path}: {problem}; {unwritten}") from None
     if loaded is not None and not isinstance(loaded, dict):
-        raise LocalConfigError(f"{path}: top level is not a mapping; the key was not stored")
-    document: dict = loaded or {}
+        raise LocalConfigError(f"{path}: top level is not a mapping; {unwritten}")
+    return loaded or {}, text
+
+
+def store_embeddings_key(config_dir: Path, key: str) -> Path:
+    """Set memU's embeddings key in ``<config_dir>/config.local.yaml``; returns the path.
+
+    The key goes where Nerve reads it: its top-level ``openai_api_key`` (NERVE-8), which
+    Nerve hands to memU for embeddings."""
+    path = Path(config_dir) / LOCAL_CONFIG_NAME
+    document, _text = _read_local(path, "the key was not stored")
     node = document
     for part in EMBEDDINGS_KEY_PATH[:-1]:
         child = node.get(part)
@@ -104,16 +111,7 @@ def write_switch(config_dir: Path, *, gateway_url: str | None) -> list[str]:
     its ``memory`` is not one; ``FileFault`` naming the file for a fault of the machine.
     """
     path = Path(config_dir) / LOCAL_CONFIG_NAME
-    try:
-        with faults_named(path):
-            text = read_small_text(path)
-        loaded = load_bounded(text) if text is not None else None
-    except (YamlLimitError, yaml.YAMLError, UnicodeDecodeError) as error:
-        problem = " ".join(str(error).split())
-        raise LocalConfigError(f"{path}: {problem}; the switch was not written") from None
-    if loaded is not None and not isinstance(loaded, dict):
-        raise LocalConfigError(f"{path}: top level is not a mapping; the switch was not written")
-    document: dict[Any, Any] = loaded or {}
+    document, text = _read_local(path, "the switch was not written")
     memory = document.setdefault("memory", {})
     if memory is None:
         memory = document["memory"] = {}
