@@ -9,10 +9,14 @@ calls (extractions and migration writes alike) may be in flight across the fleet
 * It starts at ``FLEET_START_CALLS`` and grows by one for each call Loom answers, up to
   ``FLEET_MAX_CALLS``: while Loom keeps answering, more instances' calls overlap, which hides
   Loom's latency (a second per extraction) behind the others.
-* A "not now" (a 429, any ``MayPass``, one of Loom's coded faults) halves it, never below
-  ``FLEET_MIN_CALLS``. As in SWEEP-14, each call carries the generation it was launched in,
-  and only news of the current generation moves the limit: several calls turned away by one
-  overload halve it once, and calls launched before the halving cannot grow it back.
+* A "not now" (a 429, any ``MayPass``, one of Loom's coded faults) cuts it to three quarters
+  (``FLEET_CUT``), never below ``FLEET_MIN_CALLS``. As in SWEEP-14, each call carries the
+  generation it was launched in, and only news of the current generation moves the limit:
+  several calls turned away by one overload cut it once, and calls launched before the cut
+  cannot grow it back. Three quarters, not half: a gateway that turns away a steady share of
+  calls whatever the load (a tenth, say) meets a cut every few answers, and halving then kept
+  the fleet near twenty calls where Loom could take a hundred; a gentler cut still backs off
+  quickly from a real overload, whose refusals keep coming until the load falls.
 
 ``FleetLoom`` is one instance's Loom backend seen through that budget. Its ``extract`` takes a
 slot for each try; an extraction the gateway turned away ("not now") is sent again, by this
@@ -20,7 +24,7 @@ instance alone, once the gateway's ``Retry-After`` has passed (else after a shor
 most ``EXTRACT_TRIES`` times, and the last refusal goes to the sweep as it came. Sending it
 again is safe: a refused call was not taken, and a batch Loom took after all is answered
 ``duplicate``. The rest of the fleet goes on meanwhile: a Retry-After says when this call may
-come back, and the halved limit is what slows everyone. ``set_memory`` takes a slot for each
+come back, and the cut limit is what slows everyone. ``set_memory`` takes a slot for each
 write; the migration keeps its own retry of a "not now" (REL-8).
 
 ``steps`` is called each time Loom answered a call, before the caller records the answer: the
@@ -43,7 +47,8 @@ from provisioner.runtime.transcripts import Message
 
 FLEET_START_CALLS = 16  # FLEET-9 (our choice): calls in flight across the fleet at first
 FLEET_MAX_CALLS = 128  # FLEET-9 (our choice): at most, across the fleet's connection pools
-FLEET_MIN_CALLS = 4  # FLEET-9 (our choice): a halving never goes below this
+FLEET_MIN_CALLS = 4  # FLEET-9 (our choice): a cut never goes below this
+FLEET_CUT = (3, 4)  # FLEET-9 (our choice): a "not now" leaves this share of the calls in flight
 EXTRACT_TRIES = 5  # FLEET-9 (our choice): one send and four more while "not now" lasts
 RETRY_BACKOFF_S = 1.0  # FLEET-9 (our choice): the wait when the gateway names no Retry-After
 RETRY_AFTER_MAX_S = 30.0  # FLEET-9, as REL-8: a longer Retry-After is not waited out here
@@ -59,7 +64,7 @@ class FleetBudget:
     under a thread lock, and a call waiting for room waits on a future of its own loop, which
     the thread that frees a slot resolves through that loop. ``ValueError`` unless
     ``floor <= start <= cap``. ``peak`` is the most calls that were in flight at once,
-    ``halvings`` how often a "not now" halved the limit: for the report.
+    ``cuts`` how often a "not now" cut the limit: for the report.
     """
 
     def __init__(
@@ -79,7 +84,7 @@ class FleetBudget:
         self._lock = threading.Lock()
         self._waiting: deque[asyncio.Future[None]] = deque()
         self.peak = 0
-        self.halvings = 0
+        self.cuts = 0
 
     @property
     def limit(self) -> int:
@@ -139,12 +144,14 @@ class FleetBudget:
                 self._grant_what_fits()
 
     def turned_away(self, generation: int) -> None:
-        """A call of ``generation`` was turned away: half as many, once per generation."""
+        """A call of ``generation`` was turned away: three quarters as many, once per
+        generation."""
+        kept, of = FLEET_CUT
         with self._lock:
             if generation == self._generation:
-                self._limit = max(self._floor, self._limit // 2)
+                self._limit = max(self._floor, self._limit * kept // of)
                 self._generation += 1
-                self.halvings += 1
+                self.cuts += 1
 
 
 class FleetLoom:

@@ -208,26 +208,35 @@ class TestBadInput:
 
 
 class TestTheFleetsBudget:
-    def test_it_grows_per_answer_and_halves_once_per_generation(self) -> None:
+    def test_it_grows_per_answer_and_is_cut_once_per_generation(self) -> None:
         async def scenario() -> FleetBudget:
-            budget = FleetBudget(start=4, cap=6, floor=2)
+            budget = FleetBudget(start=4, cap=8, floor=2)
             async with budget.slot() as first, budget.slot() as second:
-                budget.answered(first)
-                budget.answered(second)
-                assert budget.limit == 6
-                budget.answered(first)
-                assert budget.limit == 6  # the cap
+                for _ in range(5):
+                    budget.answered(first)
+                assert budget.limit == 8  # grown by one per answer, up to the cap
                 budget.turned_away(first)
-                budget.turned_away(second)  # the same overload: halved once
-                assert budget.limit == 3
-                budget.answered(second)  # launched before the halving: old news
-                assert budget.limit == 3
+                budget.turned_away(second)  # the same overload: cut once
+                assert budget.limit == 6  # three quarters
+                budget.answered(second)  # launched before the cut: old news
+                assert budget.limit == 6
             async with budget.slot() as third:
                 budget.turned_away(third)
             return budget
 
         budget = asyncio.run(scenario())
-        assert (budget.limit, budget.halvings) == (2, 2)  # never below the floor
+        assert (budget.limit, budget.cuts) == (4, 2)
+
+    def test_a_cut_never_goes_below_the_floor(self) -> None:
+        async def scenario() -> FleetBudget:
+            budget = FleetBudget(start=3, cap=3, floor=2)
+            for _ in range(3):
+                async with budget.slot() as call:
+                    budget.turned_away(call)
+            return budget
+
+        budget = asyncio.run(scenario())
+        assert (budget.limit, budget.cuts) == (2, 3)
 
     def test_the_calls_in_flight_never_pass_the_limit(self) -> None:
         async def scenario() -> tuple[int, int]:
@@ -267,7 +276,7 @@ class TestTheFleetsBudget:
             running.app.faults.switch(f"429:3@{EXTRACT_TOOL}=0.5", seed=1)  # 429, then Loom
             resent, budget = asyncio.run(scenario(running.base_url))
         assert (resent, waits) == (1, [3.0])
-        assert budget.halvings == 1
+        assert budget.cuts == 1
 
 
 @pytest.mark.slow
