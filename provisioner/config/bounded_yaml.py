@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,12 +71,29 @@ class _Frame:
     nodes: int = 1
 
 
+# PyYAML 6.0.4 and later refuse a flow nested past their own limit while scanning, before an
+# event reaches the depth count below; that refusal is this limit's too.
+_SCANNER_NESTING_PROBLEM = "maximum nesting depth"
+
+
+def _events(text: str) -> Iterator[yaml.Event]:
+    """``text``'s parse events; PyYAML's own refusal of deep nesting as ``YamlLimitError``."""
+    try:
+        yield from yaml.parse(text, Loader=_BaseLoader)
+    except yaml.MarkedYAMLError as error:
+        if _SCANNER_NESTING_PROBLEM not in (error.problem or ""):
+            raise
+        mark = error.problem_mark
+        line = mark.line + 1 if mark is not None else None
+        raise YamlLimitError(f"nesting deeper than {MAX_DEPTH} levels", line) from None
+
+
 def check_cost(text: str) -> None:
     """Refuse ``text`` when its expanded size, alias count or depth is beyond the limits."""
     anchors: dict[str, int] = {}
     stack: list[_Frame] = []
     total = aliases = 0
-    for event in yaml.parse(text, Loader=_BaseLoader):
+    for event in _events(text):
         line = event.start_mark.line + 1 if event.start_mark is not None else None
         if isinstance(event, yaml.CollectionStartEvent):
             stack.append(_Frame(event.anchor))
