@@ -80,6 +80,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
+    if args.loom_data is not None and not args.loom_data.is_dir():
+        parser.error(f"--loom-data {args.loom_data}: no such folder; expected one to write in")
     shape = Shape(args.items, args.sessions, args.messages, args.memorized)
     latency = f"latency:{args.extract_s:g}@{EXTRACT_TOOL},latency:{args.write_s:g}@{WRITE_TOOL}"
     scenarios = [("as it is", latency)]
