@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import fcntl
 import os
-import select
 import subprocess
 import sys
 import termios
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,7 +16,7 @@ from tests.support.processes import clean_environment
 from tests.support.repo import REPO_ROOT
 
 END_OF_INPUT = b"\x04"  # Ctrl-D at the start of a line: the terminal ends the input
-WAIT_S = 60  # a bound on the prompt's coming, far beyond what it takes
+WAIT_S = 60  # a guard on the command's exit once its input ended, far beyond what it takes
 
 
 def _controlling_terminal() -> None:
@@ -27,13 +25,15 @@ def _controlling_terminal() -> None:
 
 
 def read_until(leader: int, seen: bytearray, done: Callable[[bytes], bool]) -> None:
-    """Read the terminal into ``seen`` until ``done(seen)``."""
-    deadline = time.monotonic() + WAIT_S
+    """Read the terminal into ``seen`` until ``done(seen)``; fails, with what was seen, when the
+    other side closes the terminal first (the command ended without asking)."""
     while not done(bytes(seen)):
-        assert time.monotonic() < deadline, seen.decode(errors="replace")
-        ready, _, _ = select.select([leader], [], [], 1.0)
-        if ready:
-            seen += os.read(leader, 4096)
+        try:
+            chunk = os.read(leader, 4096)  # blocks until the command writes or ends
+        except OSError:  # EIO: every process on the other side closed it
+            chunk = b""
+        assert chunk, f"the command ended first: {seen.decode(errors='replace')}"
+        seen += chunk
 
 
 def test_ctrl_d_at_the_key_prompt_is_one_line_not_a_traceback(tmp_path: Path) -> None:
