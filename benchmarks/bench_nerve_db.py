@@ -40,7 +40,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from provisioner.integrations.nerve.transcripts import NerveTranscripts  # noqa: E402
+from provisioner.runtime.nerve_db.transcripts import NerveTranscripts  # noqa: E402
 from tests.integrations.nerve.nerve_db import NerveDb  # noqa: E402
 
 SESSION = "big-session-0000-0000-0000-000000000000"

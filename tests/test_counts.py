@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from provisioner.counts import counted
+from provisioner.ground.counts import counted
 
 
 @pytest.mark.parametrize(

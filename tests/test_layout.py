@@ -59,6 +59,27 @@ RUNTIME_FACE = [
     "TranscriptSource",
     "memory_backend",
 ]
+# The rooms from the top floor down (docs/architecture.md, "The rooms"): a module may import
+# its own room and the rooms below it, never one above. ``provisioner`` itself holds only the
+# version, on the ground floor.
+ROOMS_TOP_DOWN = [
+    "provisioner.__main__",
+    "provisioner.integrations",
+    "provisioner.cli",
+    "provisioner.golden",
+    "provisioner.fleet",
+    "provisioner.doctor",
+    "provisioner.web",
+    "provisioner.devgateway",
+    "provisioner.migration",
+    "provisioner.workspace",
+    "provisioner.templating",
+    "provisioner.config",
+    "provisioner.backends",
+    "provisioner.runtime",
+    "provisioner.ground",
+]
+SIDE_BY_SIDE = [("provisioner.templating", "provisioner.config")]  # neither imports the other
 DOTTED_NAME = re.compile(r"`(provisioner(?:\.[A-Za-z_][A-Za-z0-9_]*)+)(?:\(\))?`")
 
 
@@ -128,6 +149,28 @@ def import_circles() -> list[list[str]]:
     return circles
 
 
+def room_of(module: str) -> str:
+    """The room ``module`` lives in: the longest entry of ``ROOMS_TOP_DOWN`` it is under."""
+    if module == "provisioner":
+        return "provisioner.ground"
+    for room in sorted(ROOMS_TOP_DOWN, key=len, reverse=True):
+        if module == room or module.startswith(room + "."):
+            return room
+    raise AssertionError(f"{module} is in no room of ROOMS_TOP_DOWN")
+
+
+def climbs(name: str, targets: set[str]) -> list[str]:
+    """The imports of ``name`` among ``targets`` that reach a room above its own."""
+    floor = {room: index for index, room in enumerate(ROOMS_TOP_DOWN)}
+    own = floor[room_of(name)]
+    return [f"{name} -> {t}" for t in sorted(targets) if floor[room_of(t)] < own]
+
+
+def upward_imports() -> list[str]:
+    """Every import that climbs: a module importing a room above its own."""
+    return [climb for name in MODULES for climb in climbs(name, imported_modules(name))]
+
+
 def _modules_directly_in(folder: Path) -> list[str]:
     return sorted(
         path.name for path in folder.glob("*.py") if path.name not in ("__init__.py", "__main__.py")
@@ -137,6 +180,32 @@ def _modules_directly_in(folder: Path) -> list[str]:
 class TestRooms:
     def test_no_module_imports_itself_around_a_circle(self) -> None:
         assert import_circles() == []
+
+    def test_every_module_lives_in_a_room(self) -> None:
+        assert sorted({room_of(name) for name in MODULES}) == sorted(ROOMS_TOP_DOWN)
+
+    def test_imports_go_down_the_rooms_never_up(self) -> None:
+        assert upward_imports() == []
+
+    @pytest.mark.parametrize(("left", "right"), SIDE_BY_SIDE)
+    def test_rooms_side_by_side_do_not_import_each_other(self, left: str, right: str) -> None:
+        for one, other in ((left, right), (right, left)):
+            crossing = [
+                f"{name} -> {target}"
+                for name in MODULES
+                if room_of(name) == one
+                for target in imported_modules(name)
+                if room_of(target) == other
+            ]
+            assert crossing == []
+
+    def test_the_room_check_sees_a_climb(self) -> None:
+        """The order check is not empty-handed: an import up a floor is named, one down is not."""
+        assert climbs("provisioner.golden.check", {"provisioner.cli.main"}) == [
+            "provisioner.golden.check -> provisioner.cli.main"
+        ]
+        assert climbs("provisioner.runtime.state", {"provisioner.ground.faults"}) == []
+        assert climbs("provisioner.runtime.state", {"provisioner.workspace.fs"}) != []
 
     def test_the_import_reader_sees_the_imports_it_must(self) -> None:
         """The reader behind the circle test finds imports in every form the package uses."""
@@ -148,9 +217,13 @@ class TestRooms:
         assert len(_modules_directly_in(PACKAGE / "runtime")) <= RUNTIME_TOP_LEVEL_MODULES_MAX
 
     @pytest.mark.parametrize("name", sorted(n for n in MODULES if n.startswith("provisioner.")))
-    def test_the_runtime_is_imported_by_others_never_the_reverse(self, name: str) -> None:
+    def test_the_runtime_imports_only_itself_and_the_ground_floor(self, name: str) -> None:
         if name.startswith("provisioner.runtime"):
-            outside = {m for m in imported_modules(name) if not m.startswith("provisioner.runtime")}
+            outside = {
+                m
+                for m in imported_modules(name)
+                if room_of(m) not in ("provisioner.runtime", "provisioner.ground")
+            }
             assert not outside, f"{name} imports {sorted(outside)}"
 
     @pytest.mark.parametrize("package", sorted(PACKAGES))

@@ -13,19 +13,16 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
-from provisioner.cli.entry import program
 from provisioner.config.paths import CONFIG_DIR_ENV, DEFAULT_CONFIG_DIR, find_folders
-from provisioner.errors import UserError
+from provisioner.ground.command import program
+from provisioner.ground.errors import UserError
 
 if TYPE_CHECKING:
     import socket
 
 EXIT_OK = 0
 EXIT_DIFFERENCE = 1
-EXIT_USAGE = 2
-EXIT_TEMPLATE = 3  # GOLD-2: a template that cannot be rendered, told apart from a difference
 EXIT_INCOMPLETE = 1  # SWEEP-13: the gateway answered, but batches did not go through
-EXIT_TEMPFAIL = 75  # SWEEP-13: memory could not be reached at all (sysexits.h EX_TEMPFAIL)
 DEFAULT_WORKSPACE = "~/nerve-workspace"
 WORKSPACE_ENV = "NERVE_WORKSPACE"
 LOOPBACK = "127.0.0.1"  # the local servers never listen beyond this machine

@@ -20,7 +20,7 @@ from provisioner.cli.common import (
     listen_on_loopback,
     port_argument,
 )
-from provisioner.cli.entry import command
+from provisioner.ground.command import command
 
 DEFAULT_PORT = 8787  # contracts/gateway.md's example base URL
 DEV_EXTRA_HINT = "pip install 'nerve-provisioner[dev]'"

@@ -5,7 +5,7 @@ Every command reports bad input as one line on stderr and exits with status 2, n
 traceback; ``golden check`` exits 1 when the render drifted from the goldens, and ``diff``
 exits 1 when it showed a difference. A template that cannot be rendered is one line naming its
 file and line, and exit status 3. The command alone prints the usage. Usage lines, errors and
-hints name the command as it was invoked (``provisioner.cli.entry``).
+hints name the command as it was invoked (``provisioner.ground.command``).
 A file the machine will not let a command use is one line naming it, with its fault's status:
 75 busy or full, 73 read-only or permission denied, 74 an I/O error, 2 damaged (REL-4,
 docs/exit-status.md).
@@ -24,8 +24,6 @@ from provisioner import __version__
 from provisioner.cli.common import (
     EXIT_DIFFERENCE,
     EXIT_OK,
-    EXIT_TEMPLATE,
-    EXIT_USAGE,
     ArgParser,
     UsageError,
     add_workspace_options,
@@ -33,10 +31,9 @@ from provisioner.cli.common import (
     refuse_missing_folders,
     workspace_and_config_dir,
 )
-from provisioner.cli.entry import invoked_as, program, running_as
-from provisioner.counts import counted
-from provisioner.errors import TemplateBroken, UserError
-from provisioner.runtime.errors import StoreFault
+from provisioner.ground.command import invoked_as, program, running_as
+from provisioner.ground.counts import counted
+from provisioner.ground.errors import EXIT_USAGE, ProvisionerError, TemplateBroken
 
 # A command imports only what it runs. The command named on the command line is registered
 # in full; every other one only by its name and help line, which is all the top-level usage
@@ -238,19 +235,12 @@ def _run(argv: Sequence[str] | None) -> int:
                 f"{args.command}: expected a subcommand; see {program()} {args.command} -h"
             )
         return int(args.handler(args))
-    except UserError as error:
-        print(f"{program()}: error: {_one_line(error)}", file=sys.stderr)
-        return EXIT_USAGE
-    except TemplateBroken as error:
-        print(f"{program()}: template error: {_one_line(error)}", file=sys.stderr)
-        return EXIT_TEMPLATE
-    except StoreFault as fault:
-        from provisioner.runtime.sqlite_file import FileFault  # deferred: sqlite3
-
-        if not isinstance(fault, FileFault):
-            raise
-        print(f"{program()}: error: {_one_line(fault)}", file=sys.stderr)
-        return fault.exit_status
+    except ProvisionerError as error:
+        # Every error the package raises on purpose is one line and its own exit status: 2 for
+        # input, 3 for a template (GOLD-2), 75/73/74/2 for a file by its fault (REL-4).
+        what = "template error" if isinstance(error, TemplateBroken) else "error"
+        print(f"{program()}: {what}: {_one_line(error)}", file=sys.stderr)
+        return error.exit_status
     except KeyboardInterrupt:
         print(f"{program()}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -263,7 +253,7 @@ def _run(argv: Sequence[str] | None) -> int:
     except OSError as error:
         # An OSError that names its file and is a fault of the machine (full, read-only,
         # permission, I/O) is one line with its status (REL-4); anything else is a bug.
-        from provisioner.runtime.sqlite_file import file_fault  # deferred: sqlite3
+        from provisioner.ground.faults import file_fault  # deferred: sqlite3
 
         named = file_fault(error, error.filename) if error.filename else None
         if named is None:

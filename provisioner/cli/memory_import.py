@@ -28,12 +28,12 @@ from provisioner.cli.common import (
     refuse_missing_folders,
     workspace_and_config_dir,
 )
-from provisioner.cli.entry import command, program
 from provisioner.cli.memory_files import add_path_options
 from provisioner.config.paths import default_paths
-from provisioner.counts import counted
+from provisioner.ground.command import command, program
+from provisioner.ground.counts import counted
+from provisioner.ground.faults import FileFault, file_fault
 from provisioner.runtime.gateway.protocol import nested_deeper_than
-from provisioner.runtime.sqlite_file import FileFault, file_fault
 from provisioner.runtime.transcripts import instant_of, parsed_time
 
 IMPORT_FIELDS = ("session_id", "role", "content", "created_at")

@@ -11,9 +11,9 @@ that session's prompt shows (the first recall of a session wins, REC-3). Neither
 fails when Loom cannot answer: ``recall`` prints the "could not be recalled" block and
 ``status`` shows the error among the diagnostics; both exit 0, and ``--json`` says which.
 A state file ``recall`` cannot open, read or write is one line naming it and the cause, with
-the status of its kind (``sqlite_file.FileFault``: 75 busy or full, 73 read-only or permission,
-74 I/O, 2 damaged); when only keeping the recall failed, the block is printed first, since it
-is what the session is told (REL-3, REL-4).
+the status of its kind (``provisioner.ground.faults.FileFault``: 75 busy or full, 73 read-only
+or permission, 74 I/O, 2 damaged); when only keeping the recall failed, the block is printed
+first, since it is what the session is told (REL-3, REL-4).
 
 ``status`` runs apart from the sweep, so it adds what the state file keeps of it (LOOM-4): the
 batch budget the last sweep left, and with the last error its age, how many batches went
@@ -34,10 +34,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from provisioner.cli.common import EXIT_OK, UsageError, add_workspace_options
-from provisioner.cli.entry import program
 from provisioner.cli.memory_files import open_state
 from provisioner.config.paths import MEMORY_DIR, STATE_FILE, default_paths
-from provisioner.counts import counted
+from provisioner.ground.command import program
+from provisioner.ground.counts import counted
 from provisioner.runtime.loom.report import failure_words
 
 if TYPE_CHECKING:

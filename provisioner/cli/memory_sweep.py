@@ -18,7 +18,7 @@ words say why it stopped, and tells a monitor the truth by its exit status (SWEE
   them itself;
 * 1 (``EXIT_INCOMPLETE``): the gateway answered but batches did not go through (not now, a 5xx
   or 429, a fault, a broken answer), or a window could not be read from the transcripts;
-* 75 (``EXIT_TEMPFAIL``): memory could not be reached at all (no gateway URL, the gateway not
+* 75 (``EXIT_TRY_LATER``): memory could not be reached at all (no gateway URL, the gateway not
   reached or not answering, no catalog or none listing ``loom``, a policy refusal, the breaker
   open): nothing to fix in the sweep, try again later;
 * the state or the transcripts could not be used (REL-2, REL-4): the line names the file and
@@ -52,7 +52,6 @@ from typing import TYPE_CHECKING, Any
 from provisioner.cli.common import (
     EXIT_INCOMPLETE,
     EXIT_OK,
-    EXIT_TEMPFAIL,
     UsageError,
     refuse_missing_folders,
     workspace_and_config_dir,
@@ -60,7 +59,8 @@ from provisioner.cli.common import (
 from provisioner.cli.memory_files import add_path_options
 from provisioner.cli.sweep_progress import ProgressPrinter, sweep_with_progress
 from provisioner.config.paths import default_paths, found_nerve_db
-from provisioner.counts import counted
+from provisioner.ground.counts import counted
+from provisioner.ground.errors import EXIT_TRY_LATER
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable
@@ -211,7 +211,7 @@ async def _sweep(
     gateway_url = config.mcp_gateway_url or None
     with source, open_state(state_path) as state:
         if scope is not None and not _backfill(source, state, scope, as_json=as_json):
-            return EXIT_TEMPFAIL
+            return EXIT_TRY_LATER
         async with LoomMemory.from_config(config, state=state) as memory:
             mode = extraction_mode(config.loom.defer_extraction)
             view = sweep_source(source, state, time.time)  # MIG-2: after memU, backfills
@@ -264,7 +264,7 @@ def _plan(
 
 def _nerve_db(path: Path) -> Any:
     """Nerve's ``nerve.db``, read only (NERVE-2); a file that is not it is one line, exit 2."""
-    from provisioner.integrations.nerve.transcripts import NerveDatabaseError, NerveTranscripts
+    from provisioner.runtime.nerve_db.transcripts import NerveDatabaseError, NerveTranscripts
 
     try:
         return NerveTranscripts(path)
@@ -279,7 +279,7 @@ def exit_status(report: SweepReport) -> int:
     """The exit status ``report`` tells a monitor (SWEEP-13); see the module's docstring. A
     file that could not be used ends with its fault's status (REL-2, REL-4): 75 busy or full,
     73 read-only or permission, 74 I/O, 2 damaged."""
-    from provisioner.runtime.sqlite_file import EXIT_STATUS_OF_KIND
+    from provisioner.ground.faults import EXIT_STATUS_OF_KIND
     from provisioner.runtime.sweep.outcomes import STOPPED_BUSY, UNREACHED_STOPS
 
     if report.fault_kind in EXIT_STATUS_OF_KIND:
@@ -287,7 +287,7 @@ def exit_status(report: SweepReport) -> int:
     if report.stopped == STOPPED_BUSY:
         return EXIT_OK
     if report.stopped in UNREACHED_STOPS:
-        return EXIT_TEMPFAIL
+        return EXIT_TRY_LATER
     return EXIT_OK if report.went_through else EXIT_INCOMPLETE
 
 

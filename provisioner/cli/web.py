@@ -32,7 +32,7 @@ from provisioner.cli.common import (
     refuse_missing_folders,
     workspace_and_config_dir,
 )
-from provisioner.cli.entry import command, program
+from provisioner.ground.command import command, program
 
 if TYPE_CHECKING:
     from provisioner.config.model import Config

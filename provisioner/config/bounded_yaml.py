@@ -23,6 +23,8 @@ from typing import Any
 
 import yaml
 
+from provisioner.ground.errors import UserError
+
 MAX_BYTES = 1024 * 1024  # CONF-8: a configuration file is a few kilobytes
 MAX_DEPTH = 64  # CONF-8: nesting of mappings and lists
 MAX_ALIASES = 256  # CONF-8: alias uses in one file
@@ -31,7 +33,7 @@ MAX_NODES = 100_000  # CONF-8: nodes once every alias is expanded
 _BaseLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present
 
 
-class YamlLimitError(ValueError):
+class YamlLimitError(UserError, ValueError):
     """A YAML text that is too costly or ambiguous to read; ``line`` is 1-based or None."""
 
     def __init__(self, problem: str, line: int | None = None) -> None:

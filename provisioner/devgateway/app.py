@@ -43,7 +43,7 @@ from typing import Any
 
 from provisioner.devgateway.asgi import (
     JSON_CONTENT_TYPE,
-    BodyTooLarge,
+    IncomingBodyTooLarge,
     Receive,
     Send,
     ending_first,
@@ -63,7 +63,7 @@ from provisioner.devgateway.faults import (
 )
 from provisioner.devgateway.loom_server import MCP_PATH, build_loom_server, loom_http_app
 from provisioner.devgateway.store import LoomStandIn
-from provisioner.loopback import is_loopback_request
+from provisioner.ground.loopback import is_loopback_request
 from provisioner.runtime.gateway.protocol import nested_deeper_than
 
 ANSWER_MODES = ("json", "sse", "mixed")
@@ -195,7 +195,7 @@ class DevGateway:
                 body = await read_body(receive, FAULTS_REQUEST_MAX_BYTES, scope)
                 spec, seed = _fault_switch(body)
                 self.faults.switch(spec, seed=seed)
-            except BodyTooLarge:
+            except IncomingBodyTooLarge:
                 await json_answer(send, 413, {"reason": "body_too_large"})
                 return
             except ValueError as error:
@@ -210,7 +210,7 @@ class DevGateway:
     async def _tools_call(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
         try:
             body = await read_body(receive, REQUEST_MAX_BYTES, scope)
-        except BodyTooLarge:
+        except IncomingBodyTooLarge:
             await json_answer(send, 413, {"reason": "body_too_large"})
             return
         if nested_deeper_than(body, JSON_MAX_DEPTH):

@@ -11,6 +11,8 @@ import sys
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from typing import Any
 
+from provisioner.ground.errors import UserError
+
 JSON_CONTENT_TYPE = "application/json"
 LENGTH_MAX_DIGITS = 18  # a Content-Length of more digits is past every limit here
 
@@ -18,12 +20,14 @@ Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
 
-class BodyTooLarge(ValueError):
-    """A request body over the route's limit, declared so or found so while reading."""
+class IncomingBodyTooLarge(UserError, ValueError):
+    """A request body over the route's limit, declared so or found so while reading; the
+    route answers 413. (The gateway client's ``BodyTooLarge`` is the same refusal seen from
+    the other side.)"""
 
 
 async def read_body(receive: Receive, limit: int, scope: dict[str, Any] | None = None) -> bytes:
-    """The whole request body, at most ``limit`` bytes (``BodyTooLarge`` past it).
+    """The whole request body, at most ``limit`` bytes (``IncomingBodyTooLarge`` past it).
 
     With the request's ``scope``, a ``Content-Length`` over ``limit`` is refused before a byte
     is read, so a client cannot hold the gateway waiting for a body it was never going to
@@ -31,7 +35,7 @@ async def read_body(receive: Receive, limit: int, scope: dict[str, Any] | None =
     leaves what arrived until then.
     """
     if scope is not None and declared_length(scope) > limit:
-        raise BodyTooLarge("request body over the limit")
+        raise IncomingBodyTooLarge("request body over the limit")
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -41,7 +45,7 @@ async def read_body(receive: Receive, limit: int, scope: dict[str, Any] | None =
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > limit:
-            raise BodyTooLarge("request body over the limit")
+            raise IncomingBodyTooLarge("request body over the limit")
         chunks.append(chunk)
         if not message.get("more_body", False):
             break

@@ -48,6 +48,8 @@ import re
 import threading
 from dataclasses import dataclass
 
+from provisioner.ground.errors import UserError
+
 FAULT_NAMES = (
     "policy",
     "may-pass",
@@ -92,7 +94,7 @@ LATENCY_MAX_S = 600.0  # our choice: as long as a hanging answer lasts in the de
 LATENCY_PATTERN = re.compile(r"[0-9]{1,3}(?:\.[0-9]{1,3})?", re.ASCII)
 
 
-class FaultSpecError(ValueError):
+class FaultSpecError(UserError, ValueError):
     """A fault spec that cannot be read; the message is one line naming the rule."""
 
 

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from provisioner.doctor.check import ERR, OK, WARN, Check
-from provisioner.errors import TemplateBroken, UserError
+from provisioner.ground.errors import ProvisionerError, UserError
 from provisioner.workspace.init import InitRequest, run_init
 from provisioner.workspace.options import InitOptions
 from provisioner.workspace.records import RecordDamaged
@@ -44,7 +44,7 @@ def drift_checks(workspace: Path, config_dir: Path, env: Mapping[str, str]) -> l
         result = run_init(request, None, InitOptions(check=True))
     except RecordDamaged as error:
         return [Check(CHECK_ID, ERR, error.what, advice=error.advice)]
-    except (UserError, TemplateBroken) as error:
+    except ProvisionerError as error:  # bad input, a broken template, a file the machine refused
         return [
             Check(
                 CHECK_ID,

@@ -16,8 +16,8 @@ import asyncio
 from collections.abc import Awaitable, Callable
 
 from provisioner.config.model import Config
-from provisioner.counts import counted
 from provisioner.doctor.check import ERR, OK, WARN, Check, joined
+from provisioner.ground.counts import counted
 from provisioner.runtime.errors import MemoryBackendUnavailable
 from provisioner.runtime.gateway.catalog import CATALOG_DEADLINE_S, GatewayCatalog
 from provisioner.runtime.gateway.errors import CatalogError, GatewayError

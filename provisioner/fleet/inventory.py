@@ -37,7 +37,7 @@ from typing import Any
 
 from provisioner.backends import BACKEND_NAMES, PROFILES
 from provisioner.config.bounded_yaml import YamlLimitError, load_bounded, read_small_text
-from provisioner.errors import UserError
+from provisioner.ground.errors import UserError
 from provisioner.workspace.render import MANIFEST_PATH
 
 REQUIRED_KEYS = ("workspace", "config_dir")  # FLEET-1

@@ -28,7 +28,6 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from provisioner.counts import counted
 from provisioner.fleet.run import (
     BUSY,
     CONFLICT,
@@ -40,12 +39,9 @@ from provisioner.fleet.run import (
     UP_TO_DATE,
     WorkspaceOutcome,
 )
-from provisioner.runtime.sqlite_file import (
-    EXIT_CANNOT_CREATE,
-    EXIT_IO,
-    EXIT_LOOK_AT_FILE,
-    EXIT_TRY_LATER,
-)
+from provisioner.ground.counts import counted
+from provisioner.ground.errors import EXIT_TRY_LATER
+from provisioner.ground.faults import EXIT_CANNOT_CREATE, EXIT_IO, EXIT_LOOK_AT_FILE
 
 JSON_SCHEMA = 1  # FLEET-1
 EXIT_UP_TO_DATE = 0  # FLEET-1: every workspace is (check) or ends (update) up to date

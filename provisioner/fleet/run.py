@@ -27,15 +27,10 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 
-from provisioner.errors import TemplateBroken, UserError
 from provisioner.fleet.inventory import Entry, workspace_refusal
+from provisioner.ground.errors import ProvisionerError, TemplateBroken
+from provisioner.ground.faults import EXIT_LOOK_AT_FILE, FileFault, file_fault
 from provisioner.runtime.gateway.masking import masked
-from provisioner.runtime.sqlite_file import (
-    EXIT_LOOK_AT_FILE,
-    EXIT_TRY_LATER,
-    FileFault,
-    file_fault,
-)
 from provisioner.workspace.init import InitRequest, run_init
 from provisioner.workspace.jinja_render import render_through_jinja
 from provisioner.workspace.lock import WorkspaceBusy
@@ -224,18 +219,13 @@ class FleetRun:
             if refusal is not None:
                 return WorkspaceOutcome(entry, ERROR, error=refusal, exit_status=EXIT_LOOK_AT_FILE)
             result = run_init(request, None, options)
-        except WorkspaceBusy as error:
-            return WorkspaceOutcome(entry, BUSY, error=_line(error), exit_status=EXIT_TRY_LATER)
-        except (UserError, TemplateBroken) as error:
-            return WorkspaceOutcome(entry, ERROR, error=_line(error), exit_status=EXIT_LOOK_AT_FILE)
-        except (FileFault, OSError) as error:
-            path = getattr(error, "filename", None) or entry.workspace_path
-            named = file_fault(error, path)
+        except ProvisionerError as error:
+            return _failed(entry, error)
+        except OSError as error:  # a write the machine refused, not yet named as a file fault
+            named = file_fault(error, error.filename or entry.workspace_path)
             if named is None:
                 raise
-            status = BUSY if named.kind == "busy" else ERROR
-            line = _line(named)
-            return WorkspaceOutcome(entry, status, error=line, exit_status=named.exit_status)
+            return _failed(entry, named)
         placement = result.placement
         wording = result.answers.memory_backend
         configured = result.configured_backend
@@ -285,6 +275,22 @@ class FleetRun:
             outcomes.get(index) or WorkspaceOutcome(entry, NOT_STARTED)
             for index, entry in enumerate(entries)
         ]
+
+
+def _failed(entry: Entry, error: ProvisionerError) -> WorkspaceOutcome:
+    """The outcome of a workspace whose init raised ``error``: that workspace's status, never
+    the run's end (REL-15).
+
+    The status is the error's own (75 busy or full, 73 read-only or permission, 74 I/O, 2 input
+    or a damaged file), except that a template that cannot be rendered is 2 here: in a fleet it
+    is a file someone must look at, like any other. A workspace another process holds is
+    ``busy``, every other failure ``error``.
+    """
+    held = isinstance(error, WorkspaceBusy) or (
+        isinstance(error, FileFault) and error.kind == "busy"
+    )
+    status = EXIT_LOOK_AT_FILE if isinstance(error, TemplateBroken) else error.exit_status
+    return WorkspaceOutcome(entry, BUSY if held else ERROR, error=_line(error), exit_status=status)
 
 
 def _line(error: BaseException) -> str:

@@ -58,13 +58,17 @@ import httpx
 
 from provisioner.config.loader import load_config
 from provisioner.config.local_file import SWITCH_BACKEND, switch_line, write_switch
-from provisioner.errors import TemplateBroken, UserError
-from provisioner.files import write_atomically
 from provisioner.fleet.run import CONFLICT, ERROR, FleetRun
 from provisioner.fleet.switch_budget import FLEET_MAX_CALLS, FleetBudget, FleetLoom
 from provisioner.fleet.switch_inventory import MEMU_DB_FILE, SwitchEntry
-from provisioner.runtime.errors import OperatorMustAct, StoreFault
-from provisioner.runtime.sqlite_file import FileFault, faults_named, file_fault
+from provisioner.ground.errors import (
+    EXIT_TRY_LATER,
+    OperatorMustAct,
+    ProvisionerError,
+    UserError,
+)
+from provisioner.ground.faults import FileFault, faults_named, file_fault
+from provisioner.ground.files import write_atomically
 
 SWITCHED = "switched"  # FLEET-8: the statuses of an instance
 ALREADY_SWITCHED = "already_switched"
@@ -322,14 +326,11 @@ class FleetSwitch:
         outcome = InstanceOutcome(instance)
         try:
             await self._switch(instance, looms, outcome)
-        except FileFault as fault:
-            outcome.status, outcome.error, outcome.busy = FAILED, _line(fault), fault.kind == "busy"
-        except (UserError, TemplateBroken) as error:
-            outcome.status, outcome.error = FAILED, _line(error)
-        except StoreFault as fault:  # the state file busy past its wait: the same run, later
-            outcome.status, outcome.error, outcome.busy = FAILED, _line(fault), True
-        except OperatorMustAct as error:  # a state file of a newer version, say
-            outcome.status, outcome.error = FAILED, f"{instance.state}: {_line(error)}"
+        except ProvisionerError as error:
+            outcome.status, outcome.busy = FAILED, _held(error)
+            # A state file of a newer version, say: the line names the state file it is about.
+            shown = f"{instance.state}: " if isinstance(error, OperatorMustAct) else ""
+            outcome.error = shown + _line(error)
         except (OSError, sqlite3.Error) as error:
             named = file_fault(error, getattr(error, "filename", None) or instance.state)
             if named is None:
@@ -467,7 +468,7 @@ class FleetSwitch:
         config: Any,
         outcome: InstanceOutcome,
     ) -> None:
-        from provisioner.integrations.nerve.transcripts import NerveDatabaseError, NerveTranscripts
+        from provisioner.runtime.nerve_db.transcripts import NerveDatabaseError, NerveTranscripts
         from provisioner.runtime.sweep.backfill import sweep_source
         from provisioner.runtime.sweep.batching import extraction_mode
         from provisioner.runtime.sweep.sweeper import Sweeper
@@ -518,6 +519,15 @@ def _memu_db_of(config: Any, config_dir: Path) -> Path:
     if isinstance(dsn, str) and dsn.strip().startswith(SQLITE_DSN_PREFIX):
         return Path(dsn.strip().removeprefix(SQLITE_DSN_PREFIX)).expanduser()
     return config_dir / MEMU_DB_FILE
+
+
+def _held(error: ProvisionerError) -> bool:
+    """Whether ``error`` says the instance is busy — held by another process, or its state or
+    memory not usable now — so the same run works later (exit 75, REL-15); a full disk, an
+    input, a template or a contract is for someone to look at first."""
+    if isinstance(error, FileFault):
+        return error.kind == "busy"
+    return error.exit_status == EXIT_TRY_LATER
 
 
 def _line(error: BaseException) -> str:

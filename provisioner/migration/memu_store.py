@@ -32,7 +32,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from provisioner.errors import UserError
+from provisioner.ground.errors import StoreFault, UserError
+from provisioner.ground.faults import FaultKind, FileFault, classify_file_error
 from provisioner.migration.memu_values import (
     BAD_ID,
     REPEATED_ID,
@@ -50,7 +51,6 @@ from provisioner.migration.memu_values import (
 )
 from provisioner.runtime.loom.answers import TAGS_MAX
 from provisioner.runtime.loom.types import MemoryWrite
-from provisioner.runtime.sqlite_file import FaultKind, FileFault, classify_file_error
 
 ITEMS_TABLE = "memu_memory_items"  # Nerve's name for memU's sqlite_memory_items
 CATEGORIES_TABLE = "memu_memory_categories"  # ... for sqlite_memory_categories
@@ -68,7 +68,7 @@ class MemuStoreError(UserError):
     expected. Bad input: the command exits 2 and nothing is written anywhere."""
 
 
-class MemuReadError(RuntimeError):
+class MemuReadError(StoreFault, RuntimeError):
     """The store failed while a page was read (damaged past its first pages, locked past the
     wait). ``kind`` names SQLite's error class, ``fault_kind`` the file fault it is (REL-4:
     ``busy``, ``io``, ``damaged``, …) or None; the message never holds a row's text."""

@@ -64,6 +64,7 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
+from provisioner.ground.faults import classify_file_error
 from provisioner.migration.ledger import FAILURES_TO_SKIP, Entry, Ledger, migration_lock
 from provisioner.migration.memu_store import MemuItem, MemuReadError, MemuStore, Row, UnusableRow
 from provisioner.migration.report import (
@@ -93,7 +94,6 @@ from provisioner.runtime.gateway.errors import (
 )
 from provisioner.runtime.loom.types import MemoryWrite, WriteVerdict
 from provisioner.runtime.loom.write import WRITE_DEADLINE_S
-from provisioner.runtime.sqlite_file import classify_file_error
 from provisioner.runtime.state import StateStore
 from provisioner.runtime.sweep.outcomes import SWEEP_ERRORS, error_kind, reaction_to
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from provisioner.counts import counted
+from provisioner.ground.counts import counted
+from provisioner.ground.faults import CAUSE_OF_KIND
 from provisioner.runtime.loom.types import WRITE_VERDICTS
-from provisioner.runtime.sqlite_file import CAUSE_OF_KIND
 
 IDS_SHOWN = 20  # our choice: ids a text report lists per kind; --json lists them all
 

@@ -4,6 +4,7 @@ A host catches a group, never a list of classes. The tree, with the classes each
 (where a class keeps a builtin base that callers rely on, it is named in brackets)::
 
     ProvisionerRuntimeError     anything the runtime raised; catch it to handle all of them
+    │                           (under the package's root, ``ProvisionerError``)
     ├── MemoryUnavailable       memory cannot be used now: degrade (a session start says that
     │   │                       memories could not be recalled, never that there are none; a
     │   │                       sweep keeps every watermark) and try again later
@@ -17,7 +18,7 @@ A host catches a group, never a list of classes. The tree, with the classes each
     │   │                       fault's kind says whether a person must free the disk or fix
     │   │                       permissions first, REL-4)
     │   ├── FileFault           a file the machine would not give: busy, full, read only, no
-    │   │                       permission, I/O error, damaged (``sqlite_file``)
+    │   │                       permission, I/O error, damaged (``provisioner.ground.faults``)
     │   ├── StateBusyError      another process kept the state file locked [RuntimeError]
     │   ├── BackfillBusy        another sweep holds the state file's lock [RuntimeError]
     │   └── SourceFailed        a transcripts source raised while one session was read
@@ -38,29 +39,30 @@ way, and nothing changes until a person fixes the contract or the policy. A call
 ``OperatorMustAct`` before ``MemoryUnavailable`` reports them; one that checks only
 ``MemoryUnavailable`` degrades, as for any gateway failure.
 
-This module imports nothing, so the provisioning side and a host may name these classes (to
-catch them, or to word a "memory is unavailable" text) without loading the HTTP client.
+The root and the three groups are defined on the package's ground floor
+(``provisioner.ground.errors``), under the package's one root ``ProvisionerError``, and named
+here too; this module imports nothing else, so the provisioning side and a host may name these
+classes (to catch them, or to word a "memory is unavailable" text) without loading the HTTP
+client.
 """
 
 from __future__ import annotations
 
+from provisioner.ground.errors import (
+    MemoryUnavailable,
+    OperatorMustAct,
+    ProvisionerRuntimeError,
+    StoreFault,
+)
 
-class ProvisionerRuntimeError(Exception):
-    """The root of every error the runtime raises; ``str()`` is one line safe to log."""
-
-
-class MemoryUnavailable(ProvisionerRuntimeError):
-    """Group: memory cannot be used now; the caller degrades and tries again later."""
-
-
-class StoreFault(ProvisionerRuntimeError):
-    """Group: a file, the state or a transcripts source is busy or failing; nothing was lost,
-    so the caller keeps every watermark and tries again."""
-
-
-class OperatorMustAct(ProvisionerRuntimeError):
-    """Group: the setup or a contract is wrong; trying again changes nothing until someone
-    acts, so the caller says what is wrong in one line."""
+__all__ = [
+    "ERROR_GROUPS",
+    "MemoryBackendUnavailable",
+    "MemoryUnavailable",
+    "OperatorMustAct",
+    "ProvisionerRuntimeError",
+    "StoreFault",
+]
 
 
 ERROR_GROUPS: tuple[type[ProvisionerRuntimeError], ...] = (

@@ -18,7 +18,7 @@ import os
 import time
 from collections.abc import Callable
 
-from provisioner.errors import UserError
+from provisioner.ground.errors import EXIT_TRY_LATER, UserError
 from provisioner.workspace.fs import LINK_PROBLEM, WorkspaceRoot, machine_fault, refusal
 
 LOCK_PATH = ".nerve/init.lock"  # INIT-7
@@ -28,7 +28,13 @@ _LOCK_FLAGS = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class WorkspaceBusy(UserError, RuntimeError):
-    """Another init holds the workspace's lock for longer than a second one waits."""
+    """Another init holds the workspace's lock for longer than a second one waits.
+
+    Exit 75, as for every file another process holds (docs/exit-status.md): the same command
+    works once the other init is done.
+    """
+
+    exit_status = EXIT_TRY_LATER
 
 
 class WorkspaceLock:

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from provisioner.config.loader import SETTINGS_FILE
-from provisioner.files import file_mode
+from provisioner.ground.files import file_mode
 from provisioner.workspace.fs import MAX_READ_BYTES, WorkspaceRefused, WorkspaceRoot
 from provisioner.workspace.merge import (
     CONFLICT,

@@ -28,8 +28,8 @@ from typing import Any
 
 from provisioner.backends import DEFAULT_BACKEND, DEFAULT_PROFILE
 from provisioner.config.loader import SETTINGS_FILE
-from provisioner.errors import TemplateBroken
-from provisioner.runtime.sqlite_file import faults_named
+from provisioner.ground.errors import TemplateBroken
+from provisioner.ground.faults import faults_named
 from provisioner.templating.folder import active_folder
 
 MANIFEST_PATH = ".nerve/provisioned.json"  # INIT-4: answers and shipped hashes, per workspace

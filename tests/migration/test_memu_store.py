@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from provisioner.ground.faults import FileFault
 from provisioner.migration.memu_store import (
     MemuItem,
     MemuReadError,
@@ -26,7 +27,6 @@ from provisioner.migration.memu_values import (
     date_of,
 )
 from provisioner.runtime.loom.answers import MEMORY_TEXT_MAX_CHARS, TAGS_MAX
-from provisioner.runtime.sqlite_file import FileFault
 
 from .memu_db import MemuDb, memu_time
 

@@ -16,9 +16,9 @@ import pytest
 
 from provisioner.cli.main import main
 from provisioner.devgateway.store import DATABASE_FILE
-from provisioner.integrations.nerve import transcripts as nerve_transcripts
 from provisioner.migration import memu_store
 from provisioner.runtime import sqlite_file
+from provisioner.runtime.nerve_db import transcripts as nerve_transcripts
 from provisioner.runtime.state import StateStore
 from tests.integrations.nerve.nerve_db import NerveDb
 from tests.migration.memu_db import MemuDb

@@ -57,7 +57,6 @@ if TYPE_CHECKING:  # the names for type checkers; at run time each comes from _H
     )
     from provisioner.integrations.nerve.settings import nerve_settings  # noqa: F401
     from provisioner.integrations.nerve.sweeper import nerve_sweeper  # noqa: F401
-    from provisioner.integrations.nerve.transcripts import NerveTranscripts  # noqa: F401
     from provisioner.runtime import (  # noqa: F401
         LoomMemory,
         MemoryUnavailable,
@@ -69,6 +68,7 @@ if TYPE_CHECKING:  # the names for type checkers; at run time each comes from _H
         TranscriptSource,
         memory_backend,
     )
+    from provisioner.runtime.nerve_db.transcripts import NerveTranscripts  # noqa: F401
     from provisioner.templating.jobs import load_cron_jobs  # noqa: F401
     from provisioner.templating.texts import session_context  # noqa: F401
     from provisioner.web import fastapi_router  # noqa: F401
@@ -90,7 +90,7 @@ _HOME: dict[str, str] = {
     "nerve_sweeper": "provisioner.integrations.nerve.sweeper",
     "Sweeper": "provisioner.runtime",
     "TranscriptSource": "provisioner.runtime",
-    "NerveTranscripts": "provisioner.integrations.nerve.transcripts",
+    "NerveTranscripts": "provisioner.runtime.nerve_db.transcripts",
     "StateStore": "provisioner.runtime",
     "load_cron_jobs": "provisioner.templating.jobs",
     "extend_cli": "provisioner.integrations.nerve.cli",

@@ -38,7 +38,7 @@ from typing import Any, Protocol
 
 from provisioner.backends import MEMU_TOOLS
 from provisioner.config.paths import MEMORY_DIR, STATE_FILE, find_folders
-from provisioner.errors import UserError
+from provisioner.ground.errors import UserError
 from provisioner.integrations.nerve.settings import nerve_settings
 from provisioner.runtime.errors import ProvisionerRuntimeError
 from provisioner.runtime.loom.settings import memory_backend

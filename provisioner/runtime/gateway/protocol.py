@@ -97,8 +97,8 @@ class ToolResult:
 # --- JSON ----------------------------------------------------------------------------------
 
 
-class NotJson(ValueError):
-    """A body that is not JSON, or JSON nested too deep for the decoder."""
+class NotJson(BrokenAnswer, ValueError):
+    """A body that is not JSON, or JSON nested too deep for the decoder: a broken answer."""
 
 
 def decode_json(text: bytes | str) -> Any:

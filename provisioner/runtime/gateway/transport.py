@@ -289,8 +289,8 @@ def request_timeout(remaining_s: float) -> httpx.Timeout:
 # --- bodies --------------------------------------------------------------------------------
 
 
-class BodyOverLimit(Exception):
-    """An answer's body went past the reader's byte cap."""
+class BodyOverLimit(BrokenAnswer):
+    """An answer's body went past the reader's byte cap: more than the contract lets it send."""
 
 
 def media_type(response: httpx.Response) -> str:

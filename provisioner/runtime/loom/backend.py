@@ -40,6 +40,7 @@ from typing import Any
 
 import httpx
 
+from provisioner.ground.faults import FileFault
 from provisioner.runtime.clock import Clock, Sleep
 from provisioner.runtime.errors import MemoryBackendUnavailable
 from provisioner.runtime.gateway.catalog import CatalogServer, GatewayCatalog
@@ -59,7 +60,6 @@ from provisioner.runtime.loom.settings import LOOM_BACKEND, ConfigLike, checked_
 from provisioner.runtime.loom.types import Extracted, Identity, MemoryWrite, Recall, WriteVerdict
 from provisioner.runtime.loom.write import write_memory
 from provisioner.runtime.memory_contract import LOOM_SERVER
-from provisioner.runtime.sqlite_file import FileFault
 from provisioner.runtime.state import StateBusyError, StateStore
 from provisioner.runtime.transcripts import Message
 

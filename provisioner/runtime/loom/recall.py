@@ -30,6 +30,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
+from provisioner.ground.faults import FileFault, file_fault
 from provisioner.runtime.clock import Clock
 from provisioner.runtime.gateway.client import READ, LoomConnection
 from provisioner.runtime.gateway.errors import BrokenAnswer, NoAnswer, PolicyRefused
@@ -38,7 +39,7 @@ from provisioner.runtime.loom import contract
 from provisioner.runtime.loom.recalled import BLOCK_MAX_BYTES, line_bytes, sanitize_recalled
 from provisioner.runtime.loom.report import LastError
 from provisioner.runtime.loom.types import Recall
-from provisioner.runtime.sqlite_file import IN_MEMORY, FileFault, file_fault
+from provisioner.runtime.sqlite_file import IN_MEMORY
 from provisioner.runtime.state import (
     FROZEN_RECALL_QUERY,
     FrozenRecall,

@@ -37,9 +37,9 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any
 
+from provisioner.ground.faults import faults_named
 from provisioner.runtime.errors import StoreFault
 from provisioner.runtime.loom.answers import MESSAGE_ROLES
-from provisioner.runtime.sqlite_file import faults_named
 from provisioner.runtime.state import (
     AUDIT_BACKFILL,
     AUDIT_BACKFILL_DONE,

@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from provisioner.ground.faults import FileFault
 from provisioner.runtime.budget import CUT_TIMEOUT, CUT_TOO_LARGE, BatchBudget
 from provisioner.runtime.errors import MemoryBackendUnavailable
 from provisioner.runtime.gateway.errors import (
@@ -47,7 +48,6 @@ from provisioner.runtime.gateway.errors import (
     ServerFault,
     ServerNotListed,
 )
-from provisioner.runtime.sqlite_file import FileFault
 
 # Why a sweep ended (SweepReport.stopped).
 STOPPED_DONE = "done"  # every session's window was offered
@@ -77,8 +77,9 @@ class SweepReport:
     ``breaker_open``, ``no_answer``, ``unreachable``, ``unavailable``, ``source_failed`` or
     ``state_failed``; ``reason`` words an early end (``stop_reason``), and is empty after
     ``done``. ``fault_kind`` and ``fault_path`` name a file that could not be used (REL-2:
-    busy, full, read_only, permission, io or damaged, ``sqlite_file.FileFault``) when that is
-    what ended the sweep; every watermark stands where the last batch Loom took left it.
+    busy, full, read_only, permission, io or damaged, ``provisioner.ground.faults.FileFault``)
+    when that is what ended the sweep; every watermark stands where the last batch Loom took
+    left it.
     ``batches_sent`` counts requests that left for the gateway, ``batches_failed`` those of
     them that did not go through, ``windows_stopped`` the windows due that stopped short for
     any failure (SWEEP-13). ``errors`` lists failed calls, windows the source could not give

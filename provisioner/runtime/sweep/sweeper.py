@@ -39,13 +39,13 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
+from provisioner.ground.faults import FileFault, faults_named, file_fault
 from provisioner.runtime.budget import BatchBudget
 from provisioner.runtime.clock import Clock
 from provisioner.runtime.gateway.errors import NoAnswer
 from provisioner.runtime.loom.backend import EXTRACT_DEADLINE_S
 from provisioner.runtime.loom.settings import SWEEP_CONCURRENCY_DEFAULT
 from provisioner.runtime.loom.types import Extracted
-from provisioner.runtime.sqlite_file import FileFault, faults_named, file_fault
 from provisioner.runtime.state import StateStore
 from provisioner.runtime.sweep.backfill import sweep_source
 from provisioner.runtime.sweep.batching import WAITING, Batch, ExtractionMode

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from provisioner.integrations.nerve import NerveTranscripts
-from provisioner.integrations.nerve.memorized import nerve_cut
+from provisioner.runtime.nerve_db.memorized import nerve_cut
 from provisioner.runtime.sweep.start import Memorized
 
 from .nerve_db import NerveDb, ingested, native, text_blocks

@@ -14,7 +14,7 @@ import pytest
 from provisioner.backends import MEMU_TOOLS
 from provisioner.config.paths import POINTER_FILE, default_paths
 from provisioner.devgateway import serve_in_thread
-from provisioner.errors import UserError
+from provisioner.ground.errors import UserError
 from provisioner.integrations.nerve import (
     NerveMemory,
     allow_config_keys,

@@ -22,9 +22,9 @@ from provisioner.devgateway import RunningGateway, serve_in_thread
 from provisioner.doctor import sweep as doctor_sweep
 from provisioner.doctor.check import OK, WARN
 from provisioner.integrations.nerve import NerveTranscripts
-from provisioner.integrations.nerve.transcripts import PROBE_MIN_IDS, PROBE_ROWS, NerveDatabaseError
 from provisioner.runtime.budget import WAITING_MAX_BYTES, WAITING_MAX_MESSAGES
 from provisioner.runtime.gateway.errors import CodedFault
+from provisioner.runtime.nerve_db.transcripts import PROBE_MIN_IDS, PROBE_ROWS, NerveDatabaseError
 from provisioner.runtime.state import (
     AUDIT_CUT,
     AUDIT_SKIPPED,
@@ -732,8 +732,8 @@ class TestABusyFile:
     ) -> None:
         """REL-4: a second process holds nerve.db exclusively; opening it is a FileFault of
         kind busy naming the file (exit 75), never NerveDatabaseError."""
-        from provisioner.integrations.nerve import transcripts
-        from provisioner.runtime.sqlite_file import FileFault
+        from provisioner.ground.faults import FileFault
+        from provisioner.runtime.nerve_db import transcripts
 
         monkeypatch.setattr(transcripts, "READ_WAIT_MS", 50)  # the wait, shortened
         nerve.session("a")

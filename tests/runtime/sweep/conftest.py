@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.integrations.nerve.transcripts import NerveTranscripts
+from provisioner.runtime.nerve_db.transcripts import NerveTranscripts
 from provisioner.runtime.state import StateStore
 from provisioner.runtime.transcripts import SqliteTranscripts
 from tests.fakes.loom import FakeLoom

@@ -21,9 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.cli.common import EXIT_INCOMPLETE, EXIT_OK, EXIT_TEMPFAIL, EXIT_USAGE
+from provisioner.cli.common import EXIT_INCOMPLETE, EXIT_OK
 from provisioner.cli.memory_sweep import exit_status, why_it_stopped
 from provisioner.devgateway import RunningGateway, serve_in_thread
+from provisioner.ground.errors import EXIT_TRY_LATER, EXIT_USAGE
 from provisioner.runtime.errors import MemoryBackendUnavailable
 from provisioner.runtime.gateway.errors import (
     BrokenAnswer,
@@ -213,11 +214,11 @@ class TestStatusSeventyFive:
         configure(tmp_path, None)
         import_messages(run_nerve, tmp_path, {"a": 1})
         status, line = sweep_line(run_nerve, tmp_path)
-        assert status == EXIT_TEMPFAIL
+        assert status == EXIT_TRY_LATER
         assert line.startswith("sweep unavailable: no mcp_gateway_url is set; ")
         assert "0 batches sent" in line
         status, report = sweep_json(run_nerve, tmp_path)
-        assert status == report["exit_status"] == EXIT_TEMPFAIL
+        assert status == report["exit_status"] == EXIT_TRY_LATER
         assert (report["batches_sent"], report["batches_failed"]) == (0, 0)
 
     def test_a_gateway_nothing_listens_on_exits_75_and_names_it(
@@ -227,7 +228,7 @@ class TestStatusSeventyFive:
         configure(tmp_path, url)
         import_messages(run_nerve, tmp_path, {"a": 1})
         status, line = sweep_line(run_nerve, tmp_path)
-        assert status == EXIT_TEMPFAIL
+        assert status == EXIT_TRY_LATER
         assert line.startswith(f"sweep unavailable: gateway {url}: not reached; ")
         assert "0 batches sent" in line
 
@@ -238,7 +239,7 @@ class TestStatusSeventyFive:
         configure(tmp_path, url)
         import_messages(run_nerve, tmp_path, {"a": 1})
         status, report = sweep_json(run_nerve, tmp_path)
-        assert status == report["exit_status"] == EXIT_TEMPFAIL
+        assert status == report["exit_status"] == EXIT_TRY_LATER
         assert report["reason"] == f"gateway {url}: the catalog lists no loom"
         assert report["batches_sent"] == 0
 
@@ -249,7 +250,7 @@ class TestStatusSeventyFive:
         import_messages(run_nerve, tmp_path, {"a": 1, "b": 1})
         gateway.app.faults.switch(f"policy@{EXTRACTION}")
         status, report = sweep_json(run_nerve, tmp_path)
-        assert status == report["exit_status"] == EXIT_TEMPFAIL
+        assert status == report["exit_status"] == EXIT_TRY_LATER
         assert report["reason"] == f"gateway {gateway.base_url}: its policy refused the extraction"
         assert report["sessions_swept"] == 0  # the sweep ended at the first refusal
 
@@ -285,10 +286,10 @@ class TestStatusSeventyFive:
         finally:
             process.send_signal(signal.SIGINT)
             process.communicate(timeout=60)
-        assert gone["stopped"] == "unreachable" and gone["exit_status"] == EXIT_TEMPFAIL
+        assert gone["stopped"] == "unreachable" and gone["exit_status"] == EXIT_TRY_LATER
         assert gone["reason"] == f"gateway {gateway.base_url}: not reached"
         assert gone["batches_sent"] == 0
-        assert breaker["stopped"] == "breaker_open" and breaker["exit_status"] == EXIT_TEMPFAIL
+        assert breaker["stopped"] == "breaker_open" and breaker["exit_status"] == EXIT_TRY_LATER
         assert breaker["reason"].startswith(f"gateway {gateway.base_url}: breaker open until 20")
         assert process.returncode == 130  # an interrupt ends --every as it ends every command
 
@@ -339,7 +340,7 @@ class TestWhatTheReportCounts:
         report = await sweeper(loom, transcripts, state).run_once()
         assert (report.stopped, report.batches_sent, report.batches_failed) == (stopped, 0, 0)
         assert report.reason.startswith(reason)
-        assert exit_status(report) == EXIT_TEMPFAIL
+        assert exit_status(report) == EXIT_TRY_LATER
         assert state.audit(kinds=(AUDIT_FAILED,)) == []
 
     async def test_an_open_breaker_is_worded_with_the_time_it_closes(
@@ -362,7 +363,7 @@ class TestWhatTheReportCounts:
         report = await sweeper(loom, transcripts, state).run_once()
         assert (report.stopped, report.batches_sent, report.batches_failed) == ("no_answer", 1, 1)
         assert report.reason == "no answer within 140 s"
-        assert exit_status(report) == EXIT_TEMPFAIL
+        assert exit_status(report) == EXIT_TRY_LATER
 
     async def test_a_policy_refusal_reached_the_gateway_and_counts_as_sent(
         self, loom: FakeLoom, transcripts: SqliteTranscripts, state: StateStore
@@ -371,7 +372,7 @@ class TestWhatTheReportCounts:
         loom.fail_every_batch = PolicyRefused("not allowed")
         report = await sweeper(loom, transcripts, state).run_once()
         assert (report.stopped, report.batches_sent) == ("unavailable", 1)
-        assert exit_status(report) == EXIT_TEMPFAIL
+        assert exit_status(report) == EXIT_TRY_LATER
 
     @pytest.mark.parametrize(
         ("error", "kind"),
@@ -453,5 +454,5 @@ def test_the_source_failing_to_list_sessions_is_status_1() -> None:
 
 def test_the_exit_statuses_are_named_once() -> None:
     """SWEEP-13: 0, 1, 75, and 2 for bad input."""
-    assert (EXIT_OK, EXIT_INCOMPLETE, EXIT_TEMPFAIL, EXIT_USAGE) == (0, 1, 75, 2)
-    assert os.EX_TEMPFAIL == EXIT_TEMPFAIL
+    assert (EXIT_OK, EXIT_INCOMPLETE, EXIT_TRY_LATER, EXIT_USAGE) == (0, 1, 75, 2)
+    assert os.EX_TEMPFAIL == EXIT_TRY_LATER

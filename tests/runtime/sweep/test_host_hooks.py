@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from provisioner.integrations.nerve.transcripts import NerveTranscripts
+from provisioner.runtime.nerve_db.transcripts import NerveTranscripts
 from provisioner.runtime.state import StateStore
 from provisioner.runtime.sweep.backfill import BackfillView, sweep_source
 from provisioner.runtime.sweep.realign import host_of

@@ -62,9 +62,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from provisioner.integrations.nerve import memorized
+from provisioner.ground.faults import file_fault
 from provisioner.runtime.errors import OperatorMustAct
-from provisioner.runtime.sqlite_file import file_fault
+from provisioner.runtime.nerve_db import memorized
 from provisioner.runtime.sweep.start import Memorized
 from provisioner.runtime.transcripts import Message, loom_time
 
@@ -88,7 +88,7 @@ DAMAGED = "damaged"  # REL-4: the one file fault that says the file is not a dat
 TOOL_ROLE = "tool"  # NERVE-9: a tool's output, never conversation
 NERVE_TIME = "%Y-%m-%d %H:%M:%S"  # NERVE-3: SQLite's datetime(), the form Nerve writes, UTC
 
-log = logging.getLogger("provisioner.integrations.nerve.transcripts")
+log = logging.getLogger("provisioner.runtime.nerve_db.transcripts")
 
 _CONTENT_TEXT = (
     f"CASE WHEN typeof(m.content) = 'text' AND trim(m.content, '{BLANK}') != '' THEN m.content END"
