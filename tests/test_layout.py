@@ -171,6 +171,30 @@ def upward_imports() -> list[str]:
     return [climb for name in MODULES for climb in climbs(name, imported_modules(name))]
 
 
+def rooms_imported_by(room: str) -> set[str]:
+    """The other rooms the modules of ``room`` import."""
+    return {
+        room_of(target)
+        for name in MODULES
+        if room_of(name) == room
+        for target in imported_modules(name)
+        if room_of(target) != room
+    }
+
+
+def room_table() -> dict[str, set[str]]:
+    """docs/architecture.md's table of rooms: each room, in the table's order, with the rooms
+    its last column says it imports."""
+    text = (REPO_ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    rows = text.split("| Room | What lives there | Imports |", 1)[1].split("\n\n", 1)[0]
+    table: dict[str, set[str]] = {}
+    for row in rows.strip().splitlines()[1:]:
+        cells = [cell.strip() for cell in row.strip().strip("|").split(" | ")]
+        room = "provisioner." + cells[0].strip("`").removesuffix("/").removesuffix(".py")
+        table[room] = {f"provisioner.{name}" for name in re.findall(r"`([a-z_]+)`", cells[-1])}
+    return table
+
+
 def _modules_directly_in(folder: Path) -> list[str]:
     return sorted(
         path.name for path in folder.glob("*.py") if path.name not in ("__init__.py", "__main__.py")
@@ -198,6 +222,14 @@ class TestRooms:
                 if room_of(target) == other
             ]
             assert crossing == []
+
+    def test_the_room_table_lists_the_rooms_in_order_with_what_each_imports(self) -> None:
+        """docs/architecture.md's table of rooms is the code's: the same floors top down, and
+        for each room exactly the rooms its modules import."""
+        table = room_table()
+        assert list(table) == [room for room in ROOMS_TOP_DOWN if room != "provisioner.__main__"]
+        for room, documented in table.items():
+            assert documented == rooms_imported_by(room), room
 
     def test_the_room_check_sees_a_climb(self) -> None:
         """The order check is not empty-handed: an import up a floor is named, one down is not."""
