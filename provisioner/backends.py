@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, overload
 
-from provisioner.ground.errors import UserError
+from provisioner.base.errors import UserError
 from provisioner.runtime.loom.settings import (
     LOOM_NAME_PATTERN,
     LOOM_NAME_RULE,

@@ -31,8 +31,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from provisioner.base.command import MODULE_COMMAND
 from provisioner.cli.main import main
-from provisioner.ground.command import MODULE_COMMAND
 from provisioner.templating import folder as template_folder
 
 _ENCODING = "utf-8"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from provisioner.ground.counts import counted
+from provisioner.base.counts import counted
 
 
 @pytest.mark.parametrize(

@@ -13,14 +13,13 @@ from collections import Counter
 
 import pytest
 
-from provisioner.ground.errors import (
+from provisioner.base.errors import TemplateBroken, UserError
+from provisioner.runtime.errors import (
     MemoryUnavailable,
     OperatorMustAct,
     ProvisionerError,
     ProvisionerRuntimeError,
     StoreFault,
-    TemplateBroken,
-    UserError,
 )
 from tests.test_layout import MODULES
 

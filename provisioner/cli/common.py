@@ -13,9 +13,9 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
+from provisioner.base.command import program
+from provisioner.base.errors import UserError
 from provisioner.config.paths import CONFIG_DIR_ENV, DEFAULT_CONFIG_DIR, find_folders
-from provisioner.ground.command import program
-from provisioner.ground.errors import UserError
 
 if TYPE_CHECKING:
     import socket

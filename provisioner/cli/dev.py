@@ -12,6 +12,7 @@ import argparse
 import copy
 from pathlib import Path
 
+from provisioner.base.command import command
 from provisioner.cli.common import (
     EXIT_OK,
     LOOPBACK,
@@ -20,7 +21,6 @@ from provisioner.cli.common import (
     listen_on_loopback,
     port_argument,
 )
-from provisioner.ground.command import command
 
 DEFAULT_PORT = 8787  # contracts/gateway.md's example base URL
 DEV_EXTRA_HINT = "pip install 'nerve-provisioner[dev]'"

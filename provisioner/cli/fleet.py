@@ -84,12 +84,12 @@ def _jobs(text: str) -> int:
 
 
 def _run_fleet(args: argparse.Namespace) -> int:
+    from provisioner.base.command import program
     from provisioner.cli.stopping import STOP_SIGNALS
     from provisioner.config.urls import masked
     from provisioner.fleet.inventory import read_inventory
     from provisioner.fleet.report import exit_status, report_json, report_text
     from provisioner.fleet.run import FleetRun
-    from provisioner.ground.command import program
     from provisioner.workspace.merge import CONFLICT_LEAVE
 
     entries = read_inventory(args.inventory)

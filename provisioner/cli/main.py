@@ -5,7 +5,7 @@ Every command reports bad input as one line on stderr and exits with status 2, n
 traceback; ``golden check`` exits 1 when the render drifted from the goldens, and ``diff``
 exits 1 when it showed a difference. A template that cannot be rendered is one line naming its
 file and line, and exit status 3. The command alone prints the usage. Usage lines, errors and
-hints name the command as it was invoked (``provisioner.ground.command``).
+hints name the command as it was invoked (``provisioner.base.command``).
 A file the machine will not let a command use is one line naming it, with its fault's status:
 75 busy or full, 73 read-only or permission denied, 74 an I/O error, 2 damaged (REL-4,
 docs/exit-status.md).
@@ -21,6 +21,9 @@ import sys
 from collections.abc import Sequence
 
 from provisioner import __version__
+from provisioner.base.command import invoked_as, program, running_as
+from provisioner.base.counts import counted
+from provisioner.base.errors import TemplateBroken
 from provisioner.cli.common import (
     EXIT_DIFFERENCE,
     EXIT_OK,
@@ -31,9 +34,7 @@ from provisioner.cli.common import (
     refuse_missing_folders,
     workspace_and_config_dir,
 )
-from provisioner.ground.command import invoked_as, program, running_as
-from provisioner.ground.counts import counted
-from provisioner.ground.errors import EXIT_USAGE, ProvisionerError, TemplateBroken
+from provisioner.runtime.errors import EXIT_USAGE, ProvisionerError
 
 # A command imports only what it runs. The command named on the command line is registered
 # in full; every other one only by its name and help line, which is all the top-level usage
@@ -253,7 +254,7 @@ def _run(argv: Sequence[str] | None) -> int:
     except OSError as error:
         # An OSError that names its file and is a fault of the machine (full, read-only,
         # permission, I/O) is one line with its status (REL-4); anything else is a bug.
-        from provisioner.ground.faults import file_fault  # deferred: sqlite3
+        from provisioner.runtime.errors import file_fault  # deferred: sqlite3
 
         named = file_fault(error, error.filename) if error.filename else None
         if named is None:

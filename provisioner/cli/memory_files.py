@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from provisioner.cli.common import UsageError, add_workspace_options
 from provisioner.config.paths import MEMORY_DIR, STATE_FILE, TRANSCRIPTS_FILE
-from provisioner.ground.faults import FileFault, file_fault
+from provisioner.runtime.errors import FileFault, file_fault
 
 if TYPE_CHECKING:
     from provisioner.runtime.state import StateStore

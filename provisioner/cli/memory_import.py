@@ -22,6 +22,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
+from provisioner.base.command import command, program
+from provisioner.base.counts import counted
 from provisioner.cli.common import (
     EXIT_OK,
     UsageError,
@@ -30,9 +32,7 @@ from provisioner.cli.common import (
 )
 from provisioner.cli.memory_files import add_path_options
 from provisioner.config.paths import default_paths
-from provisioner.ground.command import command, program
-from provisioner.ground.counts import counted
-from provisioner.ground.faults import FileFault, file_fault
+from provisioner.runtime.errors import FileFault, file_fault
 from provisioner.runtime.gateway.protocol import nested_deeper_than
 from provisioner.runtime.transcripts import instant_of, parsed_time
 

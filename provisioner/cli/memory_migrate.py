@@ -142,10 +142,10 @@ def memu_db_path(config: Any, config_dir: Path) -> Path:
 def _dry_run(store: MemuStore, state_path: Path, *, as_json: bool) -> int:
     import sqlite3
 
-    from provisioner.ground.faults import FileFault, file_fault
     from provisioner.migration.ledger import final_ids_read_only
     from provisioner.migration.memu_store import MemuReadError
     from provisioner.migration.migrate import dry_run
+    from provisioner.runtime.errors import FileFault, file_fault
 
     try:
         done = final_ids_read_only(state_path)
@@ -207,8 +207,8 @@ def exit_status(report: MigrationReport) -> int:
     """0: every item done; 75: memory could not be reached; a file fault's own status when
     the state file or memU's store failed (REL-4: 75 busy or full, 73, 74, 2); 1: anything
     else left undone."""
-    from provisioner.ground.faults import EXIT_STATUS_OF_KIND
     from provisioner.migration.report import STOPPED_SOURCE, STOPPED_STATE
+    from provisioner.runtime.errors import EXIT_STATUS_OF_KIND
 
     if report.stopped in UNREACHABLE_STOPS:
         return EXIT_UNREACHABLE

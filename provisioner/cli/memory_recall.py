@@ -11,7 +11,7 @@ that session's prompt shows (the first recall of a session wins, REC-3). Neither
 fails when Loom cannot answer: ``recall`` prints the "could not be recalled" block and
 ``status`` shows the error among the diagnostics; both exit 0, and ``--json`` says which.
 A state file ``recall`` cannot open, read or write is one line naming it and the cause, with
-the status of its kind (``provisioner.ground.faults.FileFault``: 75 busy or full, 73 read-only
+the status of its kind (``provisioner.runtime.errors.FileFault``: 75 busy or full, 73 read-only
 or permission, 74 I/O, 2 damaged); when only keeping the recall failed, the block is printed
 first, since it is what the session is told (REL-3, REL-4).
 
@@ -33,11 +33,11 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from provisioner.base.command import program
+from provisioner.base.counts import counted
 from provisioner.cli.common import EXIT_OK, UsageError, add_workspace_options
 from provisioner.cli.memory_files import open_state
 from provisioner.config.paths import MEMORY_DIR, STATE_FILE, default_paths
-from provisioner.ground.command import program
-from provisioner.ground.counts import counted
 from provisioner.runtime.loom.report import failure_words
 
 if TYPE_CHECKING:

@@ -49,6 +49,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from provisioner.base.counts import counted
 from provisioner.cli.common import (
     EXIT_INCOMPLETE,
     EXIT_OK,
@@ -59,8 +60,7 @@ from provisioner.cli.common import (
 from provisioner.cli.memory_files import add_path_options
 from provisioner.cli.sweep_progress import ProgressPrinter, sweep_with_progress
 from provisioner.config.paths import default_paths, found_nerve_db
-from provisioner.ground.counts import counted
-from provisioner.ground.errors import EXIT_TRY_LATER
+from provisioner.runtime.errors import EXIT_TRY_LATER
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable
@@ -279,7 +279,7 @@ def exit_status(report: SweepReport) -> int:
     """The exit status ``report`` tells a monitor (SWEEP-13); see the module's docstring. A
     file that could not be used ends with its fault's status (REL-2, REL-4): 75 busy or full,
     73 read-only or permission, 74 I/O, 2 damaged."""
-    from provisioner.ground.faults import EXIT_STATUS_OF_KIND
+    from provisioner.runtime.errors import EXIT_STATUS_OF_KIND
     from provisioner.runtime.sweep.outcomes import STOPPED_BUSY, UNREACHED_STOPS
 
     if report.fault_kind in EXIT_STATUS_OF_KIND:

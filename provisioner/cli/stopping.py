@@ -18,7 +18,7 @@ import sys
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from provisioner.ground.command import program
+from provisioner.base.command import program
 
 SIGNAL_EXIT_BASE = 128  # REL-9: a shell's status for a process a signal ended: 128 + its number
 EXIT_INTERRUPTED = SIGNAL_EXIT_BASE + signal.SIGINT  # 130

@@ -20,8 +20,8 @@ if TYPE_CHECKING:
     from provisioner.workspace.init import InitResult
 
 from provisioner.backends import get_backend
-from provisioner.ground.command import command
-from provisioner.ground.counts import counted
+from provisioner.base.command import command
+from provisioner.base.counts import counted
 
 LOCAL_CONFIG = "config.local.yaml"
 # CONF-3: a locked instance's settings.yaml takes these from the environment.

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TextIO
 
-from provisioner.ground.counts import counted
+from provisioner.base.counts import counted
 
 if TYPE_CHECKING:
     from provisioner.runtime.sweep.outcomes import SweepProgress, SweepReport

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from provisioner.base.command import command, program
 from provisioner.cli.common import (
     EXIT_OK,
     LOOPBACK,
@@ -32,7 +33,6 @@ from provisioner.cli.common import (
     refuse_missing_folders,
     workspace_and_config_dir,
 )
-from provisioner.ground.command import command, program
 
 if TYPE_CHECKING:
     from provisioner.config.model import Config

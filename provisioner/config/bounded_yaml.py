@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from provisioner.ground.errors import UserError
+from provisioner.base.errors import UserError
 
 MAX_BYTES = 1024 * 1024  # CONF-8: a configuration file is a few kilobytes
 MAX_DEPTH = 64  # CONF-8: nesting of mappings and lists

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from provisioner.backends import LoomSettings
-from provisioner.ground.errors import UserError
+from provisioner.base.errors import UserError
 from provisioner.runtime.gateway.masking import masked
 
 

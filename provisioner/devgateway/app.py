@@ -41,6 +41,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from provisioner.base.loopback import is_loopback_request
 from provisioner.devgateway.asgi import (
     JSON_CONTENT_TYPE,
     IncomingBodyTooLarge,
@@ -63,7 +64,6 @@ from provisioner.devgateway.faults import (
 )
 from provisioner.devgateway.loom_server import MCP_PATH, build_loom_server, loom_http_app
 from provisioner.devgateway.store import LoomStandIn
-from provisioner.ground.loopback import is_loopback_request
 from provisioner.runtime.gateway.protocol import nested_deeper_than
 
 ANSWER_MODES = ("json", "sse", "mixed")

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from typing import Any
 
-from provisioner.ground.errors import UserError
+from provisioner.base.errors import UserError
 
 JSON_CONTENT_TYPE = "application/json"
 LENGTH_MAX_DIGITS = 18  # a Content-Length of more digits is past every limit here

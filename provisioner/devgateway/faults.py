@@ -48,7 +48,7 @@ import re
 import threading
 from dataclasses import dataclass
 
-from provisioner.ground.errors import UserError
+from provisioner.base.errors import UserError
 
 FAULT_NAMES = (
     "policy",

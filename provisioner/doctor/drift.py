@@ -21,8 +21,9 @@ import shlex
 from collections.abc import Mapping
 from pathlib import Path
 
+from provisioner.base.errors import UserError
 from provisioner.doctor.check import ERR, OK, WARN, Check
-from provisioner.ground.errors import ProvisionerError, UserError
+from provisioner.runtime.errors import ProvisionerError
 from provisioner.workspace.init import InitRequest, run_init
 from provisioner.workspace.options import InitOptions
 from provisioner.workspace.records import RecordDamaged

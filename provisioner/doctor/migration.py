@@ -18,11 +18,11 @@ import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
 
+from provisioner.base.command import command
+from provisioner.base.counts import counted
 from provisioner.config.paths import default_paths
 from provisioner.doctor.check import OK, WARN, Check
 from provisioner.doctor.sweep import READ_TIMEOUT_S, _is_busy
-from provisioner.ground.command import command
-from provisioner.ground.counts import counted
 
 CHECK_ID = "memory.migration"
 # MIG-1: the ledger's statuses as provisioner.migration.ledger writes them (a test holds them

@@ -15,9 +15,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
+from provisioner.base.counts import counted
 from provisioner.config.model import Config
 from provisioner.doctor.check import ERR, OK, WARN, Check, joined
-from provisioner.ground.counts import counted
 from provisioner.runtime.errors import MemoryBackendUnavailable
 from provisioner.runtime.gateway.catalog import CATALOG_DEADLINE_S, GatewayCatalog
 from provisioner.runtime.gateway.errors import CatalogError, GatewayError

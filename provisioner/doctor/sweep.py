@@ -30,10 +30,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from provisioner.base.command import command
+from provisioner.base.counts import counted
 from provisioner.config.paths import default_paths
 from provisioner.doctor.check import OK, WARN, Check
-from provisioner.ground.command import command
-from provisioner.ground.counts import counted
 from provisioner.runtime.loom.report import CODE_MAX_CHARS, SWEEP_OPS, failure_words, followed_by
 from provisioner.runtime.state import (
     AUDIT_SKIPPED,

@@ -30,12 +30,12 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from provisioner.backends import BACKEND_NAMES
+from provisioner.base.command import program_words
+from provisioner.base.errors import UserError
 from provisioner.config.local_file import switch_line
 from provisioner.config.model import Config
 from provisioner.doctor.check import ERR, OK, WARN, Check, joined
 from provisioner.doctor.wording import tool_name_checks
-from provisioner.ground.command import program_words
-from provisioner.ground.errors import UserError
 from provisioner.workspace.records import RecordDamaged
 from provisioner.workspace.render import MANIFEST_PATH
 from provisioner.workspace.state import Manifest, read_manifest

@@ -36,8 +36,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from provisioner.backends import BACKEND_NAMES, PROFILES
+from provisioner.base.errors import UserError
 from provisioner.config.bounded_yaml import YamlLimitError, load_bounded, read_small_text
-from provisioner.ground.errors import UserError
 from provisioner.workspace.render import MANIFEST_PATH
 
 REQUIRED_KEYS = ("workspace", "config_dir")  # FLEET-1

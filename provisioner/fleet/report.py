@@ -28,6 +28,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from provisioner.base.counts import counted
 from provisioner.fleet.run import (
     BUSY,
     CONFLICT,
@@ -39,9 +40,12 @@ from provisioner.fleet.run import (
     UP_TO_DATE,
     WorkspaceOutcome,
 )
-from provisioner.ground.counts import counted
-from provisioner.ground.errors import EXIT_TRY_LATER
-from provisioner.ground.faults import EXIT_CANNOT_CREATE, EXIT_IO, EXIT_LOOK_AT_FILE
+from provisioner.runtime.errors import (
+    EXIT_CANNOT_CREATE,
+    EXIT_IO,
+    EXIT_LOOK_AT_FILE,
+    EXIT_TRY_LATER,
+)
 
 JSON_SCHEMA = 1  # FLEET-1
 EXIT_UP_TO_DATE = 0  # FLEET-1: every workspace is (check) or ends (update) up to date

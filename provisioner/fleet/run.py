@@ -27,9 +27,9 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 
+from provisioner.base.errors import TemplateBroken
 from provisioner.fleet.inventory import Entry, workspace_refusal
-from provisioner.ground.errors import ProvisionerError, TemplateBroken
-from provisioner.ground.faults import EXIT_LOOK_AT_FILE, FileFault, file_fault
+from provisioner.runtime.errors import EXIT_LOOK_AT_FILE, FileFault, ProvisionerError, file_fault
 from provisioner.runtime.gateway.masking import masked
 from provisioner.workspace.init import InitRequest, run_init
 from provisioner.workspace.jinja_render import render_through_jinja

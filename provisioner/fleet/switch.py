@@ -56,19 +56,21 @@ from typing import Any
 
 import httpx
 
+from provisioner.base.errors import UserError
+from provisioner.base.files import write_atomically
 from provisioner.config.loader import load_config
 from provisioner.config.local_file import SWITCH_BACKEND, switch_line, write_switch
 from provisioner.fleet.run import CONFLICT, ERROR, FleetRun
 from provisioner.fleet.switch_budget import FLEET_MAX_CALLS, FleetBudget, FleetLoom
 from provisioner.fleet.switch_inventory import MEMU_DB_FILE, SwitchEntry
-from provisioner.ground.errors import (
+from provisioner.runtime.errors import (
     EXIT_TRY_LATER,
+    FileFault,
     OperatorMustAct,
     ProvisionerError,
-    UserError,
+    faults_named,
+    file_fault,
 )
-from provisioner.ground.faults import FileFault, faults_named, file_fault
-from provisioner.ground.files import write_atomically
 
 SWITCHED = "switched"  # FLEET-8: the statuses of an instance
 ALREADY_SWITCHED = "already_switched"

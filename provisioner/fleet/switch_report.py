@@ -19,9 +19,9 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from provisioner.base.counts import counted
 from provisioner.fleet.report import EXIT_BUSY, EXIT_CHANGES, EXIT_ERROR, EXIT_UP_TO_DATE
 from provisioner.fleet.switch import FAILED, STATUSES, InstanceOutcome
-from provisioner.ground.counts import counted
 
 JSON_SCHEMA = 1  # FLEET-8
 CALM = ("switched", "already_switched")

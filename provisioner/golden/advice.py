@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from provisioner.backends import BACKENDS, get_backend
+from provisioner.base.command import command
 from provisioner.golden.check import CheckReport, ci_is_set
-from provisioner.ground.command import command
 
 UPDATE_WORDS = "golden update"
 

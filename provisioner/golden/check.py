@@ -23,12 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from provisioner.backends import BACKEND_NAMES, BACKENDS, PROFILES
+from provisioner.base.command import command
+from provisioner.base.errors import UserError
+from provisioner.base.files import file_mode, write_atomically
 from provisioner.golden.places import WordingPlace, wording_places
 from provisioner.golden.shown import is_manifest, manifest_summary, new_file_detail
-from provisioner.ground.command import command
-from provisioner.ground.errors import UserError
-from provisioner.ground.faults import faults_named
-from provisioner.ground.files import file_mode, write_atomically
+from provisioner.runtime.errors import faults_named
 from provisioner.templating import jobs
 from provisioner.templating.folder import SHIPPED_PROMPTS_NAME, active_folder
 from provisioner.templating.wording import (

@@ -32,8 +32,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from provisioner.ground.errors import StoreFault, UserError
-from provisioner.ground.faults import FaultKind, FileFault, classify_file_error
+from provisioner.base.errors import UserError
 from provisioner.migration.memu_values import (
     BAD_ID,
     REPEATED_ID,
@@ -49,6 +48,7 @@ from provisioner.migration.memu_values import (
     text_factory,
     text_of,
 )
+from provisioner.runtime.errors import FaultKind, FileFault, StoreFault, classify_file_error
 from provisioner.runtime.loom.answers import TAGS_MAX
 from provisioner.runtime.loom.types import MemoryWrite
 

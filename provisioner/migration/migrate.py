@@ -64,7 +64,6 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from provisioner.ground.faults import classify_file_error
 from provisioner.migration.ledger import FAILURES_TO_SKIP, Entry, Ledger, migration_lock
 from provisioner.migration.memu_store import MemuItem, MemuReadError, MemuStore, Row, UnusableRow
 from provisioner.migration.report import (
@@ -80,7 +79,7 @@ from provisioner.migration.report import (
     MigrationReport,
 )
 from provisioner.runtime.clock import Sleep
-from provisioner.runtime.errors import MemoryBackendUnavailable
+from provisioner.runtime.errors import MemoryBackendUnavailable, classify_file_error
 from provisioner.runtime.gateway.errors import (
     BrokenAnswer,
     CatalogError,

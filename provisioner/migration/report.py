@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from provisioner.ground.counts import counted
-from provisioner.ground.faults import CAUSE_OF_KIND
+from provisioner.base.counts import counted
+from provisioner.runtime.errors import CAUSE_OF_KIND
 from provisioner.runtime.loom.types import WRITE_VERDICTS
 
 IDS_SHOWN = 20  # our choice: ids a text report lists per kind; --json lists them all

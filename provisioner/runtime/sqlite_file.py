@@ -12,7 +12,7 @@ sweep and doctor). Every lock another connection holds is waited out for up to
 trying again later works.
 
 A fault of the file itself (busy past the wait, full, read-only, damaged) is named by
-``provisioner.ground.faults``, which every room shares.
+``provisioner.runtime.errors``, which every room shares.
 
 Standard library only.
 """

@@ -23,7 +23,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from provisioner.ground.errors import UserError
+from provisioner.base.errors import UserError
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent  # the provisioner package
 WHEEL_ASSETS = PACKAGE_DIR / "_assets"

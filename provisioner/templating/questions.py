@@ -23,7 +23,7 @@ from typing import Any
 import jinja2
 import yaml
 
-from provisioner.ground.errors import UserError
+from provisioner.base.errors import UserError
 from provisioner.templating.folder import folder_cached
 from provisioner.templating.jinja_env import (
     YES_NO_EXPECTED,

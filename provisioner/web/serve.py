@@ -2,7 +2,7 @@
 
 ``MemoryPage(config, state=…)`` holds the Starlette app (``app``): ``memory_router``'s routes
 (the page at ``/memory``, the card's JSON), ``/`` sending the browser to the page, and the dev
-gateway's loopback rule (``provisioner.ground.loopback``) in front of all of them, so a request
+gateway's loopback rule (``provisioner.base.loopback``) in front of all of them, so a request
 whose ``Host`` or ``Origin`` names another machine is answered 403 and reaches no route. Under Loom
 the app runs a real ``LoomMemory`` for as long as it serves, and probes Loom's health before
 each view of the page or of the diagnostics, so the card says what Loom answers now rather
@@ -38,8 +38,8 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from provisioner.base.loopback import is_loopback_request
 from provisioner.config.model import Config
-from provisioner.ground.loopback import is_loopback_request
 from provisioner.runtime.errors import MemoryBackendUnavailable
 from provisioner.runtime.gateway.errors import GatewayError
 from provisioner.runtime.loom.backend import LoomMemory

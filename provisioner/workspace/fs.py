@@ -26,8 +26,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path, PurePosixPath
 
-from provisioner.ground.errors import UserError
-from provisioner.ground.faults import FileFault, file_fault
+from provisioner.base.errors import UserError
+from provisioner.runtime.errors import FileFault, file_fault
 
 TEMPORARY_SUFFIX = ".nerve-tmp"
 # INIT-7: init's files are kilobytes; a bigger file is read only this far, which is enough to

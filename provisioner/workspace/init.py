@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from provisioner.backends import DEFAULT_BACKEND, SetupContext, get_backend
+from provisioner.base.errors import UserError
 from provisioner.config.loader import LOCKDOWN_ENV, LOCKDOWN_ENV_ON, SETTINGS_FILE, load_config
 from provisioner.config.local_file import store_embeddings_key, switch_advice
 from provisioner.config.model import Config, ConfigError
-from provisioner.ground.errors import UserError
 from provisioner.templating.questions import (
     BACKEND_QUESTION,
     SLIM_QUESTIONS,

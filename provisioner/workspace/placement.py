@@ -38,8 +38,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from provisioner.base.files import file_mode
 from provisioner.config.loader import SETTINGS_FILE
-from provisioner.ground.files import file_mode
 from provisioner.workspace.fs import MAX_READ_BYTES, WorkspaceRefused, WorkspaceRoot
 from provisioner.workspace.merge import (
     CONFLICT,

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from provisioner.backends import BACKEND_NAMES, DEFAULT_BACKEND, get_backend
-from provisioner.ground.errors import UserError
+from provisioner.base.errors import UserError
 from provisioner.templating.questions import echo
 from provisioner.workspace.diff import unified_diff
 from provisioner.workspace.fs import WorkspaceRoot, machine_fault

@@ -24,7 +24,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from provisioner.ground.errors import UserError
+from provisioner.base.errors import UserError
 from provisioner.workspace.fs import MAX_READ_BYTES, WorkspaceRoot
 
 RECORD_MAX_BYTES = MAX_READ_BYTES  # REL-12: past the read cap a record cannot be read whole

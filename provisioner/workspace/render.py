@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from provisioner.backends import DEFAULT_BACKEND, DEFAULT_PROFILE
+from provisioner.base.errors import TemplateBroken
 from provisioner.config.loader import SETTINGS_FILE
-from provisioner.ground.errors import TemplateBroken
-from provisioner.ground.faults import faults_named
+from provisioner.runtime.errors import faults_named
 from provisioner.templating.folder import active_folder
 
 MANIFEST_PATH = ".nerve/provisioned.json"  # INIT-4: answers and shipped hashes, per workspace

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.ground.faults import FileFault
 from provisioner.migration.memu_store import (
     MemuItem,
     MemuReadError,
@@ -26,6 +25,7 @@ from provisioner.migration.memu_values import (
     Dropped,
     date_of,
 )
+from provisioner.runtime.errors import FileFault
 from provisioner.runtime.loom.answers import MEMORY_TEXT_MAX_CHARS, TAGS_MAX
 
 from .memu_db import MemuDb, memu_time

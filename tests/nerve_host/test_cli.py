@@ -11,7 +11,7 @@ from tests.nerve_host.machine import NO_NERVE, Machine, RunHost
 
 pytest.importorskip("nerve.cli", reason=NO_NERVE)
 
-from provisioner.ground.command import PACKAGE_GROUPS
+from provisioner.base.command import PACKAGE_GROUPS
 
 
 class TestMounted:

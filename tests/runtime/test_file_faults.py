@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.ground.errors import EXIT_TRY_LATER
-from provisioner.ground.faults import (
+from provisioner.runtime.errors import (
     EXIT_CANNOT_CREATE,
     EXIT_IO,
     EXIT_LOOK_AT_FILE,
+    EXIT_TRY_LATER,
     FileFault,
     classify_file_error,
     faults_named,

@@ -306,7 +306,7 @@ class TestOneRule:
     def test_the_rule_reads_host_and_origin_as_a_browser_sends_them(
         self, headers: list[tuple[bytes, bytes]], allowed: bool
     ) -> None:
-        from provisioner.ground.loopback import is_loopback_request
+        from provisioner.base.loopback import is_loopback_request
 
         assert is_loopback_request(headers) is allowed
 

@@ -45,8 +45,8 @@ from typing import Any
 import click
 
 from provisioner.backends import BACKEND_NAMES
+from provisioner.base.command import MOUNTED_COMMAND, PACKAGE_GROUPS, PACKAGE_SCRIPT
 from provisioner.config.paths import CONFIG_DIR_ENV
-from provisioner.ground.command import MOUNTED_COMMAND, PACKAGE_GROUPS, PACKAGE_SCRIPT
 
 INIT_COMMAND = "init"  # NERVE-1: Nerve's setup command, which gains the backend option
 BACKEND_OPTION = "--memory-backend"  # NERVE-1: the option init gains

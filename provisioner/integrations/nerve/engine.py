@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from provisioner.backends import MEMU_TOOLS
+from provisioner.base.errors import UserError
 from provisioner.config.paths import MEMORY_DIR, STATE_FILE, find_folders
-from provisioner.ground.errors import UserError
 from provisioner.integrations.nerve.settings import nerve_settings
 from provisioner.runtime.errors import ProvisionerRuntimeError
 from provisioner.runtime.loom.settings import memory_backend

@@ -40,9 +40,8 @@ from typing import Any
 
 import httpx
 
-from provisioner.ground.faults import FileFault
 from provisioner.runtime.clock import Clock, Sleep
-from provisioner.runtime.errors import MemoryBackendUnavailable
+from provisioner.runtime.errors import FileFault, MemoryBackendUnavailable
 from provisioner.runtime.gateway.catalog import CatalogServer, GatewayCatalog
 from provisioner.runtime.gateway.client import EXTRACTION, READ, LoomConnection
 from provisioner.runtime.gateway.errors import GatewayError, NoAnswer

@@ -30,8 +30,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
-from provisioner.ground.faults import FileFault, file_fault
 from provisioner.runtime.clock import Clock
+from provisioner.runtime.errors import FileFault, file_fault
 from provisioner.runtime.gateway.client import READ, LoomConnection
 from provisioner.runtime.gateway.errors import BrokenAnswer, NoAnswer, PolicyRefused
 from provisioner.runtime.gateway.protocol import ToolResult

@@ -62,8 +62,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from provisioner.ground.faults import file_fault
-from provisioner.runtime.errors import OperatorMustAct
+from provisioner.runtime.errors import OperatorMustAct, file_fault
 from provisioner.runtime.nerve_db import memorized
 from provisioner.runtime.sweep.start import Memorized
 from provisioner.runtime.transcripts import Message, loom_time

@@ -37,8 +37,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any
 
-from provisioner.ground.faults import faults_named
-from provisioner.runtime.errors import StoreFault
+from provisioner.runtime.errors import StoreFault, faults_named
 from provisioner.runtime.loom.answers import MESSAGE_ROLES
 from provisioner.runtime.state import (
     AUDIT_BACKFILL,

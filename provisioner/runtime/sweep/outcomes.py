@@ -30,9 +30,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from provisioner.ground.faults import FileFault
 from provisioner.runtime.budget import CUT_TIMEOUT, CUT_TOO_LARGE, BatchBudget
-from provisioner.runtime.errors import MemoryBackendUnavailable
+from provisioner.runtime.errors import FileFault, MemoryBackendUnavailable
 from provisioner.runtime.gateway.errors import (
     BodyTooLarge,
     CatalogError,
@@ -77,7 +76,7 @@ class SweepReport:
     ``breaker_open``, ``no_answer``, ``unreachable``, ``unavailable``, ``source_failed`` or
     ``state_failed``; ``reason`` words an early end (``stop_reason``), and is empty after
     ``done``. ``fault_kind`` and ``fault_path`` name a file that could not be used (REL-2:
-    busy, full, read_only, permission, io or damaged, ``provisioner.ground.faults.FileFault``)
+    busy, full, read_only, permission, io or damaged, ``provisioner.runtime.errors.FileFault``)
     when that is what ended the sweep; every watermark stands where the last batch Loom took
     left it.
     ``batches_sent`` counts requests that left for the gateway, ``batches_failed`` those of

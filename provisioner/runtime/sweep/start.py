@@ -35,7 +35,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from provisioner.ground.faults import classify_file_error
+from provisioner.runtime.errors import classify_file_error
 from provisioner.runtime.state import (
     AUDIT_BACKFILL,
     AUDIT_LEFT_TO_MEMU,

@@ -39,9 +39,9 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
-from provisioner.ground.faults import FileFault, faults_named, file_fault
 from provisioner.runtime.budget import BatchBudget
 from provisioner.runtime.clock import Clock
+from provisioner.runtime.errors import FileFault, faults_named, file_fault
 from provisioner.runtime.gateway.errors import NoAnswer
 from provisioner.runtime.loom.backend import EXTRACT_DEADLINE_S
 from provisioner.runtime.loom.settings import SWEEP_CONCURRENCY_DEFAULT

@@ -20,7 +20,7 @@ import click
 import pytest
 from click.testing import CliRunner, Result
 
-from provisioner.ground.command import PACKAGE_GROUPS
+from provisioner.base.command import PACKAGE_GROUPS
 from provisioner.integrations.nerve import extend_cli
 from tests.support.processes import clean_environment
 from tests.support.repo import REPO_ROOT

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.ground.command import MODULE_COMMAND, PACKAGE_SCRIPT, invoked_as
+from provisioner.base.command import MODULE_COMMAND, PACKAGE_SCRIPT, invoked_as
 from tests.support.processes import assert_one_line_error, clean_environment
 from tests.support.repo import REPO_ROOT
 

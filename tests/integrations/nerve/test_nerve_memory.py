@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from provisioner.backends import MEMU_TOOLS
+from provisioner.base.errors import UserError
 from provisioner.config.paths import POINTER_FILE, default_paths
 from provisioner.devgateway import serve_in_thread
-from provisioner.ground.errors import UserError
 from provisioner.integrations.nerve import (
     NerveMemory,
     allow_config_keys,

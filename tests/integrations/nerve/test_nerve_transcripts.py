@@ -732,7 +732,7 @@ class TestABusyFile:
     ) -> None:
         """REL-4: a second process holds nerve.db exclusively; opening it is a FileFault of
         kind busy naming the file (exit 75), never NerveDatabaseError."""
-        from provisioner.ground.faults import FileFault
+        from provisioner.runtime.errors import FileFault
         from provisioner.runtime.nerve_db import transcripts
 
         monkeypatch.setattr(transcripts, "READ_WAIT_MS", 50)  # the wait, shortened

@@ -19,6 +19,7 @@ from provisioner.runtime.errors import (
     MemoryBackendUnavailable,
     MemoryUnavailable,
     OperatorMustAct,
+    ProvisionerError,
     ProvisionerRuntimeError,
     StoreFault,
 )
@@ -92,22 +93,19 @@ TRANSLATED_INSIDE_THE_GATEWAY_CLIENT = {"BodyOverLimit", "NotJson"}
 
 def defined_exception_classes() -> dict[str, type[BaseException]]:
     """Every exception class a module of the runtime or of the host's integration defines,
-    found by importing each module of both packages, and the file faults the runtime raises,
-    which live on the package's ground floor."""
+    found by importing each module of both packages."""
     found: dict[str, type[BaseException]] = {}
-    names = ["provisioner.ground.faults"]
     for package in (provisioner.runtime, provisioner.integrations):
         walked = pkgutil.walk_packages(package.__path__, prefix=f"{package.__name__}.")
-        names += [module_info.name for module_info in walked]
-    for module_name in names:
-        module = importlib.import_module(module_name)
-        for name, value in vars(module).items():
-            if (
-                inspect.isclass(value)
-                and issubclass(value, BaseException)
-                and value.__module__ == module.__name__
-            ):
-                found[f"{module.__name__}.{name}"] = value
+        for module_info in walked:
+            module = importlib.import_module(module_info.name)
+            for name, value in vars(module).items():
+                if (
+                    inspect.isclass(value)
+                    and issubclass(value, BaseException)
+                    and value.__module__ == module.__name__
+                ):
+                    found[f"{module.__name__}.{name}"] = value
     return found
 
 
@@ -118,6 +116,7 @@ RAISED = {
     for path, cls in DEFINED.items()
     if cls.__name__ not in TRANSLATED_INSIDE_THE_GATEWAY_CLIENT
     and cls is not ProvisionerRuntimeError
+    and cls is not ProvisionerError  # the package's root, which the runtime holds for every room
 }
 
 

@@ -24,8 +24,7 @@ import pytest
 
 from provisioner.cli.main import main
 from provisioner.devgateway import RunningGateway
-from provisioner.ground.errors import EXIT_TRY_LATER
-from provisioner.ground.faults import EXIT_LOOK_AT_FILE, FileFault
+from provisioner.runtime.errors import EXIT_LOOK_AT_FILE, EXIT_TRY_LATER, FileFault
 from provisioner.runtime.loom import backend as backend_module
 from provisioner.runtime.loom.backend import LoomMemory
 from provisioner.runtime.state import StateStore

@@ -24,8 +24,7 @@ import pytest
 from provisioner.cli.common import EXIT_INCOMPLETE, EXIT_OK
 from provisioner.cli.memory_sweep import exit_status, why_it_stopped
 from provisioner.devgateway import RunningGateway, serve_in_thread
-from provisioner.ground.errors import EXIT_TRY_LATER, EXIT_USAGE
-from provisioner.runtime.errors import MemoryBackendUnavailable
+from provisioner.runtime.errors import EXIT_TRY_LATER, EXIT_USAGE, MemoryBackendUnavailable
 from provisioner.runtime.gateway.errors import (
     BrokenAnswer,
     CatalogError,

@@ -25,7 +25,7 @@ import pytest
 
 from provisioner.cli.main import main
 from provisioner.cli.memory_sweep import exit_status
-from provisioner.ground.faults import EXIT_STATUS_OF_KIND
+from provisioner.runtime.errors import EXIT_STATUS_OF_KIND
 from provisioner.runtime.state import StateStore
 from provisioner.runtime.sweep.outcomes import STOPPED_SOURCE, STOPPED_STATE, SweepReport
 from provisioner.runtime.sweep.sweeper import Sweeper
