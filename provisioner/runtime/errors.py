@@ -58,7 +58,7 @@ from __future__ import annotations
 
 import errno
 import os
-import sqlite3
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Literal
@@ -183,17 +183,19 @@ _ERRNO_KIND: dict[int, FaultKind] = {
     errno.EBUSY: "busy",
 }
 
-# SQLite's primary result codes (the low byte of an extended code).
+# SQLite's primary result codes (the low byte of an extended code), as SQLite's C API numbers
+# them, so naming a fault never imports sqlite3: a command that touched no database (``--version``)
+# stays light, and an error can only be sqlite3's once sqlite3 was imported.
 _SQLITE_KIND: dict[int, FaultKind] = {
-    sqlite3.SQLITE_BUSY: "busy",
-    sqlite3.SQLITE_LOCKED: "busy",
-    sqlite3.SQLITE_FULL: "full",
-    sqlite3.SQLITE_READONLY: "read_only",
-    sqlite3.SQLITE_PERM: "permission",
-    sqlite3.SQLITE_CANTOPEN: "permission",
-    sqlite3.SQLITE_IOERR: "io",
-    sqlite3.SQLITE_CORRUPT: "damaged",
-    sqlite3.SQLITE_NOTADB: "damaged",
+    5: "busy",  # SQLITE_BUSY
+    6: "busy",  # SQLITE_LOCKED
+    13: "full",  # SQLITE_FULL
+    8: "read_only",  # SQLITE_READONLY
+    3: "permission",  # SQLITE_PERM
+    14: "permission",  # SQLITE_CANTOPEN
+    10: "io",  # SQLITE_IOERR
+    11: "damaged",  # SQLITE_CORRUPT
+    26: "damaged",  # SQLITE_NOTADB
 }
 
 # Older SQLite builds give no error code; their messages are stable.
@@ -235,7 +237,8 @@ def classify_file_error(error: BaseException) -> FaultKind | None:
         return error.kind
     if isinstance(error, OSError):
         return _ERRNO_KIND.get(error.errno or -1)
-    if isinstance(error, sqlite3.Error):
+    sqlite3 = sys.modules.get("sqlite3")  # not imported: the error is none of its
+    if sqlite3 is not None and isinstance(error, sqlite3.Error):
         code = getattr(error, "sqlite_errorcode", None)
         if isinstance(code, int) and code & 0xFF in _SQLITE_KIND:
             return _SQLITE_KIND[code & 0xFF]
@@ -268,8 +271,8 @@ def faults_named(path: str | os.PathLike[str]) -> Iterator[None]:
     """
     try:
         yield
-    except (OSError, sqlite3.Error) as error:
-        fault = file_fault(error, path)
+    except Exception as error:  # an OSError, or sqlite3's error once sqlite3 is loaded
+        fault = None if isinstance(error, FileFault) else file_fault(error, path)
         if fault is None:
             raise
         raise fault from error

@@ -72,3 +72,24 @@ class TestClassifyFileError:
     def test_anything_else_passes_through_unchanged(self) -> None:
         with pytest.raises(KeyError), faults_named("/x"):
             raise KeyError("k")
+
+
+def test_the_sqlite_codes_named_without_importing_sqlite3_are_sqlite3s_own() -> None:
+    """The fault table names SQLite's result codes by number so that naming a fault never loads
+    sqlite3; each number is the one sqlite3 itself gives that code."""
+    import sqlite3
+
+    from provisioner.runtime import errors
+
+    expected = {
+        sqlite3.SQLITE_BUSY: "busy",
+        sqlite3.SQLITE_LOCKED: "busy",
+        sqlite3.SQLITE_FULL: "full",
+        sqlite3.SQLITE_READONLY: "read_only",
+        sqlite3.SQLITE_PERM: "permission",
+        sqlite3.SQLITE_CANTOPEN: "permission",
+        sqlite3.SQLITE_IOERR: "io",
+        sqlite3.SQLITE_CORRUPT: "damaged",
+        sqlite3.SQLITE_NOTADB: "damaged",
+    }
+    assert errors._SQLITE_KIND == expected
