@@ -4,11 +4,11 @@ every template rendered through the one shared Jinja environment (FLEET-5).
 A Copier run costs about 150 ms whatever the answers: it reads ``copier.yml`` again, builds a
 new Jinja environment and compiles every template and path name anew. A fleet whose instances
 each have their own agent and user names needs a render per workspace, so that cost, paid a
-thousand times, was most of a fleet run. Here the templates are compiled once per process
-(``provisioner.templating.jinja_env.shared_environment``, the environment the runtime texts and
-``render_tracked_settings`` already use, with the template's own extension and settings), the
-folder's listing is read once, and a render only runs the compiled templates with the answers:
-a few milliseconds.
+thousand times, was most of a fleet run. Here the templates are compiled once per template
+folder the fleet holds (``provisioner.templating.jinja_env.shared_environment``, the
+environment the runtime texts and ``TemplateRenderer.tracked_settings`` already use, with the
+template's own extension and settings), the folder's listing is read once, and a render only
+runs the compiled templates with the answers: a few milliseconds.
 
 It follows Copier's rules for this template (``copier.yml``: ``_subdirectory: workspace``,
 ``_templates_suffix: .jinja``, no ``_exclude``): every path part is a template; a part that
@@ -67,7 +67,7 @@ def _template_entries(folder: TemplateFolder) -> tuple[TemplateEntry, ...]:
     """
     from provisioner.templating.jinja_env import shared_environment  # deferred: Jinja
 
-    environment = shared_environment()  # the active folder's: the one being listed
+    environment = shared_environment.of(folder)
     root = folder.template_dir
     copy_root = root / WORKSPACE_SUBDIRECTORY
     entries: list[TemplateEntry] = []
@@ -94,12 +94,15 @@ def _template_entries(folder: TemplateFolder) -> tuple[TemplateEntry, ...]:
 
 
 template_entries = folder_cached(_template_entries)
-"""The active folder's ``TemplateEntry`` list, read on first use (``cache_clear()`` forgets)."""
+"""A folder's ``TemplateEntry`` list, read on first use and kept with the folder."""
 
 
-def render_through_jinja(answers: Answers) -> list[RenderedFile]:
-    """The files ``render_workspace`` would produce for ``answers``, manifest included,
-    rendered in memory through the shared environment; sorted by path.
+def render_through_jinja(
+    answers: Answers, folder: TemplateFolder | None = None
+) -> list[RenderedFile]:
+    """The files ``render_workspace`` would produce for ``answers`` from ``folder`` (by default
+    the active one), manifest included, rendered in memory through the folder's environment;
+    sorted by path.
 
     Raises ``TemplateBroken`` for a template (or a path name) that cannot be rendered.
     """
@@ -107,12 +110,12 @@ def render_through_jinja(answers: Answers) -> list[RenderedFile]:
 
     from provisioner.templating.jinja_env import shared_environment  # deferred: Jinja
 
-    folder = active_folder()
-    environment = shared_environment()
+    folder = folder or active_folder()
+    environment = shared_environment.of(folder)
     context = answers.as_data()
     files: list[RenderedFile] = []
     try:
-        for entry in template_entries():
+        for entry in template_entries.of(folder):
             path = _rendered_path(entry.parts, context)
             if path is None:
                 continue
