@@ -40,8 +40,9 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from provisioner.fleet.inventory import read_inventory  # noqa: E402
-from provisioner.fleet.run import FleetRun, RenderCache  # noqa: E402
+from provisioner.fleet.run import FleetRun  # noqa: E402
 from provisioner.workspace.init import InitWorker  # noqa: E402
+from provisioner.workspace.jinja_render import RenderCache  # noqa: E402
 
 BACKENDS = ("memu", "loom")
 EDITED_EVERY = 10  # FLEET-5: one in ten workspaces edited

@@ -17,10 +17,10 @@ import yaml
 
 from provisioner.backends import BACKEND_NAMES, PROFILES
 from provisioner.fleet.inventory import read_inventory
-from provisioner.fleet.run import FleetRun, RenderCache
+from provisioner.fleet.run import FleetRun
 from provisioner.golden.check import default_golden_dir, read_goldens
 from provisioner.templating.folder import rendering_from
-from provisioner.workspace.jinja_render import render_through_jinja
+from provisioner.workspace.jinja_render import RenderCache, render_through_jinja
 from provisioner.workspace.render import Answers, RenderedFile, TemplateRenderer
 from tests.fleet.provisioning import AGENT_LINE, Provision, add_agent_line, tree
 
