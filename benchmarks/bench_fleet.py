@@ -40,9 +40,9 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from provisioner.fleet.inventory import read_inventory  # noqa: E402
-from provisioner.fleet.run import FleetRun, RenderCache  # noqa: E402
-from provisioner.workspace.init import InitRequest, run_init  # noqa: E402
-from provisioner.workspace.options import InitOptions  # noqa: E402
+from provisioner.fleet.run import FleetRun  # noqa: E402
+from provisioner.workspace.init import InitWorker  # noqa: E402
+from provisioner.workspace.jinja_render import RenderCache  # noqa: E402
 
 BACKENDS = ("memu", "loom")
 EDITED_EVERY = 10  # FLEET-5: one in ten workspaces edited
@@ -147,14 +147,14 @@ def build_distinct_fleet(root: Path, size: int, env: dict[str, str]) -> Path:
     renders = RenderCache()
     for index in range(size):
         folder = root / f"i{index}"
-        request = InitRequest(
+        InitWorker(
             workspace=folder / "ws",
             config_dir=folder / "config",
             mode="non-interactive",
             data={"agent_name": f"Agent {index}", "user_name": f"Person {index}"},
             env=env,
-        )
-        run_init(request, None, InitOptions(renderer=renders))
+            renderer=renders,
+        ).run()
     edit_agents(root, size)  # as in the fleet it is compared with
     return inventory
 

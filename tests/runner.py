@@ -6,8 +6,9 @@ a command prints, writes and exits with, not about being a process. ``run_cli`` 
 environment given (the environment replaced whole, as ``subprocess.run(env=...)`` does), stdin
 fed from a string and never a terminal, stdout and stderr captured as bytes and read back as
 ``subprocess.run(text=True)`` reads a child's output. Whatever the command changes of the
-process — the working folder, the environment, signal handlers, loggers, the template folders
-it read — is put back when it returns, so the next test meets the process as it was.
+process — the working folder, the environment, signal handlers, loggers — is put back when
+it returns, so the next test meets the process as it was. Nothing else needs putting back: a
+template folder the command read is held by the command, not remembered by the package.
 
 What it does not stand in for: signals, a terminal, locks held across processes, ``kill -9``
 and installing. Tests about those start a real process.
@@ -33,7 +34,6 @@ from typing import Any
 
 from provisioner.base.command import MODULE_COMMAND
 from provisioner.cli.main import main
-from provisioner.templating import folder as template_folder
 
 _ENCODING = "utf-8"
 
@@ -67,7 +67,6 @@ def run_cli(
         _environment(env),
         _kept_signal_handlers(),
         _kept_loggers(),
-        _fresh_template_folders(),
         _streams(stdin, stdout, stderr),
     ):
         status = _status_of(argv, prog)
@@ -170,29 +169,6 @@ def _kept_loggers() -> Iterator[None]:
             logger.handlers = handlers
             logger.disabled = disabled
             logger.propagate = propagate
-
-
-@contextmanager
-def _fresh_template_folders() -> Iterator[None]:
-    """The template folders a fresh process would read: none read before from a test's own
-    copy (which the test may have changed since), and none the command read kept after. The
-    package's own folder, which no test changes, stays read: reading it again would cost a
-    tenth of a second a run and show nothing."""
-    _forget_copies()
-    try:
-        yield
-    finally:
-        _forget_copies()
-
-
-_PACKAGE_FOLDERS = (template_folder.WHEEL_ASSETS.resolve(), template_folder.CHECKOUT_ROOT.resolve())
-
-
-def _forget_copies() -> None:
-    kept = template_folder._FOLDERS  # the folder objects read so far, by where they came from
-    for key, folder in list(kept.items()):
-        if folder.root.resolve() not in _PACKAGE_FOLDERS:
-            del kept[key]
 
 
 @contextmanager

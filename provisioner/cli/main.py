@@ -287,14 +287,16 @@ def _data(pairs: Sequence[str]) -> dict[str, str]:
 
 def _run_init(args: argparse.Namespace) -> int:
     from provisioner.cli.summary import init_summary_json, init_summary_text
-    from provisioner.workspace.init import InitRequest, Prompter, run_init
-    from provisioner.workspace.options import InitOptions
+    from provisioner.workspace.init import InitWorker, Prompter
 
     workspace, config_dir = workspace_and_config_dir(args)
     mode = args.mode or ("terminal" if sys.stdin.isatty() else "non-interactive")
     if args.check:  # FLEET-2: asks nothing, writes nothing
         mode = "non-interactive"
-    request = InitRequest(
+    prompter = None
+    if mode != "non-interactive":
+        prompter = Prompter(sys.stdin, sys.stderr, _secret_reader())
+    worker = InitWorker(
         workspace=workspace,
         config_dir=config_dir,
         mode=mode,
@@ -302,11 +304,11 @@ def _run_init(args: argparse.Namespace) -> int:
         profile=args.profile,
         data=_data(args.data),
         env=dict(os.environ),
+        prompter=prompter,
+        check=args.check,
+        conflict=args.conflict,
     )
-    prompter = None
-    if mode != "non-interactive":
-        prompter = Prompter(sys.stdin, sys.stderr, _secret_reader())
-    result = run_init(request, prompter, InitOptions(check=args.check, conflict=args.conflict))
+    result = worker.run()
     for warning in result.warnings:
         print(f"{program()}: warning: {warning}", file=sys.stderr)
     if args.check:

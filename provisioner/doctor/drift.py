@@ -24,8 +24,7 @@ from pathlib import Path
 from provisioner.base.errors import UserError
 from provisioner.doctor.check import ERR, OK, WARN, Check
 from provisioner.runtime.errors import ProvisionerError
-from provisioner.workspace.init import InitRequest, run_init
-from provisioner.workspace.options import InitOptions
+from provisioner.workspace.init import InitWorker
 from provisioner.workspace.records import RecordDamaged
 from provisioner.workspace.state import read_manifest
 
@@ -40,9 +39,9 @@ def drift_checks(workspace: Path, config_dir: Path, env: Mapping[str, str]) -> l
             return []
     except (UserError, OSError):
         return []
-    request = InitRequest(workspace, config_dir, "non-interactive", env=dict(env))
     try:
-        result = run_init(request, None, InitOptions(check=True))
+        worker = InitWorker(workspace, config_dir, "non-interactive", env=dict(env), check=True)
+        result = worker.run()
     except RecordDamaged as error:
         return [Check(CHECK_ID, ERR, error.what, advice=error.advice)]
     except ProvisionerError as error:  # bad input, a broken template, a file the machine refused

@@ -1,12 +1,13 @@
 """Check or update every workspace of an inventory in one process (FLEET-1, FLEET-5).
 
-Each workspace goes through ``provisioner.workspace.init.run_init`` in non-interactive mode,
-as ``nerve-provisioner init --non-interactive`` would run on it (``check``: with
-``--check``), so a fleet judges and writes exactly what init does. A bounded pool of
-threads works through the inventory; what makes a fleet fast is the shared ``RenderCache``:
-a render depends only on the answers, so each set of answers is rendered once, and a set
-after the first of its profile and backend is rendered through the compiled templates of
-one Jinja environment rather than by a Copier run of its own.
+Each workspace goes through its own ``provisioner.workspace.init.InitWorker`` in
+non-interactive mode, as ``nerve-provisioner init --non-interactive`` would run on it
+(``check``: with ``--check``), so a fleet judges and writes exactly what init does. A bounded
+pool of threads works through the inventory; what makes a fleet fast is the one
+``RenderCache`` the run hands to every worker as its renderer: a render depends only on the
+answers, so each set of answers is rendered once, and a set after the first of its profile and
+backend is rendered through the compiled templates of the cache's one Jinja environment rather
+than by a Copier run of its own.
 
 A workspace that fails is reported as ``error`` with one line and the exit status its cause
 takes (REL-15: 2 for what a person must fix in the inventory or the workspace, 73, 74 or 75
@@ -21,8 +22,6 @@ what it has, with ``interrupted`` set, for the report.
 from __future__ import annotations
 
 import os
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -31,13 +30,11 @@ from provisioner.base.errors import TemplateBroken
 from provisioner.fleet.inventory import Entry, workspace_refusal
 from provisioner.runtime.errors import EXIT_LOOK_AT_FILE, FileFault, ProvisionerError, file_fault
 from provisioner.runtime.gateway.masking import masked
-from provisioner.workspace.init import InitRequest, run_init
-from provisioner.workspace.jinja_render import render_through_jinja
+from provisioner.workspace.init import InitWorker
+from provisioner.workspace.jinja_render import RenderCache
 from provisioner.workspace.lock import WorkspaceBusy
 from provisioner.workspace.merge import CONFLICT_LEAVE
-from provisioner.workspace.options import InitOptions, Renderer, render_once
 from provisioner.workspace.placement import Placement
-from provisioner.workspace.render import Answers, RenderedFile
 
 UP_TO_DATE = "up_to_date"  # FLEET-1: the statuses of a workspace
 DRIFT = "drift"
@@ -123,75 +120,6 @@ def status_of(placement: Placement, *, updated: bool, mismatch: bool = False) ->
     return UP_TO_DATE
 
 
-class RenderCache:
-    """Renders shared by every workspace of a run, one per set of answers (FLEET-5).
-
-    A render depends on the answers alone (the template folder is the package's). Real
-    instances have their own agent and user names, so a fleet meets many sets of answers;
-    a Copier run for each cost about 150 ms, the whole of a workspace's check many times
-    over. So the first answers of each profile and backend are rendered both ways, through
-    Copier (``copier_render``) and through the shared Jinja environment (``quick_render``,
-    ``provisioner.workspace.jinja_render``); when the two are equal byte for byte, the
-    other answers of that profile and backend are rendered the quick way, else through
-    Copier. A quick render that fails is made again through Copier, whose error is the one
-    reported. The most recent ``KEPT_RENDERS`` renders are kept, so identical answers cost
-    one render and memory stays bounded however many distinct ones there are.
-
-    One lock serialises renders (Copier's change process-wide settings anyway). ``renders``
-    counts the answer sets rendered, ``copier_renders`` the Copier runs, for the benchmark
-    and the tests.
-    """
-
-    KEPT_RENDERS = 256  # our choice: a render is some 60 KB, so this bounds them near 15 MB
-
-    def __init__(
-        self,
-        copier_render: Renderer = render_once,
-        quick_render: Renderer | None = render_through_jinja,
-    ) -> None:
-        self._copier_render = copier_render
-        self._quick_render = quick_render
-        self._renders: OrderedDict[Answers, list[RenderedFile]] = OrderedDict()
-        self._quick_agrees: dict[tuple[str, str], bool] = {}
-        self._lock = threading.Lock()
-        self.renders = 0
-        self.copier_renders = 0
-
-    def __call__(self, answers: Answers) -> list[RenderedFile]:
-        with self._lock:
-            found = self._renders.get(answers)
-            if found is not None:
-                self._renders.move_to_end(answers)
-                return found
-            found = self._render(answers)
-            self.renders += 1
-            self._renders[answers] = found
-            if len(self._renders) > self.KEPT_RENDERS:
-                self._renders.popitem(last=False)
-            return found
-
-    def _render(self, answers: Answers) -> list[RenderedFile]:
-        shape = (answers.profile, answers.memory_backend)
-        if self._quick_render is None or self._quick_agrees.get(shape) is False:
-            return self._through_copier(answers)
-        if shape not in self._quick_agrees:
-            reference = self._through_copier(answers)
-            self._quick_agrees[shape] = self._quick_or_none(answers) == reference
-            return reference
-        return self._quick_or_none(answers) or self._through_copier(answers)
-
-    def _through_copier(self, answers: Answers) -> list[RenderedFile]:
-        self.copier_renders += 1
-        return self._copier_render(answers)
-
-    def _quick_or_none(self, answers: Answers) -> list[RenderedFile] | None:
-        assert self._quick_render is not None
-        try:
-            return self._quick_render(answers)
-        except TemplateBroken:
-            return None
-
-
 @dataclass
 class FleetRun:
     """What to do with every workspace: check, or update with a conflict policy."""
@@ -205,20 +133,22 @@ class FleetRun:
 
     def one(self, entry: Entry) -> WorkspaceOutcome:
         """Check or update one workspace; a failure is its ``error`` outcome, never raised."""
-        request = InitRequest(
+        worker = InitWorker(
             workspace=entry.workspace_path,
             config_dir=entry.config_dir,
             mode="non-interactive",
             backend=entry.memory_backend,
             profile=entry.profile,
             env=self.env,
+            check=not self.update,
+            conflict=self.conflict,
+            renderer=self.cache,
         )
-        options = InitOptions(check=not self.update, conflict=self.conflict, renderer=self.cache)
         try:
             refusal = workspace_refusal(entry)
             if refusal is not None:
                 return WorkspaceOutcome(entry, ERROR, error=refusal, exit_status=EXIT_LOOK_AT_FILE)
-            result = run_init(request, None, options)
+            result = worker.run()
         except ProvisionerError as error:
             return _failed(entry, error)
         except OSError as error:  # a write the machine refused, not yet named as a file fault

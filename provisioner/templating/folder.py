@@ -1,12 +1,13 @@
 """The template folder a process renders from, and everything read from it (BACK-1).
 
-One ``TemplateFolder`` per folder holds what is read from it: the folder's location, Loom's
-core tool list, the registry of shipped memU prompts, and whatever a module derives from the
+A ``TemplateFolder`` holds what is read from its folder: the folder's location, Loom's core
+tool list, the registry of shipped memU prompts, and whatever a module derives from the
 folder through ``folder_cached`` (the questions of ``copier.yml``, the Jinja environment). Each
-is read on first use and kept on the object, so a process that renders from two folders (a
-test's modified copy beside the package's own) never mixes their data, and pointing
-``$NERVE_ASSETS_DIR`` elsewhere takes effect on the next call. This module imports neither the
-questions nor the environment: they import it.
+is read on first use and kept on the object, never in a module: an operation holds the folder
+it renders from (Copier's ``Template`` is the model), so a process that renders from two
+folders (a test's modified copy beside the package's own) never mixes their data, and nothing
+is left to forget when a copy changes. This module imports neither the questions nor the
+environment: they import it.
 
 ``active_folder()`` is the folder pinned by ``rendering_from`` (``nerve golden`` pins the
 checkout whose goldens it works on, OPS-1), else the folder the environment names, else the
@@ -19,7 +20,7 @@ import json
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from functools import cached_property
+from functools import cache, cached_property
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -128,7 +129,6 @@ class TemplateFolder:
         self.__dict__.pop("shipped_memu_prompts", None)
 
 
-_FOLDERS: dict[str, TemplateFolder] = {}
 _PINNED: list[TemplateFolder] = []  # innermost ``rendering_from`` last
 
 
@@ -136,21 +136,25 @@ def active_folder() -> TemplateFolder:
     """The folder to render from: the pinned one, else ``$NERVE_ASSETS_DIR``, else the wheel's,
     else the checkout's.
 
-    Raises ``AssetsMissing`` when the chosen folder has no ``templates/copier.yml``.
+    The package's own folder is read once per process: nothing changes it while the process
+    runs. A folder the variable names is a new ``TemplateFolder`` at each call, read afresh, so
+    an edit there (or a change of the variable) takes effect on the next call with nothing to
+    forget; an operation that reads it many times holds the one it got (an init's
+    ``TemplateRenderer``) or pins it (``rendering_from``). Raises ``AssetsMissing`` when the
+    chosen folder has no ``templates/copier.yml``.
     """
     if _PINNED:
         return _PINNED[-1]
     override = os.environ.get(ASSETS_ENV) or ""
-    folder = _FOLDERS.get(override)
-    if folder is None:
-        folder = TemplateFolder(_locate(override))
-        _FOLDERS[override] = folder
-    return folder
+    if override:
+        return TemplateFolder(_locate(override))
+    return _package_folder()
 
 
-def forget_folders() -> None:
-    """Drop every folder object, so the next use reads the files again (tests edit copies)."""
-    _FOLDERS.clear()
+@cache
+def _package_folder() -> TemplateFolder:
+    """The installed package's folder, else the source checkout's: one per process."""
+    return TemplateFolder(_locate(""))
 
 
 @contextmanager
@@ -158,9 +162,10 @@ def rendering_from(root: Path) -> Iterator[TemplateFolder]:
     """Make ``root`` (holding ``templates/`` and ``skills/``) the active folder inside the block.
 
     Whatever the install, ``nerve golden`` must render the templates of the checkout whose
-    goldens it compares (OPS-1), not the copy an installed wheel carries. Raises
-    ``AssetsMissing``, before anything renders, when ``root`` lacks either folder: a render
-    mixing the checkout's templates with the installed skills would be no checkout's.
+    goldens it compares (OPS-1), not the copy an installed wheel carries. The folder is read
+    afresh for each block and kept for the block's length. Raises ``AssetsMissing``, before
+    anything renders, when ``root`` lacks either folder: a render mixing the checkout's
+    templates with the installed skills would be no checkout's.
     """
     root = root.resolve()
     missing = [
@@ -176,10 +181,7 @@ def rendering_from(root: Path) -> Iterator[TemplateFolder]:
             f"{root}: no {' and no '.join(missing)} there; expected templates/ and skills/ "
             "to render from"
         )
-    key = f"pinned:{root}"
-    folder = _FOLDERS.get(key)
-    if folder is None:
-        folder = _FOLDERS[key] = TemplateFolder(root)
+    folder = TemplateFolder(root)
     _PINNED.append(folder)
     try:
         yield folder
@@ -203,10 +205,8 @@ def _locate(override: str) -> Path:
 
 
 class FolderValue(Generic[T]):
-    """A value of the active folder, called like the cached function it replaces.
-
-    ``cache_clear()`` forgets every folder object, as clearing the old caches did.
-    """
+    """A value of a template folder: called bare, the active folder's; ``of(folder)``, that
+    folder's, for an operation that holds its own (an init's ``TemplateRenderer``)."""
 
     def __init__(self, read: Callable[[TemplateFolder], T]) -> None:
         self._read = read
@@ -214,8 +214,8 @@ class FolderValue(Generic[T]):
     def __call__(self) -> T:
         return self._read(active_folder())
 
-    def cache_clear(self) -> None:
-        forget_folders()
+    def of(self, folder: TemplateFolder) -> T:
+        return self._read(folder)
 
 
 def folder_value(read: Callable[[TemplateFolder], T]) -> FolderValue[T]:
@@ -224,10 +224,10 @@ def folder_value(read: Callable[[TemplateFolder], T]) -> FolderValue[T]:
 
 
 def folder_cached(derive: Callable[[TemplateFolder], T]) -> FolderValue[T]:
-    """Like ``folder_value``, but ``derive`` runs once per folder and its result is kept.
+    """Like ``folder_value``, but ``derive`` runs once per folder object and its result is kept
+    on it (``TemplateFolder.derived``), never in a module: a folder read afresh derives afresh.
 
-    For what is costly to build from a folder (its parsed questions, its Jinja environment);
-    ``cache_clear()`` forgets the folders and with them every kept value.
+    For what is costly to build from a folder (its parsed questions, its Jinja environment).
     """
     return FolderValue(lambda folder: folder.derived(derive))
 

@@ -128,10 +128,11 @@ def is_iana_timezone(value: object) -> bool:
 
 
 shared_environment = folder_cached(lambda folder: make_environment(folder))
-"""The active template folder's one environment for runtime texts and question expressions.
+"""A template folder's one environment for its renders, runtime texts and question expressions.
 
-Built once per folder, so each template is compiled once per process; ``cache_clear()``
-forgets the folders (tests that edit a copy of the templates do that).
+Built once per ``TemplateFolder`` and kept on it, so each template is compiled once for as long
+as the folder is held (``shared_environment()`` is the active folder's, ``.of(folder)`` that
+folder's).
 """
 
 

@@ -15,7 +15,7 @@ Jinja expression cannot check alone are filters of ``provisioner.templating.jinj
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,7 @@ import jinja2
 import yaml
 
 from provisioner.base.errors import UserError
-from provisioner.templating.folder import folder_cached
+from provisioner.templating.folder import TemplateFolder, active_folder, folder_cached
 from provisioner.templating.jinja_env import (
     YES_NO_EXPECTED,
     parse_yes_no,
@@ -65,6 +65,9 @@ class Question:
     choices: tuple[str, ...] = ()
     when: str | None = None
     validator: str | None = None
+    # The folder it was read from: its ``when`` and ``validator`` render with that folder's
+    # environment, beside that folder's defaults (as Copier's questions hold their worker's).
+    folder: TemplateFolder | None = field(default=None, compare=False, repr=False)
 
     @property
     def env_name(self) -> str:
@@ -88,7 +91,7 @@ class Question:
         """Whether the question applies, given the answers so far (its ``when``)."""
         if self.when is None:
             return True
-        return _render(self.when, answers).strip().lower() not in ("", "false", "0", "none")
+        return self._render(self.when, answers).strip().lower() not in ("", "false", "0", "none")
 
     def check(self, value: Any, answers: Mapping[str, Any]) -> None:
         """Raise ``AnswerError`` when ``value`` does not fit: its type, choices, validator.
@@ -105,9 +108,17 @@ class Question:
         elif self.choices and value not in self.choices:
             raise AnswerError(f"{echo(value)} is not one of: {', '.join(self.choices)}")
         if self.validator:
-            message = " ".join(_render(self.validator, {**answers, self.name: value}).split())
+            message = " ".join(self._render(self.validator, {**answers, self.name: value}).split())
             if message:
                 raise AnswerError(f"{echo(value)} {message}")
+
+    def _render(self, expression: str, answers: Mapping[str, Any]) -> str:
+        """``expression`` rendered over ``answers``, plus the defaults of the questions not
+        answered yet, so it never meets an undefined name."""
+        folder = self.folder or active_folder()
+        values = {question.name: question.default for question in load_questions.of(folder)}
+        values.update(answers)
+        return _compiled(shared_environment.of(folder), expression).render(**values)
 
 
 def echo(value: Any) -> str:
@@ -118,25 +129,15 @@ def echo(value: Any) -> str:
     return shown
 
 
-def _render(expression: str, answers: Mapping[str, Any]) -> str:
-    return _compiled(shared_environment(), expression).render(**_with_unasked(answers))
-
-
 @lru_cache(maxsize=COMPILED_EXPRESSIONS_MAX)
 def _compiled(environment: jinja2.Environment, expression: str) -> jinja2.Template:
     """``expression`` compiled once per environment: init evaluates each several times."""
     return environment.from_string(expression)
 
 
-def _with_unasked(answers: Mapping[str, Any]) -> dict[str, Any]:
-    """Answers plus defaults for the rest, so an expression never meets an undefined name."""
-    values = {question.name: question.default for question in load_questions()}
-    values.update(answers)
-    return values
-
-
-def parse_questions(path: Path) -> tuple[Question, ...]:
-    """Every question of the ``copier.yml`` at ``path``, in the order the file declares them."""
+def parse_questions(path: Path, folder: TemplateFolder | None = None) -> tuple[Question, ...]:
+    """Every question of the ``copier.yml`` at ``path``, in the order the file declares them;
+    ``folder``, the template folder it lies in (by default the active one when evaluated)."""
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: faster
     document = yaml.load(path.read_text(encoding="utf-8"), Loader=loader) or {}
     questions = []
@@ -152,12 +153,13 @@ def parse_questions(path: Path) -> tuple[Question, ...]:
                 choices=tuple(spec.get("choices", ())),
                 when=spec.get("when"),
                 validator=spec.get("validator"),
+                folder=folder,
             )
         )
     return tuple(questions)
 
 
-load_questions = folder_cached(lambda folder: parse_questions(folder.copier_file))
+load_questions = folder_cached(lambda folder: parse_questions(folder.copier_file, folder))
 """Every question of the active template folder's ``copier.yml``."""
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path, PurePosixPath
@@ -73,6 +74,26 @@ def prepare_workspace(workspace: Path) -> Path:
             "expected a writable folder"
         ) from None
     return workspace
+
+
+@contextmanager
+def read_only_root(workspace: Path) -> Iterator[WorkspaceRoot]:
+    """The workspace opened for reading only (``init --check``, FLEET-2): nothing is created.
+
+    One that does not exist yet reads as an empty folder (every file would be created). A file
+    or a dangling link there is refused with the line ``prepare_workspace`` gives.
+    """
+    if workspace.is_dir():
+        with WorkspaceRoot(workspace) as root:
+            yield root
+        return
+    if workspace.exists() or workspace.is_symlink():
+        prepare_workspace(workspace)  # raises WorkspaceRefused: never a folder to create here
+    with (
+        tempfile.TemporaryDirectory(prefix="nerve-check-") as empty,
+        WorkspaceRoot(Path(empty)) as root,
+    ):
+        yield root
 
 
 class WorkspaceRoot:

@@ -4,11 +4,11 @@ every template rendered through the one shared Jinja environment (FLEET-5).
 A Copier run costs about 150 ms whatever the answers: it reads ``copier.yml`` again, builds a
 new Jinja environment and compiles every template and path name anew. A fleet whose instances
 each have their own agent and user names needs a render per workspace, so that cost, paid a
-thousand times, was most of a fleet run. Here the templates are compiled once per process
-(``provisioner.templating.jinja_env.shared_environment``, the environment the runtime texts and
-``render_tracked_settings`` already use, with the template's own extension and settings), the
-folder's listing is read once, and a render only runs the compiled templates with the answers:
-a few milliseconds.
+thousand times, was most of a fleet run. Here the templates are compiled once per template
+folder the fleet holds (``provisioner.templating.jinja_env.shared_environment``, the
+environment the runtime texts and ``TemplateRenderer.tracked_settings`` already use, with the
+template's own extension and settings), the folder's listing is read once, and a render only
+runs the compiled templates with the answers: a few milliseconds.
 
 It follows Copier's rules for this template (``copier.yml``: ``_subdirectory: workspace``,
 ``_templates_suffix: .jinja``, no ``_exclude``): every path part is a template; a part that
@@ -16,8 +16,9 @@ renders empty leaves the file out; a ``.jinja`` file is rendered and loses the s
 other file is copied as it is, unless a ``.jinja`` sibling of the same name exists; the
 executable bit is the source file's. Copier stays the reference: the fleet renders the first
 answers of each profile and backend through Copier as well and uses this renderer only when
-the two agree byte for byte (``provisioner.fleet.run.RenderCache``), and the tests hold the two
-equal for every golden's answers and for answers with their own names.
+the two agree byte for byte (``RenderCache``, the renderer a fleet hands to every workspace's
+init), and the tests hold the two equal for every golden's answers and for answers with their
+own names.
 
 A template that cannot be rendered raises ``TemplateBroken`` naming its file and line, as
 ``render_workspace`` does.
@@ -27,10 +28,14 @@ from __future__ import annotations
 
 import os
 import stat
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from provisioner.base.errors import TemplateBroken
 from provisioner.templating.folder import TemplateFolder, active_folder, folder_cached
 from provisioner.workspace.render import (
     MANIFEST_PATH,
@@ -38,6 +43,7 @@ from provisioner.workspace.render import (
     WORKSPACE_SUBDIRECTORY,
     Answers,
     RenderedFile,
+    TemplateRenderer,
     manifest_bytes,
     template_broken,
 )
@@ -67,7 +73,7 @@ def _template_entries(folder: TemplateFolder) -> tuple[TemplateEntry, ...]:
     """
     from provisioner.templating.jinja_env import shared_environment  # deferred: Jinja
 
-    environment = shared_environment()  # the active folder's: the one being listed
+    environment = shared_environment.of(folder)
     root = folder.template_dir
     copy_root = root / WORKSPACE_SUBDIRECTORY
     entries: list[TemplateEntry] = []
@@ -94,12 +100,15 @@ def _template_entries(folder: TemplateFolder) -> tuple[TemplateEntry, ...]:
 
 
 template_entries = folder_cached(_template_entries)
-"""The active folder's ``TemplateEntry`` list, read on first use (``cache_clear()`` forgets)."""
+"""A folder's ``TemplateEntry`` list, read on first use and kept with the folder."""
 
 
-def render_through_jinja(answers: Answers) -> list[RenderedFile]:
-    """The files ``render_workspace`` would produce for ``answers``, manifest included,
-    rendered in memory through the shared environment; sorted by path.
+def render_through_jinja(
+    answers: Answers, folder: TemplateFolder | None = None
+) -> list[RenderedFile]:
+    """The files ``render_workspace`` would produce for ``answers`` from ``folder`` (by default
+    the active one), manifest included, rendered in memory through the folder's environment;
+    sorted by path.
 
     Raises ``TemplateBroken`` for a template (or a path name) that cannot be rendered.
     """
@@ -107,12 +116,12 @@ def render_through_jinja(answers: Answers) -> list[RenderedFile]:
 
     from provisioner.templating.jinja_env import shared_environment  # deferred: Jinja
 
-    folder = active_folder()
-    environment = shared_environment()
+    folder = folder or active_folder()
+    environment = shared_environment.of(folder)
     context = answers.as_data()
     files: list[RenderedFile] = []
     try:
-        for entry in template_entries():
+        for entry in template_entries.of(folder):
             path = _rendered_path(entry.parts, context)
             if path is None:
                 continue
@@ -148,3 +157,75 @@ def _templated_sibling_shadows(folder: TemplateFolder, path: str, entry: Templat
     if entry.rendered:
         return False
     return (folder.template_dir / f"{path}{TEMPLATE_SUFFIX}").exists()
+
+
+class RenderCache(TemplateRenderer):
+    """The renderer every workspace of a run shares, one render per set of answers (FLEET-5).
+
+    A render depends on the answers alone (the template folder is the one this renderer holds).
+    Real instances have their own agent and user names, so a fleet meets many sets of answers;
+    a Copier run for each cost about 150 ms, the whole of a workspace's check many times
+    over. So the first answers of each profile and backend are rendered both ways, through
+    Copier (``TemplateRenderer.render``) and through the folder's Jinja environment
+    (``quick_render``, by default ``render_through_jinja``); when the two are
+    equal byte for byte, the other answers of that profile and backend are rendered the quick
+    way, else through Copier. A quick render that fails is made again through Copier, whose
+    error is the one reported. The most recent ``KEPT_RENDERS`` renders are kept, so identical
+    answers cost one render and memory stays bounded however many distinct ones there are.
+
+    One lock serialises renders (Copier's change process-wide settings anyway). ``renders``
+    counts the answer sets rendered, ``copier_renders`` the Copier runs, for the benchmark
+    and the tests.
+    """
+
+    KEPT_RENDERS = 256  # our choice: a render is some 60 KB, so this bounds them near 15 MB
+
+    def __init__(
+        self,
+        folder: TemplateFolder | None = None,
+        quick_render: Callable[[Answers], list[RenderedFile]] | None = None,
+    ) -> None:
+        super().__init__(folder)
+        self._quick_render = quick_render or self._through_jinja
+        self._renders: OrderedDict[Answers, list[RenderedFile]] = OrderedDict()
+        self._quick_agrees: dict[tuple[str, str], bool] = {}
+        self._lock = threading.Lock()
+        self.renders = 0
+        self.copier_renders = 0
+
+    def render(self, answers: Answers) -> list[RenderedFile]:
+        """The render for ``answers``: the kept one, else made once and kept."""
+        with self._lock:
+            found = self._renders.get(answers)
+            if found is not None:
+                self._renders.move_to_end(answers)
+                return found
+            found = self._render(answers)
+            self.renders += 1
+            self._renders[answers] = found
+            if len(self._renders) > self.KEPT_RENDERS:
+                self._renders.popitem(last=False)
+            return found
+
+    def _render(self, answers: Answers) -> list[RenderedFile]:
+        shape = (answers.profile, answers.memory_backend)
+        if self._quick_agrees.get(shape) is False:
+            return self._through_copier(answers)
+        if shape not in self._quick_agrees:
+            reference = self._through_copier(answers)
+            self._quick_agrees[shape] = self._quick_or_none(answers) == reference
+            return reference
+        return self._quick_or_none(answers) or self._through_copier(answers)
+
+    def _through_copier(self, answers: Answers) -> list[RenderedFile]:
+        self.copier_renders += 1
+        return super().render(answers)
+
+    def _through_jinja(self, answers: Answers) -> list[RenderedFile]:
+        return render_through_jinja(answers, self.folder)
+
+    def _quick_or_none(self, answers: Answers) -> list[RenderedFile] | None:
+        try:
+            return self._quick_render(answers)
+        except TemplateBroken:
+            return None

@@ -9,7 +9,6 @@ command that init names for every file it kept (INIT-5).
 from __future__ import annotations
 
 import posixpath
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -18,7 +17,7 @@ from provisioner.base.errors import UserError
 from provisioner.templating.questions import echo
 from provisioner.workspace.diff import unified_diff
 from provisioner.workspace.fs import WorkspaceRoot, machine_fault
-from provisioner.workspace.init import InitError, InitRequest, resolve_answers
+from provisioner.workspace.init import InitError, InitWorker
 from provisioner.workspace.render import MANIFEST_PATH, RenderedFile, render_workspace
 from provisioner.workspace.state import read_state
 
@@ -41,14 +40,14 @@ def render_preview(
         raise PreviewError(f"{out}: is a link to nothing; expected a new or empty folder")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise PreviewError(f"{out}: exists and is not an empty folder; expected a new folder")
-    request = InitRequest(
+    worker = InitWorker(
         workspace=out, config_dir=out, mode="non-interactive", profile=profile, data=data
     )
     warnings: list[str] = []
-    answers = resolve_answers(request, backend, {}, None, warnings)
+    answers = worker.resolve_answers(backend, {}, warnings)
     try:
         out.mkdir(parents=True, exist_ok=True)
-        return render_workspace(answers, out), warnings
+        return render_workspace(answers, out, worker.renderer.folder), warnings
     except OSError as error:
         fault = machine_fault(error, Path(error.filename) if error.filename else out)
         if fault is not None:  # REL-4: full, read-only, permission or I/O, with its status
@@ -79,10 +78,9 @@ def workspace_diff(workspace: Path, backend: str | None, paths: Sequence[str]) -
                 f"{workspace / MANIFEST_PATH}: memory_backend {echo(wording)} is not a memory "
                 f"backend; expected one of: {', '.join(BACKEND_NAMES)}"
             ) from None
-        request = InitRequest(workspace=workspace, config_dir=workspace, mode="non-interactive")
-        answers = resolve_answers(request, str(wording), recorded.answers, None)
-        with tempfile.TemporaryDirectory(prefix="nerve-diff-") as scratch:
-            rendered = {f.path: f for f in render_workspace(answers, Path(scratch) / "render")}
+        worker = InitWorker(workspace=workspace, config_dir=workspace, mode="non-interactive")
+        answers = worker.resolve_answers(str(wording), recorded.answers)
+        rendered = {f.path: f for f in worker.renderer.render(answers)}
         wanted = [_relative(path) for path in paths] or sorted(
             path for path in rendered if path != MANIFEST_PATH
         )

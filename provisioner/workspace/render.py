@@ -19,18 +19,24 @@ import json
 import os
 import stat
 import sys
+import tempfile
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from provisioner.backends import DEFAULT_BACKEND, DEFAULT_PROFILE
 from provisioner.base.errors import TemplateBroken
 from provisioner.config.loader import SETTINGS_FILE
 from provisioner.runtime.errors import faults_named
-from provisioner.templating.folder import active_folder
+from provisioner.templating.folder import TemplateFolder, active_folder
+
+if TYPE_CHECKING:
+    import jinja2
+
+    from provisioner.templating.questions import Question
 
 MANIFEST_PATH = ".nerve/provisioned.json"  # INIT-4: answers and shipped hashes, per workspace
 MANIFEST_FORMAT = 1
@@ -91,8 +97,11 @@ class RenderedFile:
         return "sha256:" + hashlib.sha256(self.content).hexdigest()
 
 
-def render_workspace(answers: Answers, destination: Path) -> list[RenderedFile]:
-    """Render the workspace for ``answers`` into the empty or new folder ``destination``.
+def render_workspace(
+    answers: Answers, destination: Path, folder: TemplateFolder | None = None
+) -> list[RenderedFile]:
+    """Render the workspace for ``answers`` into the empty or new folder ``destination``, from
+    ``folder``'s template (by default the active folder's).
 
     Copier runs with a clean ``Settings()`` (a user's own Copier defaults never leak in) and
     ``defaults=True`` (the answers are given; nothing is asked), without programs to start
@@ -105,7 +114,7 @@ def render_workspace(answers: Answers, destination: Path) -> list[RenderedFile]:
 
     try:
         with _ONE_RENDER, _collector_paused():
-            _without_programs(lambda: _run_copier(answers, destination))
+            _without_programs(lambda: _run_copier(answers, destination, folder))
     except jinja2.TemplateError as error:
         raise template_broken(error) from None
     files = list(read_tree(destination))
@@ -117,34 +126,65 @@ def render_workspace(answers: Answers, destination: Path) -> list[RenderedFile]:
     return sorted(files, key=lambda rendered: rendered.path)
 
 
-def render_tracked_settings(answers: Answers) -> bytes:
-    """``config/settings.yaml`` as ``render_workspace`` renders it for ``answers``.
+class TemplateRenderer:
+    """The template an init renders with: its folder and what is derived from it (BACK-1).
 
-    ``nerve init`` reads the configuration the instance will read once its render is placed,
-    and that file is one of its layers (CONF-1, CONF-3); rendering it alone through the
-    shared environment, with the same template and answers, costs no Copier run. A test
-    holds the bytes equal to the whole render's. A broken template raises ``TemplateBroken``.
+    Copier's ``Template`` is the model: the folder is chosen once, when the renderer is made
+    (by default the active one), and its questions and Jinja environment are read from it on
+    first use and kept with it, so one init reads one folder throughout, and nothing outside
+    the object remembers it. A fleet makes one renderer, with its shared renders, and hands it
+    to each workspace's init (FLEET-5).
     """
-    import jinja2
 
-    from provisioner.templating.jinja_env import shared_environment  # deferred: Jinja
+    def __init__(self, folder: TemplateFolder | None = None) -> None:
+        self.folder = folder or active_folder()
 
-    template = f"{WORKSPACE_SUBDIRECTORY}/{SETTINGS_FILE.as_posix()}{TEMPLATE_SUFFIX}"
-    try:
-        text = shared_environment().get_template(template).render(**answers.as_data())
-    except jinja2.TemplateError as error:
-        raise template_broken(error) from None
-    return text.encode("utf-8")
+    @property
+    def questions(self) -> tuple[Question, ...]:
+        """The questions of this folder's ``copier.yml``, read once."""
+        from provisioner.templating.questions import load_questions  # deferred: Jinja, YAML
+
+        return load_questions.of(self.folder)
+
+    @property
+    def environment(self) -> jinja2.Environment:
+        """This folder's Jinja environment, built once (the one the runtime texts use)."""
+        from provisioner.templating.jinja_env import shared_environment  # deferred: Jinja
+
+        return shared_environment.of(self.folder)
+
+    def render(self, answers: Answers) -> list[RenderedFile]:
+        """The render for ``answers`` through Copier, made in a scratch folder that is gone
+        afterwards. A broken template raises ``TemplateBroken``."""
+        with tempfile.TemporaryDirectory(prefix="nerve-init-") as scratch:
+            return render_workspace(answers, Path(scratch) / "workspace", self.folder)
+
+    def tracked_settings(self, answers: Answers) -> bytes:
+        """``config/settings.yaml`` as ``render`` renders it for ``answers``.
+
+        ``nerve init`` reads the configuration the instance will read once its render is
+        placed, and that file is one of its layers (CONF-1, CONF-3); rendering it alone through
+        the environment, with the same template and answers, costs no Copier run. A test holds
+        the bytes equal to the whole render's. A broken template raises ``TemplateBroken``.
+        """
+        import jinja2
+
+        template = f"{WORKSPACE_SUBDIRECTORY}/{SETTINGS_FILE.as_posix()}{TEMPLATE_SUFFIX}"
+        try:
+            text = self.environment.get_template(template).render(**answers.as_data())
+        except jinja2.TemplateError as error:
+            raise template_broken(error) from None
+        return text.encode("utf-8")
 
 
-def _run_copier(answers: Answers, destination: Path) -> None:
+def _run_copier(answers: Answers, destination: Path, folder: TemplateFolder | None) -> None:
     first_import = "copier" not in sys.modules
     from copier import Settings, run_copy  # deferred: Copier is slow to import
 
     if first_import:
         _set_aside_imported()
     run_copy(
-        str(active_folder().template_dir),
+        str((folder or active_folder()).template_dir),
         destination,
         data=answers.as_data(),
         settings=Settings(),

@@ -17,12 +17,11 @@ import yaml
 
 from provisioner.backends import BACKEND_NAMES, PROFILES
 from provisioner.fleet.inventory import read_inventory
-from provisioner.fleet.run import FleetRun, RenderCache
+from provisioner.fleet.run import FleetRun
 from provisioner.golden.check import default_golden_dir, read_goldens
 from provisioner.templating.folder import rendering_from
-from provisioner.workspace.jinja_render import render_through_jinja, template_entries
-from provisioner.workspace.options import render_once
-from provisioner.workspace.render import Answers, RenderedFile
+from provisioner.workspace.jinja_render import RenderCache, render_through_jinja
+from provisioner.workspace.render import Answers, RenderedFile, TemplateRenderer
 from tests.fleet.provisioning import AGENT_LINE, Provision, add_agent_line, tree
 
 NAMED = [
@@ -36,6 +35,11 @@ NAMED = [
 
 def by_path(files: list[RenderedFile]) -> dict[str, tuple[bytes, bool]]:
     return {f.path: (f.content, f.executable) for f in files}
+
+
+def render_once(answers: Answers) -> list[RenderedFile]:
+    """The render through Copier alone, from the active template folder."""
+    return TemplateRenderer().render(answers)
 
 
 class TestTheQuickRender:
@@ -63,7 +67,6 @@ class TestTheQuickRender:
         script.write_bytes(b"#!/bin/sh\nexit 0 # {{ not rendered }}\n")
         script.chmod(0o755)
         with rendering_from(assets_copy):
-            template_entries.cache_clear()
             quick = render_through_jinja(Answers())
             assert by_path(quick) == by_path(render_once(Answers()))
         assert by_path(quick)["config/cron/gates/run.sh"] == (script.read_bytes(), True)
@@ -75,7 +78,7 @@ class TestTheRenderCache:
         names = [Answers(agent_name=f"Agent {n}", user_name=f"Person {n}") for n in range(6)]
         workers = [Answers(profile="worker", agent_name=f"Worker {n}") for n in range(3)]
         for answers in [*names, *workers, names[0]]:
-            assert by_path(cache(answers)) == by_path(render_once(answers))
+            assert by_path(cache.render(answers)) == by_path(render_once(answers))
         assert cache.renders == 9  # each set of answers once; the repeat is kept
         assert cache.copier_renders == 2  # the first personal and the first worker
 
@@ -86,7 +89,7 @@ class TestTheRenderCache:
         cache = RenderCache(quick_render=differs)
         for n in range(3):
             answers = Answers(agent_name=f"Agent {n}")
-            assert by_path(cache(answers)) == by_path(render_once(answers))
+            assert by_path(cache.render(answers)) == by_path(render_once(answers))
         assert cache.copier_renders == 3
 
     def test_the_kept_renders_are_bounded(self, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -94,8 +97,8 @@ class TestTheRenderCache:
         cache = RenderCache()
         first = Answers(agent_name="First")
         for name in ("First", "Second", "Third"):
-            cache(Answers(agent_name=name))
-        cache(first)
+            cache.render(Answers(agent_name=name))
+        cache.render(first)
         assert cache.renders == 4  # the first was let go and rendered again
 
 

@@ -10,7 +10,8 @@ import yaml
 
 from provisioner.backends import MEMU_TOOLS
 from provisioner.fleet.inventory import read_inventory
-from provisioner.fleet.run import STATUSES, FleetRun, RenderCache
+from provisioner.fleet.run import STATUSES, FleetRun
+from provisioner.workspace.jinja_render import RenderCache
 from provisioner.workspace.merge import MARKED
 from tests.fleet.provisioning import (
     AGENT_LINE,

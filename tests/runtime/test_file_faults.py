@@ -92,4 +92,4 @@ def test_the_sqlite_codes_named_without_importing_sqlite3_are_sqlite3s_own() -> 
         sqlite3.SQLITE_CORRUPT: "damaged",
         sqlite3.SQLITE_NOTADB: "damaged",
     }
-    assert errors._SQLITE_KIND == expected
+    assert expected == errors._SQLITE_KIND

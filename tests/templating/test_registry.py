@@ -27,9 +27,9 @@ from provisioner.backends import (
 from provisioner.cli.summary import init_summary_text
 from provisioner.config.loader import load_config
 from provisioner.golden import check as golden
-from provisioner.templating.folder import ASSETS_ENV, forget_folders
+from provisioner.templating.folder import ASSETS_ENV
 from provisioner.templating.questions import load_questions
-from provisioner.workspace.init import InitRequest, run_init
+from provisioner.workspace.init import InitWorker
 from provisioner.workspace.render import Answers, render_workspace
 from tests.support.repo import GOLDEN_DIR, REPO_ROOT
 
@@ -71,13 +71,11 @@ def zep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     shutil.copytree(REPO_ROOT / "skills", assets / "skills")
     add_zep_templates(assets)
     monkeypatch.setenv(ASSETS_ENV, str(assets))
-    forget_folders()
     register(zep_entry())
     try:
         yield assets
     finally:
         unregister("zep")
-        forget_folders()
 
 
 class TestAThirdBackend:
@@ -103,13 +101,13 @@ class TestAThirdBackend:
 
     def test_init_runs_its_setup_step_and_summary_line(self, zep, tmp_path):
         """INIT-3: with no step of its own, nothing is asked and the line names it."""
-        request = InitRequest(
+        worker = InitWorker(
             workspace=tmp_path / "ws",
             config_dir=tmp_path / "cfg",
             mode="non-interactive",
             backend="zep",
         )
-        result = run_init(request, None)
+        result = worker.run()
         assert result.memory_step == {"backend": "zep", "asked": False}
         assert "Memory: zep." in init_summary_text(result, tmp_path / "cfg")
 

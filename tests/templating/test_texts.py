@@ -16,8 +16,7 @@ import yaml
 
 from provisioner.backends import MEMU_TOOLS
 from provisioner.templating import texts
-from provisioner.templating.folder import loom_core_tools
-from provisioner.templating.jinja_env import shared_environment
+from provisioner.templating.folder import loom_core_tools, rendering_from
 from provisioner.templating.texts import (
     EXTERNAL_AGENTS,
     JOB_PROMPTS,
@@ -318,11 +317,8 @@ class TestMemorySectionIsDeterministic:
         """A second render, from a newly built Jinja environment, matches the first byte for
         byte, and both match the golden rendered at another time: nothing time-dependent."""
         first = memory_section(backend, loom_tools=tools, available=available)
-        shared_environment.cache_clear()
-        try:
+        with rendering_from(GOLDEN_DIR.parent):  # read afresh, with an environment of its own
             second = memory_section(backend, loom_tools=tools, available=available)
-        finally:
-            shared_environment.cache_clear()
         assert first.encode() == second.encode()
         assert first.encode() == (GOLDEN_DIR / backend / "texts" / golden).read_bytes()
 

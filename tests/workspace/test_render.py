@@ -15,7 +15,7 @@ from provisioner.templating.questions import load_questions, question_named
 from provisioner.workspace.render import (
     MANIFEST_PATH,
     Answers,
-    render_tracked_settings,
+    TemplateRenderer,
     render_workspace,
 )
 from tests.support.processes import clean_environment
@@ -253,7 +253,7 @@ class TestAnswersReachTheFiles:
         """CONF-3: init reads the settings it is about to place from this one-file render."""
         answers = Answers(memory_backend=backend, lockdown=lockdown)
         files = {f.path: f.content for f in render_workspace(answers, tmp_path / "w")}
-        assert render_tracked_settings(answers) == files["config/settings.yaml"]
+        assert TemplateRenderer().tracked_settings(answers) == files["config/settings.yaml"]
 
     def test_the_manifest_records_answers_and_hashes(self, renders):
         """INIT-4: answers and a hash of every shipped file are recorded in the workspace."""

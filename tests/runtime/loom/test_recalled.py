@@ -29,8 +29,7 @@ from provisioner.runtime.loom.recalled import (
     sanitize_recalled,
 )
 from provisioner.templating import texts
-from provisioner.templating.folder import ASSETS_ENV, forget_folders
-from provisioner.templating.jinja_env import shared_environment
+from provisioner.templating.folder import ASSETS_ENV
 from provisioner.templating.texts import session_context
 
 # REC-2: \n \r \v \f, the three information separators, NEL, and the Unicode line and paragraph
@@ -376,12 +375,8 @@ class TestSessionContextCapWithAnotherTemplate:
         body = body.replace("more not shown", "more not shown " + "—" * 60)
         template.write_text(body, encoding="utf-8")
         monkeypatch.setenv(ASSETS_ENV, str(assets_copy))
-        forget_folders()
-        shared_environment.cache_clear()
         yield
         monkeypatch.delenv(ASSETS_ENV)
-        forget_folders()
-        shared_environment.cache_clear()
 
     @pytest.mark.usefixtures("wordy_template")
     def test_a_non_ascii_heading_and_count_line_still_fit_the_cap(self) -> None:
