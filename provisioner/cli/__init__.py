@@ -1,8 +1,10 @@
 """The package's command line: the parser, and one module per command group.
 
-The top of the building: it may import every room below it (workspace, golden, doctor,
-config, templating, the runtime, the dev gateway, web). Only the Nerve integration imports
-it, to mount the command groups into Nerve's own CLI. `main` is in `provisioner.cli.main`
+The top of the building, reaching the rooms that do the work. Imports `backends`, `config`,
+`counts`, `devgateway`, `doctor`, `errors`, `fleet`, `golden`, `integrations`, `migration`,
+`runtime`, `web` and `workspace`; imported by `doctor`, `golden` and `integrations` (the
+Nerve integration to mount the command groups into Nerve's own CLI, the other two for the
+command's name as invoked). `main` is in `provisioner.cli.main`
 (the `nerve-provisioner` script, the package's only one); `provisioner.cli.entry` knows the
 name it was invoked with (NERVE-1).
 """
