@@ -21,8 +21,8 @@ import pytest
 
 from provisioner.cli.main import COMMAND_GROUPS, build_parser
 from provisioner.devgateway import RunningGateway, serve_in_thread
-from tests.integrations.nerve.nerve_db import NerveDb, native
-from tests.migration.memu_db import MemuDb
+from testbed.memu_db import MemuDb
+from testbed.nerve_db import NerveDb, native
 from tests.runner import run_cli
 from tests.support.processes import clean_environment
 from tests.support.repo import REPO_ROOT

@@ -27,8 +27,7 @@ from provisioner.migration.memu_values import (
 )
 from provisioner.runtime.loom.answers import MEMORY_TEXT_MAX_CHARS, TAGS_MAX
 from provisioner.runtime.sqlite_file import FileFault
-
-from .memu_db import MemuDb, memu_time
+from testbed.memu_db import MemuDb, memu_time
 
 
 def rows(store: MemuStore) -> list[MemuItem | UnusableRow]:
