@@ -5,7 +5,7 @@
                                             [--extract-s 1] [--write-s 0.005]
                                             [--turned-away 0.1] [--jobs N] [--json]
 
-Builds ``--size`` instances on memU (``tests.fleet.switching``): a workspace provisioned for
+Builds ``--size`` instances on memU (``testbed.fleet_switch``): a workspace provisioned for
 memU (one in ten with an agent's line in AGENTS.md), its configuration folder, and Nerve's
 state folder with memU's store (``--items`` items) and ``nerve.db`` in Nerve's schema
 (``--sessions`` sessions of ``--messages`` messages, memU's watermark halfway through the first
@@ -43,7 +43,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.fleet.switching import (  # noqa: E402
+from testbed.fleet_switch import (  # noqa: E402
     Shape,
     build_instance,
     expected_swept,

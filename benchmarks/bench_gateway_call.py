@@ -32,7 +32,7 @@ import httpx
 
 from provisioner.runtime.gateway.client import REQUEST_HEADERS, McpGatewayServer
 
-PEER = Path(__file__).resolve().parent.parent / "tests" / "runtime" / "gateway" / "sdk_peer.py"
+PEER = Path(__file__).resolve().parent.parent / "testbed" / "sdk_peer.py"
 MCP_PATH = "/s/loom/mcp"
 TOOL = "loom_search"
 ARGUMENTS = {"query": "tea", "top_k": 3}

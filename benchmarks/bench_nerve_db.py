@@ -4,7 +4,7 @@
 
 Nerve indexes its messages by ``(session_id, created_at)`` and has no index on
 ``(session_id, id)``, while the sweep pages by id. This builds Nerve-shaped databases (the
-test suite's ``tests/integrations/nerve/nerve_db.py`` schema) holding one session of ``--messages``
+``testbed/nerve_db.py`` schema the tests use too) holding one session of ``--messages``
 messages, in three layouts:
 
 * ``alone``: the session is the whole table;
@@ -41,7 +41,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from provisioner.runtime.nerve_db.transcripts import NerveTranscripts  # noqa: E402
-from tests.integrations.nerve.nerve_db import NerveDb  # noqa: E402
+from testbed.nerve_db import NerveDb  # noqa: E402
 
 SESSION = "big-session-0000-0000-0000-000000000000"
 PAGE = 25  # the sweep's READ_PAGE_MESSAGES

@@ -340,12 +340,12 @@ def sweep_backlog(shape: Backlog, limit: int, loom: str, turned_away: float) -> 
 
 
 class ScriptedBacklogLoom:
-    """The test suite's ``FakeLoom`` behind ``call_s`` of (virtual) work per extraction; a
-    share of the calls is turned away at once with a 429, drawn from a fixed seed, before any
-    work is done (the fake's own faults come after its work)."""
+    """The tests' ``FakeLoom`` (``testbed.loom``) behind ``call_s`` of (virtual) work per
+    extraction; a share of the calls is turned away at once with a 429, drawn from a fixed
+    seed, before any work is done (the fake's own faults come after its work)."""
 
     def __init__(self, call_s: float, turned_away: float) -> None:
-        from tests.fakes.loom import FakeLoom
+        from testbed.loom import FakeLoom
 
         self.loom = FakeLoom(call_s=call_s)
         self.turned_away = turned_away
@@ -370,7 +370,7 @@ def scripted_backlog(
     shape: Backlog, limit: int, transcripts: Any, folder: Path, turned_away: float
 ) -> dict[str, Any]:
     from provisioner.runtime.state import StateStore
-    from tests.support.virtual_time import VirtualTimeLoop
+    from testbed.virtual_time import VirtualTimeLoop
 
     memory = ScriptedBacklogLoom(shape.call_s, turned_away)
     with StateStore(folder / "s.sqlite3") as state:

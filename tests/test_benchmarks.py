@@ -20,6 +20,7 @@ import pytest
 from tests.support.repo import REPO_ROOT
 
 BENCHMARKS = REPO_ROOT / "benchmarks"
+TESTBED = REPO_ROOT / "testbed"
 RUN_TIMEOUT_S = 300  # a hung benchmark fails here instead of holding the suite
 
 # Per benchmark: one or more argument lists at smoke size, and a fragment of what it prints
@@ -114,16 +115,41 @@ def imported_modules(path: Path) -> set[str]:
     return named
 
 
+def named_paths(path: Path) -> set[str]:
+    """The string literals of a Python file that name a place in a top-level folder."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return {
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and "\n" not in node.value
+    }
+
+
+def reaches(path: Path, folder: str) -> list[str]:
+    """What ``path`` imports from the package ``folder``, or names as a file under it."""
+    imports = [n for n in imported_modules(path) if n == folder or n.startswith(f"{folder}.")]
+    places = [n for n in named_paths(path) if n == folder or n.startswith(f"{folder}/")]
+    return sorted(imports + places)
+
+
 class TestBenchmarksStandOnTheirOwn:
-    def test_no_benchmark_imports_a_test_module(self) -> None:
-        """A test module is the suite's to change; what a benchmark shares with the tests
-        lives in tests/support or tests/fakes, written to be shared."""
-        reaching = {
-            path.name: sorted(
-                name
-                for name in imported_modules(path)
-                if name.startswith("tests.") and name.rsplit(".", 1)[-1].startswith("test_")
-            )
-            for path in BENCHMARKS.glob("*.py")
-        }
+    """Imports go one way: the tests and the benchmarks share what lives in testbed/, and no
+    benchmark reaches into the test suite, which is the suite's to change."""
+
+    def test_no_benchmark_imports_the_tests_or_runs_their_files(self) -> None:
+        reaching = {path.name: reaches(path, "tests") for path in BENCHMARKS.glob("*.py")}
         assert {name: found for name, found in reaching.items() if found} == {}
+
+    @pytest.mark.parametrize("folder", ["tests", "benchmarks"])
+    def test_the_shared_testbed_imports_neither(self, folder: str) -> None:
+        reaching = {path.name: reaches(path, folder) for path in TESTBED.glob("*.py")}
+        assert {name: found for name, found in reaching.items() if found} == {}
+
+    def test_the_reader_sees_a_reach_into_the_tests(self, tmp_path: Path) -> None:
+        script = tmp_path / "bench_reaching.py"
+        script.write_text(
+            "from tests.fleet import provisioning\n"
+            "def peer():\n    return ('tests/runtime/peer.py', 'tests')\n",
+            encoding="utf-8",
+        )
+        assert reaches(script, "tests") == ["tests", "tests.fleet", "tests/runtime/peer.py"]

@@ -52,6 +52,7 @@ CITING_PLACES = (
     "skills",
     "scripts",
     "benchmarks",
+    "testbed",
     "README.md",
     "pyproject.toml",
     ".ci",

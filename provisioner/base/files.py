@@ -1,9 +1,14 @@
 """Writing a file so that a failure never leaves half of it behind.
 
-Every file the package writes into a user's folder (workspace files, goldens, the machine-local
-configuration) goes through ``write_atomically``: the bytes go to a temporary name beside the
-target, get their mode, and replace the target in one rename. An interrupted run leaves either
-the old file or the new one, never a mix.
+The files the package writes outside a workspace (goldens, the machine-local configuration,
+``fleet switch``'s journal) go through ``write_atomically``: the bytes go to a temporary name
+beside the target, get their mode, and replace the target in one rename. An interrupted run
+leaves either the old file or the new one, never a mix.
+
+A workspace's own files are written the same way, under the same temporary name, but by
+``WorkspaceRoot.write`` (``provisioner.workspace.fs``): the workspace belongs to an agent that
+may plant links, so that writer walks to the target one folder at a time without following a
+link, which a plain path, as here, cannot promise.
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-TEMPORARY_SUFFIX = ".nerve-tmp"
+TEMPORARY_SUFFIX = ".nerve-tmp"  # our choice: ".<name>.nerve-tmp" beside the file it will replace
 
 
 def write_atomically(target: Path, content: bytes, mode: int) -> None:

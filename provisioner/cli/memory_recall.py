@@ -125,7 +125,7 @@ def _run_recall(args: argparse.Namespace) -> int:
     import asyncio
 
     from provisioner.runtime.loom.backend import LoomMemory
-    from provisioner.templating.texts import session_context
+    from provisioner.runtime.loom.context_block import session_context
 
     _progress(config)
     path = state_path(config_dir, args.state)

@@ -1,7 +1,7 @@
 """``nerve dev gateway``: a local stand-in for the MCP gateway with Loom behind it.
 
 It needs the ``dev`` extra (``pip install 'nerve-provisioner[dev]'``: the official ``mcp`` SDK,
-uvicorn, starlette, jsonschema). The runtime never imports this package.
+uvicorn, starlette, jsonschema). Imports `base`, `runtime` and `templating`; imported by `cli`.
 
 What it serves (``provisioner.devgateway.app``): ``GET /catalog`` listing ``loom``; Loom's
 tools at ``/s/loom/mcp`` on the SDK, in stateless streamable HTTP, answering JSON or event

@@ -1,8 +1,8 @@
 """The runtime Nerve's engine imports: the Loom backend, the extraction sweep, and their errors.
 
-Nothing here imports Copier, Jinja2 or the ``mcp`` SDK: the runtime speaks the gateway's wire
-contract (contracts/gateway.md) with httpx alone, so importing it stays cheap and a template
-or SDK upgrade cannot change how Nerve talks to Loom.
+Imports no room. Nothing here imports Copier, Jinja2 or the ``mcp`` SDK: the runtime speaks
+the gateway's wire contract (contracts/gateway.md) with httpx alone, so importing it stays
+cheap and a template or SDK upgrade cannot change how Nerve talks to Loom.
 
 These are the runtime's half of the host API (``provisioner.integrations.nerve``, described in
 docs/host-api.md), and its only public names; every module under this package is internal and

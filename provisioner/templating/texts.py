@@ -1,8 +1,10 @@
 """The runtime texts Nerve puts in front of an agent, worded per memory backend (TXT-3…TXT-8).
 
 Each function renders one text from ``templates/`` with the shared Jinja environment; the
-wording and its cases live in ``templates/partials/<backend>/`` (and
-``templates/texts/session-context.md.jinja``), never here. Every text depends only on its
+wording and its cases live in ``templates/partials/<backend>/``, never here. The one text the
+runtime prints itself, the session-context block (TXT-4), is the runtime's own
+(``provisioner.runtime.loom.context_block``, plain Python, so a recall loads no template
+code) and is offered here beside the others. Every text depends only on its
 arguments — configuration and catalog, never the time or a recall result beyond the items
 given — so a prompt rebuilt from the same inputs has the same bytes (prompt caching, TXT-3).
 
@@ -12,15 +14,13 @@ given — so a prompt rebuilt from the same inputs has the same bytes (prompt ca
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from provisioner.backends import BACKEND_NAMES, get_backend
-from provisioner.runtime.loom.recalled import fit_block, sanitize_recalled
+from provisioner.runtime.loom.context_block import SHAPES, session_context
 from provisioner.templating.folder import ACTIVE_FOLDER
-
-SHAPES = ("block", "legacy")  # TXT-4: <session-context> block, or "# Recalled Memories"
 
 
 class ExternalAgent(NamedTuple):
@@ -46,7 +46,6 @@ JOB_PROMPTS = {  # TXT-6, NERVE-6: built-in job id -> its partial, in system.yam
 }
 # contracts/loom-ops.md: in Loom's default list, but Nerve's own (extraction), not the agent's.
 NERVES_OWN_LOOM_TOOLS = frozenset({"loom_memory_set_from_messages"})
-_SESSION_CONTEXT = "texts/session-context.md.jinja"
 
 
 def _render(template: str, **context: Any) -> str:
@@ -85,35 +84,6 @@ def memory_section(
     """
     return _partial(
         backend, "memory-section.md", loom_tools=_wordable(loom_tools), available=available
-    )
-
-
-def session_context(items: Sequence[str] | None, *, recalled: bool, shape: str = "block") -> str:
-    """The recalled memories as a ``<session-context>`` block or the legacy section (TXT-4).
-
-    ``recalled=False`` says the memories could not be recalled, never that there are none.
-    Items should already be sanitized lines
-    (``provisioner.runtime.loom.recalled.sanitize_recalled``); the pack rules are applied once
-    more as a guard (they leave a sanitized line as it is), and items past the block's size cap
-    are dropped whole, with a line that counts them.
-    """
-    if shape not in SHAPES:
-        raise ValueError(f"shape {shape!r} is unknown; expected one of: {', '.join(SHAPES)}")
-    lines = [sanitize_recalled(item, source="pack") for item in items or ()]
-    lines = [line for line in lines if line]
-    # Everything but the item lines, measured in bytes (the cap is in bytes) with the line
-    # counting dropped items at its longest, so the block stays within the cap whatever the
-    # template says.
-    frame = _render(
-        _SESSION_CONTEXT, shape=shape, recalled=True, items=["x"], dropped=max(len(lines), 1)
-    )
-    kept, dropped = fit_block([f"- {line}" for line in lines], len(frame.encode()))
-    return _render(
-        _SESSION_CONTEXT,
-        shape=shape,
-        recalled=recalled,
-        items=[line[2:] for line in kept],
-        dropped=dropped,
     )
 
 

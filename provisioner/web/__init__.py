@@ -10,8 +10,8 @@ memU's store means nothing while Loom holds memory.
 
 Only this package imports Starlette, and FastAPI only once ``fastapi_router`` is asked for
 (importing ``provisioner.web`` does not load it). The runtime never imports either, and nothing
-else in ``provisioner`` does, so an engine without the ``web`` extra never needs them.
-"""
+else in ``provisioner`` does, so an engine without the ``web`` extra never needs them. Imports
+`backends`, `base`, `config` and `runtime`; imported by `cli` and `integrations`."""
 
 from __future__ import annotations
 

@@ -13,8 +13,9 @@ one line naming the path; links elsewhere in the workspace are left alone. A fau
 machine itself (a full disk, a read-only file system, permission denied, an I/O error) is a
 ``FileFault`` naming the path instead, with the exit status every command gives it (REL-4).
 
-Writes are atomic: the bytes go to ``.<name>.nerve-tmp`` beside the target (a leftover of an
-interrupted run is removed first, without following it) and replace the target in one rename.
+Writes are atomic, as ``provisioner.base.files.write_atomically``'s are outside a workspace: the
+bytes go to ``.<name>.nerve-tmp`` beside the target (a leftover of an interrupted run is removed
+first, without following it) and replace the target in one rename.
 """
 
 from __future__ import annotations
@@ -28,9 +29,9 @@ from contextlib import contextmanager, suppress
 from pathlib import Path, PurePosixPath
 
 from provisioner.base.errors import UserError
+from provisioner.base.files import TEMPORARY_SUFFIX
 from provisioner.runtime.errors import FileFault, file_fault
 
-TEMPORARY_SUFFIX = ".nerve-tmp"
 # INIT-7: init's files are kilobytes; a bigger file is read only this far, which is enough to
 # know it is not init's (its bytes and digest cannot match), and bounds what a planted huge
 # file costs.

@@ -1,10 +1,11 @@
 """A command imports only what it runs (FLEET-5): counted in a real child process.
 
 ``--version`` and ``--help`` load none of the commands' code; a built-in command loads no
-group's module; the runtime's commands (``memory status|sweep|import|migrate``, against the dev
-gateway on loopback) load neither Copier nor Jinja, and ``memory recall`` no Copier. The child
-runs the command line's ``main`` and writes the names in ``sys.modules`` when it ends; nothing
-here times anything.
+group's module; the runtime's commands — every command of ``memory``, which talk only to the
+configuration, the state file, the transcripts, memU's store, the gateway and Loom — load
+neither Copier nor Jinja nor the workspace's render, in each of their modes, against the dev
+gateway on loopback. The child runs the command line's ``main`` and writes the names in
+``sys.modules`` when it ends; nothing here times anything.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ import pytest
 
 from provisioner.cli.main import COMMAND_GROUPS, build_parser
 from provisioner.devgateway import RunningGateway, serve_in_thread
-from tests.migration.memu_db import MemuDb
+from testbed.memu_db import MemuDb
+from testbed.nerve_db import NerveDb, native
+from tests.runner import run_cli
 from tests.support.processes import clean_environment
 from tests.support.repo import REPO_ROOT
 
@@ -115,8 +118,8 @@ def gateway() -> Iterator[RunningGateway]:
 
 @pytest.fixture
 def instance(tmp_path: Path, gateway: RunningGateway) -> Path:
-    """A configuration folder on Loom through the dev gateway, with a memU store and a
-    conversation file beside it."""
+    """A configuration folder on Loom through the dev gateway, with a memU store, a
+    conversation file imported and Nerve's ``nerve.db`` beside it."""
     config = tmp_path / "config"
     config.mkdir()
     (tmp_path / "workspace").mkdir()
@@ -131,34 +134,53 @@ def instance(tmp_path: Path, gateway: RunningGateway) -> Path:
         "created_at": "2026-12-01T09:00:00+00:00",
     }
     (tmp_path / "chat.jsonl").write_text(json.dumps(message) + "\n", encoding="utf-8")
+    nerve = NerveDb(tmp_path / "nerve" / "nerve.db")
+    nerve.session("s1")
+    nerve.add("s1", "user", "I take my coffee black.", created_at=native(1))
+    nerve.close()
+    folders = ["--workspace", str(tmp_path / "workspace"), "--config-dir", str(config)]
+    imported = run_cli(["memory", "import", str(tmp_path / "chat.jsonl"), *folders])
+    assert imported.returncode == 0, imported.stderr  # the sweeps below have a message to send
     return tmp_path
 
 
+# Each runtime command in each of its modes, and a module loaded only when it really ran.
+RUNTIME_COMMANDS = [
+    (["memory", "import", "{chat}"], "provisioner.runtime.transcripts"),
+    (["memory", "sweep"], "provisioner.runtime.sweep.sweeper"),
+    (["memory", "sweep", "--json"], "provisioner.runtime.sweep.sweeper"),
+    (["memory", "sweep", "--plan"], "provisioner.runtime.sweep.plan"),
+    (["memory", "sweep", "--backfill", "all"], "provisioner.runtime.sweep.backfill"),
+    (["memory", "sweep", "--nerve-db", "{nerve_db}"], "provisioner.runtime.nerve_db.transcripts"),
+    (["memory", "status"], "provisioner.runtime.loom.backend"),
+    (["memory", "status", "--json"], "provisioner.runtime.loom.backend"),
+    (["memory", "recall", "s2"], "provisioner.runtime.loom.context_block"),
+    (["memory", "recall", "s2", "--json"], "provisioner.runtime.loom.context_block"),
+    (["memory", "migrate"], "provisioner.migration.migrate"),
+    (["memory", "migrate", "--dry-run"], "provisioner.migration.migrate"),
+    (["memory", "migrate", "--json"], "provisioner.migration.migrate"),
+    (["memory", "switch"], "provisioner.config.local_file"),
+]
+
+
 class TestTheRuntimesCommands:
+    def test_every_memory_command_is_tried(self) -> None:
+        """A command added to ``memory`` is added here too, or this fails."""
+        parser = build_parser(["memory"])
+        group = next(a for a in parser._actions if a.dest == "command").choices["memory"]
+        commands = next(a for a in group._actions if a.dest == "memory_command").choices
+        assert set(commands) == {argv[1] for argv, _ran in RUNTIME_COMMANDS}
+
     @pytest.mark.parametrize(
-        "argv",
-        [
-            ["memory", "import", "{chat}"],
-            ["memory", "sweep"],
-            ["memory", "status"],
-            ["memory", "migrate"],
-        ],
+        ("argv", "ran"), RUNTIME_COMMANDS, ids=[" ".join(argv) for argv, _ran in RUNTIME_COMMANDS]
     )
-    def test_they_load_neither_copier_nor_jinja(self, instance: Path, argv: list[str]) -> None:
+    def test_they_load_neither_copier_nor_jinja(
+        self, instance: Path, argv: list[str], ran: str
+    ) -> None:
         folders = ["--workspace", str(instance / "workspace"), "--config-dir"]
-        words = [word.format(chat=instance / "chat.jsonl") for word in argv]
+        places = {"chat": instance / "chat.jsonl", "nerve_db": instance / "nerve" / "nerve.db"}
+        words = [word.format(**places) for word in argv]
         status, modules = loaded_by(instance, *words, *folders, str(instance / "config"))
         assert status == 0
-        assert "provisioner.runtime" in modules  # it ran: the runtime was loaded
+        assert ran in modules  # it ran what the command is for
         assert loaded_under(modules, "copier", "jinja2", "provisioner.workspace") == set()
-
-    def test_recall_loads_no_copier(self, instance: Path) -> None:
-        """The recall prints the session-context block, a template text (TXT-4): Jinja renders
-        it, but nothing of Copier or of the workspace's render is loaded."""
-        folders = ["--workspace", str(instance / "workspace"), "--config-dir"]
-        status, modules = loaded_by(
-            instance, "memory", "recall", "s2", *folders, str(instance / "config")
-        )
-        assert status == 0
-        assert "provisioner.runtime.loom.backend" in modules
-        assert loaded_under(modules, "copier", "provisioner.workspace") == set()

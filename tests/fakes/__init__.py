@@ -1,2 +1,3 @@
-"""Stand-ins the tests configure in place of what the package talks to: ``loom.FakeLoom`` for
-Loom behind the gateway, at the seam the sweep, the follow-up and the migration call."""
+"""Stand-ins the tests configure in place of what the package talks to: ``gateway`` for the MCP
+gateway. Loom's stand-in, ``FakeLoom``, lives in ``testbed.loom``, since the benchmarks run
+against it too."""

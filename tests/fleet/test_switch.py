@@ -27,7 +27,7 @@ from provisioner.fleet.switch_budget import FleetBudget, FleetLoom
 from provisioner.runtime.gateway.errors import MayPass
 from provisioner.runtime.loom.backend import LoomMemory
 from provisioner.runtime.transcripts import Message
-from tests.fleet.switching import (
+from testbed.fleet_switch import (
     AGENT_LINE,
     Shape,
     build_instance,

@@ -23,7 +23,7 @@ import pytest
 
 from provisioner.devgateway import RunningGateway, serve_in_thread
 from provisioner.fleet.switch import KILL_AT_ENV
-from tests.fleet.switching import (
+from testbed.fleet_switch import (
     AGENT_LINE,
     Shape,
     build_instance,

@@ -10,10 +10,10 @@ import pytest
 
 from provisioner.devgateway import RunningGateway, serve_in_thread
 from provisioner.runtime.state import StateStore
-from tests.fakes.loom import FakeLoom
+from testbed.loom import FakeLoom
+from testbed.memu_db import MemuDb
 from tests.support.contract import write_contract_problems
 
-from .memu_db import MemuDb
 from .migrate_process import Nerve
 
 

@@ -20,9 +20,9 @@ from provisioner.doctor.check import OK, WARN
 from provisioner.doctor.migration import migration_checks
 from provisioner.migration.migrate import NOT_NOW_WAIT_MAX_S
 from provisioner.runtime.state import AUDIT_MIGRATION_SKIPPED
+from testbed.memu_db import MemuDb
 from tests.support.processes import read_terminal
 
-from .memu_db import MemuDb
 from .migrate_process import Nerve
 from .test_memu_store import damage
 

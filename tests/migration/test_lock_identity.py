@@ -15,11 +15,10 @@ from provisioner.migration.memu_store import MemuStore
 from provisioner.migration.migrate import Migration
 from provisioner.migration.report import STOPPED_BUSY, MigrationReport
 from provisioner.runtime.state import StateStore
-from tests.fakes.loom import FakeLoom
+from testbed.loom import FakeLoom
+from testbed.memu_db import MemuDb
 from tests.support.clock import fixed_clock
 from tests.support.machine_faults import MIGRATION_LOCK, process_holding, spellings
-
-from .memu_db import MemuDb
 
 pytestmark = pytest.mark.anyio
 

@@ -27,8 +27,8 @@ from provisioner.migration.memu_values import (
 )
 from provisioner.runtime.errors import FileFault
 from provisioner.runtime.loom.answers import MEMORY_TEXT_MAX_CHARS, TAGS_MAX
-
-from .memu_db import MemuDb, memu_time
+from provisioner.runtime.errors import FileFault
+from testbed.memu_db import MemuDb, memu_time
 
 
 def rows(store: MemuStore) -> list[MemuItem | UnusableRow]:

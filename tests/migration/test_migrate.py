@@ -40,10 +40,9 @@ from provisioner.runtime.gateway.errors import (
     ToolRefused,
 )
 from provisioner.runtime.state import AUDIT_MIGRATION_SKIPPED, StateStore
-from tests.fakes.loom import CRASH, LOST, Crash, FakeLoom
+from testbed.loom import CRASH, LOST, Crash, FakeLoom
+from testbed.memu_db import MemuDb
 from tests.support.clock import RecordedSleep, fixed_clock, no_wait
-
-from .memu_db import MemuDb
 
 pytestmark = pytest.mark.anyio
 

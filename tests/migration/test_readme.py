@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integrations.nerve.nerve_db import NerveDb, native
-from tests.migration.memu_db import MemuDb
+from testbed.memu_db import MemuDb
+from testbed.nerve_db import NerveDb, native
 from tests.support.processes import RunNerve
 from tests.support.readme_blocks import port_is_free, run_commands, section_commands
 

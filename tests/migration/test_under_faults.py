@@ -25,11 +25,10 @@ from provisioner.migration.migrate import (
 from provisioner.migration.report import MigrationReport
 from provisioner.runtime.loom.backend import LoomMemory
 from provisioner.runtime.state import StateStore
+from testbed.memu_db import MemuDb
 from tests.support.clock import RecordedSleep, fixed_clock
 from tests.support.contract import write_contract_problems
 from tests.support.loopback import LoopbackServer
-
-from .memu_db import MemuDb
 
 pytestmark = pytest.mark.anyio
 

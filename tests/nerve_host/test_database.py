@@ -20,7 +20,7 @@ nerve_db = pytest.importorskip("nerve.db", reason=NO_NERVE)
 from provisioner.integrations.nerve import NerveTranscripts  # noqa: E402
 from provisioner.runtime.state import StateStore  # noqa: E402
 from provisioner.runtime.sweep.sweeper import Sweeper  # noqa: E402
-from tests.fakes.loom import FakeLoom  # noqa: E402
+from testbed.loom import FakeLoom  # noqa: E402
 from tests.support.clock import fixed_clock  # noqa: E402
 
 pytestmark = pytest.mark.anyio

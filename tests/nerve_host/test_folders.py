@@ -30,7 +30,7 @@ from provisioner.config.paths import (  # noqa: E402
     default_paths,
     find_folders,
 )
-from tests.migration.memu_db import MemuDb  # noqa: E402
+from testbed.memu_db import MemuDb  # noqa: E402
 
 
 def nerve_init(run_host: RunHost, machine: Machine) -> None:

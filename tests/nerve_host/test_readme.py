@@ -23,8 +23,8 @@ import tests.migration.test_readme as switch
 import tests.runtime.loom.test_readme as try_loom
 import tests.test_docs as docs
 from provisioner.integrations.nerve import nerve_settings
-from tests.integrations.nerve.nerve_db import NerveDb
-from tests.migration.memu_db import MemuDb
+from testbed.memu_db import MemuDb
+from testbed.nerve_db import NerveDb
 from tests.support.readme_blocks import run_commands, section_commands
 
 

@@ -27,7 +27,7 @@ from nerve.sources.codex_threads.ingester import CodexIngester  # noqa: E402
 from provisioner.integrations.nerve import NerveTranscripts  # noqa: E402
 from provisioner.runtime.state import StateStore  # noqa: E402
 from provisioner.runtime.sweep.sweeper import Sweeper  # noqa: E402
-from tests.fakes.loom import FakeLoom  # noqa: E402
+from testbed.loom import FakeLoom  # noqa: E402
 from tests.support.clock import fixed_clock  # noqa: E402
 
 THREAD = "0199a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"

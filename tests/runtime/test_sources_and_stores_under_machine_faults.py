@@ -20,8 +20,8 @@ from provisioner.migration import memu_store
 from provisioner.runtime import sqlite_file
 from provisioner.runtime.nerve_db import transcripts as nerve_transcripts
 from provisioner.runtime.state import StateStore
-from tests.integrations.nerve.nerve_db import NerveDb
-from tests.migration.memu_db import MemuDb
+from testbed.memu_db import MemuDb
+from testbed.nerve_db import NerveDb
 from tests.support.machine_faults import held_by_another_process
 
 UNREACHABLE_GATEWAY = "http://127.0.0.1:9/mcp"  # nothing listens: the file fails first

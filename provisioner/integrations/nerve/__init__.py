@@ -68,9 +68,9 @@ if TYPE_CHECKING:  # the names for type checkers; at run time each comes from _H
         TranscriptSource,
         memory_backend,
     )
+    from provisioner.runtime.loom.context_block import session_context  # noqa: F401
     from provisioner.runtime.nerve_db.transcripts import NerveTranscripts  # noqa: F401
     from provisioner.templating.jobs import load_cron_jobs  # noqa: F401
-    from provisioner.templating.texts import session_context  # noqa: F401
     from provisioner.web import fastapi_router  # noqa: F401
 
 _HOME: dict[str, str] = {
@@ -86,7 +86,7 @@ _HOME: dict[str, str] = {
     "memory_backend": "provisioner.runtime",
     "nerve_settings": "provisioner.integrations.nerve.settings",
     "LoomMemory": "provisioner.runtime",
-    "session_context": "provisioner.templating.texts",
+    "session_context": "provisioner.runtime.loom.context_block",
     "nerve_sweeper": "provisioner.integrations.nerve.sweeper",
     "Sweeper": "provisioner.runtime",
     "TranscriptSource": "provisioner.runtime",

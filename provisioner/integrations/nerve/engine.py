@@ -227,7 +227,7 @@ class NerveMemory:
         Empty under memU. Never raises for Loom's or the state's failures."""
         if not self.active:
             return []
-        from provisioner.templating.texts import session_context
+        from provisioner.runtime.loom.context_block import session_context
 
         if self.loom is None:
             text = session_context((), recalled=False, shape="legacy")

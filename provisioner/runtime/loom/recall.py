@@ -36,6 +36,7 @@ from provisioner.runtime.gateway.client import READ, LoomConnection
 from provisioner.runtime.gateway.errors import BrokenAnswer, NoAnswer, PolicyRefused
 from provisioner.runtime.gateway.protocol import ToolResult
 from provisioner.runtime.loom import contract
+from provisioner.runtime.loom.context_block import ITEM_PREFIX
 from provisioner.runtime.loom.recalled import BLOCK_MAX_BYTES, line_bytes, sanitize_recalled
 from provisioner.runtime.loom.report import LastError
 from provisioner.runtime.loom.types import Recall
@@ -69,9 +70,6 @@ T = TypeVar("T")
 
 _PACK_ITEMS = "sections.memories.items[]"
 _SEARCH_RESULTS = "results[]"
-_LINE_ITEM_PREFIX = (
-    "- "  # how the block shows an item (provisioner.templating.texts.session_context)
-)
 
 
 def pack_arguments(namespace: str | None) -> dict[str, Any]:
@@ -183,7 +181,7 @@ async def _safe_lines(
             line = sanitize_recalled(text, source=source)
             if not line or line in seen_lines:
                 continue
-            size = line_bytes(_LINE_ITEM_PREFIX + line)
+            size = line_bytes(ITEM_PREFIX + line)
             if size > budget:
                 return tuple(lines)
             seen_lines.add(line)

@@ -21,10 +21,9 @@ from provisioner.runtime.gateway.errors import CodedFault
 from provisioner.runtime.state import StateStore
 from provisioner.runtime.sweep.backfill import sweep_source
 from provisioner.runtime.sweep.sweeper import Sweeper
-from tests.fakes.loom import FakeLoom
+from testbed.loom import FakeLoom
+from testbed.nerve_db import NerveDb, native
 from tests.support.clock import fixed_clock
-
-from .nerve_db import NerveDb, native
 
 pytestmark = pytest.mark.anyio
 

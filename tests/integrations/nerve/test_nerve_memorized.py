@@ -1,8 +1,8 @@
 """Where memU's memorization stopped, read from Nerve's ``nerve.db`` (MIG-2).
 
-The database is built by ``nerve_db.py`` from the facts of Nerve's schema; ``last_memorized_at``
-is set the way Nerve's memorization sets it (the time of the newest message memU was handed,
-cut to ``YYYY-MM-DD HH:MM:SS``), or to what a damaged or edited file may hold.
+The database is built by ``testbed/nerve_db.py`` from the facts of Nerve's schema;
+``last_memorized_at`` is set the way Nerve's memorization sets it (the time of the newest message
+memU was handed, cut to ``YYYY-MM-DD HH:MM:SS``), or to what a damaged or edited file may hold.
 """
 
 from __future__ import annotations
@@ -16,8 +16,7 @@ import pytest
 from provisioner.integrations.nerve import NerveTranscripts
 from provisioner.runtime.nerve_db.memorized import nerve_cut
 from provisioner.runtime.sweep.start import Memorized
-
-from .nerve_db import NerveDb, ingested, native, text_blocks
+from testbed.nerve_db import NerveDb, ingested, native, text_blocks
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC).timestamp()  # a day after the rows' times
 

@@ -26,10 +26,9 @@ from provisioner.integrations.nerve import (
     nerve_memory,
 )
 from provisioner.templating.jobs import current_memu_prompts
+from testbed.nerve_db import NerveDb, native
 from tests.fakes.gateway import FakeGateway, catalog_payload
 from tests.support.loopback import LoopbackServer, closed_port_url
-
-from .nerve_db import NerveDb, native
 
 pytestmark = pytest.mark.anyio
 NAMESPACE = "ada"

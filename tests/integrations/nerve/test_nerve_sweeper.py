@@ -11,8 +11,7 @@ import pytest
 from provisioner.integrations.nerve import NerveTranscripts, nerve_sweeper
 from provisioner.runtime import LoomMemory
 from provisioner.runtime.sweep.batching import QUEUED, WAITING
-
-from .nerve_db import NerveDb, native
+from testbed.nerve_db import NerveDb, native
 
 pytestmark = pytest.mark.anyio
 

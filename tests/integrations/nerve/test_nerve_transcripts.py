@@ -1,6 +1,6 @@
 """Sweeping from Nerve's own ``nerve.db`` (NERVE-2, NERVE-3).
 
-The database is built by ``nerve_db.py`` from the facts of Nerve's schema. The sweep runs
+The database is built by ``testbed/nerve_db.py`` from the facts of Nerve's schema. The sweep runs
 against the scripted Loom of the sweep's tests (the real outcome classes), the state is a real
 SQLite file, and the command line runs as a real process against the dev gateway.
 """
@@ -36,12 +36,11 @@ from provisioner.runtime.sweep.outcomes import SweepReport
 from provisioner.runtime.sweep.realign import GONE, REPLACED, newest_matching
 from provisioner.runtime.sweep.sweeper import Sweeper
 from provisioner.runtime.transcripts import RFC3339, Message
-from tests.fakes.loom import FakeLoom
+from testbed.loom import FakeLoom
+from testbed.nerve_db import NerveDb, ingested, native, restore, text_blocks
 from tests.support.clock import NOW, fixed_clock
 from tests.support.machine_faults import process_holding
 from tests.support.processes import RunNerve, assert_one_line_error
-
-from .nerve_db import NerveDb, ingested, native, restore, text_blocks
 
 pytestmark = pytest.mark.anyio
 

@@ -11,11 +11,11 @@ from collections.abc import Iterator
 
 import pytest
 
+from testbed.sdk_peer import PeerApp
 from tests.support.clock import FakeClock, FakeSleep
 from tests.support.loopback import LoopbackServer, SilentListener, closed_port_url
 
 from .fault_gateway import FaultGateway
-from .sdk_peer import PeerApp
 
 
 @pytest.fixture

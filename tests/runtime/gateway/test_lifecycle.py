@@ -11,8 +11,8 @@ import pytest
 from provisioner.runtime.gateway.catalog import GatewayCatalog
 from provisioner.runtime.gateway.client import LoomConnection, McpGatewayServer
 from provisioner.runtime.gateway.transport import ClientState
+from testbed.sdk_peer import MCP_PATH
 
-from .sdk_peer import MCP_PATH
 from .tracking import TransportLog
 
 pytestmark = pytest.mark.anyio

@@ -17,8 +17,7 @@ from provisioner.runtime.gateway.catalog import GatewayCatalog
 from provisioner.runtime.gateway.client import LoomConnection, McpGatewayServer
 from provisioner.runtime.gateway.errors import ToolRefused
 from provisioner.runtime.gateway.protocol import MCP_PROTOCOL_VERSION, REQUEST_HEADERS
-
-from .sdk_peer import MCP_PATH, PROGRESS_STEPS
+from testbed.sdk_peer import MCP_PATH, PROGRESS_STEPS
 
 pytestmark = pytest.mark.anyio
 

@@ -11,8 +11,8 @@ import pytest
 from provisioner.runtime.nerve_db.transcripts import NerveTranscripts
 from provisioner.runtime.state import StateStore
 from provisioner.runtime.transcripts import SqliteTranscripts
-from tests.fakes.loom import FakeLoom
-from tests.integrations.nerve.nerve_db import NerveDb
+from testbed.loom import FakeLoom
+from testbed.nerve_db import NerveDb
 
 
 @pytest.fixture

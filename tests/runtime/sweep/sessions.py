@@ -8,7 +8,7 @@ from provisioner.runtime.sweep.backfill import sweep_source
 from provisioner.runtime.sweep.outcomes import SweepReport
 from provisioner.runtime.sweep.sweeper import Sweeper
 from provisioner.runtime.transcripts import SqliteTranscripts, TranscriptSource
-from tests.fakes.loom import FakeLoom
+from testbed.loom import FakeLoom
 from tests.support.clock import fixed_clock
 
 

@@ -48,8 +48,8 @@ from provisioner.runtime.sweep.plan import ReadOnlyState, StateUnreadable, plan_
 from provisioner.runtime.sweep.start import Memorized, read_ledger, start_new_sessions
 from provisioner.runtime.sweep.sweeper import Sweeper
 from provisioner.runtime.transcripts import Message, SqliteTranscripts, TranscriptSource
-from tests.fakes.loom import FakeLoom
-from tests.integrations.nerve.nerve_db import NerveDb, native
+from testbed.loom import FakeLoom
+from testbed.nerve_db import NerveDb, native
 from tests.support.clock import NOW, fixed_clock
 from tests.support.processes import RunNerve, assert_one_line_error
 

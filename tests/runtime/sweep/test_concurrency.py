@@ -62,9 +62,9 @@ from provisioner.runtime.sweep.outcomes import (
 )
 from provisioner.runtime.sweep.sweeper import Sweeper
 from provisioner.runtime.transcripts import Message, SqliteTranscripts
-from tests.fakes.loom import FakeLoom
+from testbed.loom import FakeLoom
+from testbed.virtual_time import on_virtual_time
 from tests.support.clock import fixed_clock
-from tests.support.virtual_time import on_virtual_time
 
 THROUGH = WindowResult(verdict=Verdict.THROUGH)
 SLOW_DOWN = WindowResult(verdict=Verdict.SLOW_DOWN)

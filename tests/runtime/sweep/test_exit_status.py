@@ -40,7 +40,7 @@ from provisioner.runtime.state import AUDIT_FAILED, StateStore
 from provisioner.runtime.sweep.lock import sweep_lock
 from provisioner.runtime.sweep.sweeper import Sweeper
 from provisioner.runtime.transcripts import SqliteTranscripts
-from tests.fakes.loom import FakeLoom
+from testbed.loom import FakeLoom
 from tests.runtime.gateway.fault_gateway import FaultGateway
 from tests.support.clock import NOW, fixed_clock
 from tests.support.loopback import LoopbackServer, closed_port_url

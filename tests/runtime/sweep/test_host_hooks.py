@@ -19,8 +19,8 @@ from provisioner.runtime.sweep.backfill import BackfillView, sweep_source
 from provisioner.runtime.sweep.realign import host_of
 from provisioner.runtime.sweep.sweeper import Sweeper
 from provisioner.runtime.transcripts import Message, SqliteTranscripts
-from tests.fakes.loom import FakeLoom
-from tests.integrations.nerve.nerve_db import NerveDb, native
+from testbed.loom import FakeLoom
+from testbed.nerve_db import NerveDb, native
 from tests.support.clock import fixed_clock
 
 from .sessions import sweep

@@ -33,7 +33,7 @@ from provisioner.runtime.loom.answers import MESSAGE_ROLES
 from provisioner.runtime.state import StateStore
 from provisioner.runtime.sweep import window as window_module
 from provisioner.runtime.sweep.sweeper import Sweeper
-from tests.fakes.loom import FakeLoom
+from testbed.loom import FakeLoom
 from tests.support.clock import fixed_clock
 
 from .hostile_source import (

@@ -25,7 +25,7 @@ from provisioner.runtime.state import StateStore
 from provisioner.runtime.sweep.sweeper import Sweeper
 from provisioner.runtime.sweep.window import READ_PAGE_MESSAGES
 from provisioner.runtime.transcripts import Message, loom_time
-from tests.fakes.loom import FakeLoom
+from testbed.loom import FakeLoom
 from tests.support.clock import fixed_clock
 
 from .hostile_source import (

@@ -18,7 +18,7 @@ from provisioner.runtime.sweep.lock import LOCK_SUFFIX, lock_path_of, sweep_lock
 from provisioner.runtime.sweep.outcomes import STOPPED_BUSY
 from provisioner.runtime.sweep.sweeper import Sweeper
 from provisioner.runtime.transcripts import SqliteTranscripts
-from tests.fakes.loom import FakeLoom
+from testbed.loom import FakeLoom
 from tests.support.clock import NOW, fixed_clock
 from tests.support.machine_faults import SWEEP_LOCK, process_holding, spellings
 

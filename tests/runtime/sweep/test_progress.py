@@ -37,7 +37,7 @@ from provisioner.runtime.state import StateStore
 from provisioner.runtime.sweep.outcomes import SweepProgress
 from provisioner.runtime.sweep.sweeper import Sweeper
 from provisioner.runtime.transcripts import SqliteTranscripts
-from tests.fakes.loom import FakeLoom
+from testbed.loom import FakeLoom
 from tests.support.clock import FakeClock, fixed_clock
 from tests.support.processes import clean_environment
 

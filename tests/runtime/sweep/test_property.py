@@ -43,7 +43,7 @@ from provisioner.runtime.state import StateStore
 from provisioner.runtime.sweep.batching import QUEUED, WAITING
 from provisioner.runtime.sweep.sweeper import Sweeper
 from provisioner.runtime.transcripts import SqliteTranscripts
-from tests.fakes.loom import LOST, FakeLoom
+from testbed.loom import LOST, FakeLoom
 from tests.support.clock import fixed_clock
 
 SCHEDULES = int(os.environ.get("SWEEP_PROPERTY_SCHEDULES", "300"))

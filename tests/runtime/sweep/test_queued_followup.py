@@ -1,6 +1,6 @@
 """Queued batches followed up until Loom has written them (SWEEP-15, SWEEP-4).
 
-Against ``FakeLoom`` with a queue (``tests/fakes/loom.py``) for the rules, then through the real
+Against ``FakeLoom`` with a queue (``testbed/loom.py``) for the rules, then through the real
 ``LoomMemory`` and the dev gateway on loopback, and through ``nerve memory sweep`` itself with
 ``defer_extraction: true``. Transcripts and state are real SQLite files.
 """
@@ -31,8 +31,8 @@ from provisioner.runtime.sweep.followup import DOUBT_KIND
 from provisioner.runtime.sweep.outcomes import SweepReport
 from provisioner.runtime.sweep.sweeper import Sweeper
 from provisioner.runtime.transcripts import SqliteTranscripts
+from testbed.loom import MISSING, FakeLoom, QueuedBatch
 from tests.devgateway.test_loom_op import loom_op_problems
-from tests.fakes.loom import MISSING, FakeLoom, QueuedBatch
 from tests.support.clock import fixed_clock
 from tests.support.processes import RunNerve
 

@@ -35,7 +35,7 @@ from provisioner.runtime.state import StateStore
 from provisioner.runtime.sweep.batching import QUEUED
 from provisioner.runtime.sweep.sweeper import Sweeper
 from provisioner.runtime.transcripts import SqliteTranscripts
-from tests.fakes.loom import MISSING, AfterLoom, FakeLoom, QueuedBatch
+from testbed.loom import MISSING, AfterLoom, FakeLoom, QueuedBatch
 from tests.support.clock import fixed_clock
 
 from .sessions import add_session

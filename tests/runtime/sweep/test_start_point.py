@@ -17,8 +17,8 @@ from provisioner.runtime.sweep.backfill import SweepSource, sweep_source
 from provisioner.runtime.sweep.realign import host_of
 from provisioner.runtime.sweep.start import Memorized, start_new_sessions, start_where_host_stopped
 from provisioner.runtime.transcripts import Message, SqliteTranscripts
-from tests.fakes.loom import FakeLoom
-from tests.integrations.nerve.nerve_db import NerveDb, native
+from testbed.loom import FakeLoom
+from testbed.nerve_db import NerveDb, native
 from tests.support.clock import NOW, fixed_clock
 
 from .sessions import add_session, sweep

@@ -30,7 +30,7 @@ from provisioner.runtime.state import StateStore
 from provisioner.runtime.sweep.outcomes import STOPPED_SOURCE, STOPPED_STATE, SweepReport
 from provisioner.runtime.sweep.sweeper import Sweeper
 from provisioner.runtime.transcripts import SqliteTranscripts
-from tests.fakes.loom import FakeLoom
+from testbed.loom import FakeLoom
 from tests.support.clock import fixed_clock
 from tests.support.loopback import closed_port_url
 from tests.support.machine_faults import held_by_another_process

@@ -1,6 +1,6 @@
 """The sweep's rules, one class per requirement, against a scripted Loom (SWEEP-3…SWEEP-11).
 
-The scripted Loom (``tests/fakes/loom.py``) raises the real outcome classes of
+The scripted Loom (``testbed/loom.py``) raises the real outcome classes of
 ``provisioner.runtime.gateway.errors``; the transcripts and the state are real SQLite files.
 """
 
@@ -50,7 +50,7 @@ from provisioner.runtime.sweep.batching import (
 from provisioner.runtime.sweep.outcomes import SweepReport
 from provisioner.runtime.sweep.sweeper import Sweeper
 from provisioner.runtime.transcripts import SqliteTranscripts
-from tests.fakes.loom import FakeLoom
+from testbed.loom import FakeLoom
 from tests.support.clock import fixed_clock
 
 from .sessions import add_session

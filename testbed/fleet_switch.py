@@ -4,8 +4,8 @@
 Each instance is a folder ``<name>/`` holding a workspace provisioned for memU (``ws``, with an
 agent's line in AGENTS.md when asked), its configuration folder (``config``, naming memU) and
 Nerve's state folder (``nerve``): memU's store (``memu.sqlite``, memu-py's layout,
-``tests.migration.memu_db``) with ``items`` items, and ``nerve.db`` in Nerve's schema
-(``tests.integrations.nerve.nerve_db``) with ``sessions`` sessions of ``messages`` messages each,
+``testbed.memu_db``) with ``items`` items, and ``nerve.db`` in Nerve's schema
+(``testbed.nerve_db``) with ``sessions`` sessions of ``messages`` messages each,
 memU's ``last_memorized_at`` halfway through the first ``memorized`` of them. Texts carry the
 instance's name, so every memory and message of the fleet is its own. A workspace is
 provisioned once per fleet by a real init and copied, since every instance of one profile and
@@ -14,13 +14,15 @@ backend is worded the same.
 
 from __future__ import annotations
 
+import io
 import shutil
 import sqlite3
+from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.integrations.nerve.nerve_db import NerveDb, native
-from tests.migration.memu_db import MemuDb, memu_time
+from testbed.memu_db import MemuDb, memu_time
+from testbed.nerve_db import NerveDb, native
 
 AGENT_LINE = "Agent's own note: answer in short paragraphs."
 
@@ -45,14 +47,16 @@ def item_text(name: str, n: int) -> str:
 
 def provision_template(root: Path) -> Path:
     """One workspace provisioned for memU by ``nerve-provisioner init``; copied per instance."""
-    from tests.fleet.provisioning import run_main
+    from provisioner.cli.main import main
 
     template = root / "_template"
-    ran = run_main(
-        ["init", "--non-interactive", "--workspace", str(template / "ws"),
-         "--config-dir", str(template / "config")]
-    )  # fmt: skip
-    assert ran.status == 0, ran.stderr
+    said = io.StringIO()
+    with redirect_stdout(said), redirect_stderr(said):
+        status = main(
+            ["init", "--non-interactive", "--workspace", str(template / "ws"),
+             "--config-dir", str(template / "config")]
+        )  # fmt: skip
+    assert status == 0, said.getvalue()
     return template
 
 
