@@ -27,7 +27,6 @@ from provisioner.migration.memu_values import (
 )
 from provisioner.runtime.errors import FileFault
 from provisioner.runtime.loom.answers import MEMORY_TEXT_MAX_CHARS, TAGS_MAX
-from provisioner.runtime.errors import FileFault
 from testbed.memu_db import MemuDb, memu_time
 
 
