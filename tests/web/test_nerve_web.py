@@ -283,7 +283,7 @@ class TestLoopbackRule:
 class TestOneRule:
     def test_the_page_and_the_dev_gateway_share_one_loopback_rule(self) -> None:
         """OPS-3: "the dev gateway's Host/Origin rules" are one function, not a copy."""
-        from provisioner import loopback
+        from provisioner.base import loopback
         from provisioner.devgateway import app
         from provisioner.web import serve
 
