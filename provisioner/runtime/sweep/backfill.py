@@ -40,24 +40,9 @@ from typing import Any
 from provisioner.runtime.errors import StoreFault
 from provisioner.runtime.loom.answers import MESSAGE_ROLES
 from provisioner.runtime.sqlite_file import faults_named
-from provisioner.runtime.state import (
-    AUDIT_BACKFILL,
-    AUDIT_BACKFILL_DONE,
-    AUDIT_WENT_BACK,
-    AuditEntry,
-    StateStore,
-    put_audit,
-    watermark_in,
-)
-from provisioner.runtime.sweep.followup import WAITING
+from provisioner.runtime.state import AUDIT_WENT_BACK, BackfillMove, StateReads, StateStore
 from provisioner.runtime.sweep.lock import sweep_lock
-from provisioner.runtime.sweep.start import (
-    Ledger,
-    StateReader,
-    read_ledger,
-    start_new_sessions,
-    state_watermarks,
-)
+from provisioner.runtime.sweep.start import Ledger, read_ledger, start_new_sessions
 from provisioner.runtime.transcripts import (
     RFC3339,
     HostTranscripts,
@@ -110,21 +95,9 @@ def parse_backfill(text: str) -> BackfillScope:
     return BackfillScope(text, when)
 
 
-@dataclass(frozen=True)
-class BackfillMove:
-    """One session's backfill: the watermark goes from ``resume`` back to ``floor``; the
-    messages after ``floor`` up to ``through`` (memU's point) go to Loom, those after
-    ``through`` up to ``resume`` were sent already and are passed over."""
-
-    session_id: str
-    floor: int
-    through: int
-    resume: int
-
-
 def backfill_moves(
     source: TranscriptSource,
-    reader: StateReader,
+    reader: StateReads,
     scope: BackfillScope,
     *,
     starting: Mapping[str, int] | None = None,
@@ -135,14 +108,19 @@ def backfill_moves(
 
     ``starting`` adds sessions a plan expects to start after memU's point (id: that point),
     as if the sweep had started them already.
+
+    A session with a batch still in Loom's queue (SWEEP-15) is left as it is: moving its
+    watermark back would leave that batch behind it, and once Loom wrote it the follow-up
+    could only read it again from the source and send it twice. A later run moves it once
+    the batch is passed.
     """
     ledger = read_ledger(reader)
-    watermarks = state_watermarks(reader)
+    watermarks = reader.watermarks()
     left = dict(ledger.left)
     for session_id, through in (starting or {}).items():
         left.setdefault(session_id, through)
         watermarks.setdefault(session_id, through)
-    in_queue = sessions_in_loom_queue(reader)
+    in_queue = reader.sessions_in_loom_queue()
     moves: list[BackfillMove] = []
     errors: list[dict[str, str]] = []
     for session_id, through in sorted(left.items()):
@@ -160,24 +138,6 @@ def backfill_moves(
             resume = watermarks.get(session_id, 0)
             moves.append(BackfillMove(session_id, floor, through, resume))
     return moves, errors
-
-
-def sessions_in_loom_queue(reader: StateReader) -> set[str]:
-    """Sessions with a batch still in Loom's queue (SWEEP-15): queued, running, or written
-    but not yet passed by the watermark; a batch that fell back to waiting mode is not.
-
-    Moving such a session's watermark back would leave that batch behind it, and once Loom
-    wrote it the follow-up could only read it again from the source and send it twice; the
-    backfill leaves the session as it is, and a later run moves it once the batch is passed.
-    """
-    try:
-        rows = reader.read(
-            "SELECT DISTINCT session_id FROM queued_batch WHERE closed_at IS NULL AND status <> ?",
-            (WAITING,),
-        )
-    except sqlite3.OperationalError:  # a state file from before the follow-up: no such table
-        return set()
-    return {str(row[0]) for row in rows}
 
 
 def floor_before(source: TranscriptSource, session_id: str, since: datetime, through: int) -> int:
@@ -212,28 +172,6 @@ def floor_before(source: TranscriptSource, session_id: str, since: datetime, thr
     return through
 
 
-def apply_backfill(state: StateStore, moves: Sequence[BackfillMove], *, now: float) -> None:
-    """Move every watermark of ``moves`` back, in one transaction with an audit row each.
-
-    ``resume`` is read again inside the transaction (another writer may have moved it since
-    the moves were computed); failures and isolation end, since their suspects stood on the
-    old watermark. Nothing is changed when anything fails.
-    """
-    with state.transaction() as db:
-        for move in moves:
-            resume = watermark_in(db, move.session_id)
-            db.execute(
-                "INSERT INTO sweep_session (session_id, watermark, failures, suspect_last_id)"
-                " VALUES (?, ?, 0, NULL) ON CONFLICT (session_id) DO UPDATE SET"
-                " watermark = excluded.watermark, failures = 0, suspect_last_id = NULL",
-                (move.session_id, move.floor),
-            )
-            detail = f"through={move.through} resume={resume}"
-            put_audit(
-                db, [AuditEntry(AUDIT_BACKFILL, move.session_id, move.floor, detail=detail)], now
-            )
-
-
 def settle_backfills(state: StateStore, *, now: float) -> int:
     """Move each watermark that has passed memU's share of a backfill on to where it stood
     before (``resume``), with an audit row, in one transaction; how many moved.
@@ -245,25 +183,7 @@ def settle_backfills(state: StateStore, *, now: float) -> int:
     ledger = read_ledger(state)
     if not ledger.passed:
         return 0
-    moved = 0
-    with state.transaction() as db:
-        for session_id, ranges in sorted(ledger.passed.items()):
-            watermark = start = watermark_in(db, session_id)
-            for through, resume in sorted(ranges):
-                if through <= watermark < resume:
-                    watermark = resume
-            if watermark == start:
-                continue
-            db.execute(
-                "UPDATE sweep_session SET watermark = ? WHERE session_id = ? AND watermark = ?",
-                (watermark, session_id, start),
-            )
-            done = AuditEntry(
-                AUDIT_BACKFILL_DONE, session_id, watermark, detail=f"{start} -> {watermark}"
-            )
-            put_audit(db, [done], now)
-            moved += 1
-    return moved
+    return state.settle_backfills(ledger.passed, now=now)
 
 
 def run_backfill(
@@ -286,7 +206,7 @@ def run_backfill(
         start_new_sessions(source, state, [s for s in listed if s], now=now)
         settle_backfills(state, now=now)
         moves, errors = backfill_moves(source, state, scope)
-        apply_backfill(state, moves, now=now)
+        state.move_back(moves, now=now)
     for move in moves:
         log.info(
             "session %s: backfill from message %d up to %d; %d to %d passed over",
@@ -319,7 +239,7 @@ class BackfillView:
     since Python 3.12, and the host would never hear how far the sweep got (REL-1, NERVE-3).
     """
 
-    def __init__(self, source: TranscriptSource, reader: StateReader) -> None:
+    def __init__(self, source: TranscriptSource, reader: StateReads) -> None:
         self._source = source
         self._reader = reader
         self._ledger: Ledger | None = None
@@ -373,17 +293,10 @@ class BackfillView:
         ranges = self._ledger.passed.get(session_id)
         if not ranges:
             return []
-        went_back = self._reader.read(
-            "SELECT 1 FROM sweep_audit WHERE seq > ? AND kind = ? AND session_id = ? LIMIT 1",
-            (self._ledger.seq, AUDIT_WENT_BACK, session_id),
-        )
-        if went_back:
+        if self._reader.kept_since(self._ledger.seq, AUDIT_WENT_BACK, session_id):
             self._ledger.passed.pop(session_id, None)
             return []
-        rows = self._reader.read(
-            "SELECT watermark FROM sweep_session WHERE session_id = ?", (session_id,)
-        )
-        watermark = int(rows[0][0]) if rows else 0
+        watermark = self._reader.watermark(session_id)
         return [(through, resume) for through, resume in ranges if watermark <= through]
 
 

@@ -28,27 +28,28 @@ falls back. A batch the source went back below (NERVE-3) closes without moving t
 from __future__ import annotations
 
 import logging
-import re
-import sqlite3
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 from provisioner.runtime.budget import BatchBudget
 from provisioner.runtime.clock import Clock
 from provisioner.runtime.loom.answers import QUEUE_IDS_PER_CALL
 from provisioner.runtime.loom.queue import QueueCalls, extraction_queue
-from provisioner.runtime.loom.types import QUEUE_DONE, QUEUE_FAILED, QueueStates
+from provisioner.runtime.loom.types import QUEUE_FAILED, QueueStates
 from provisioner.runtime.state import (
     AUDIT_FELL_BACK,
     AUDIT_REPLAYED,
-    AUDIT_WRITTEN,
     AuditEntry,
     Mark,
+    QueuedBatch,
     StateStore,
-    put_audit,
-    put_mark,
-    watermark_in,
+)
+from provisioner.runtime.state.records import (
+    QUEUE_CLOSED_UNFOLLOWED,
+    QUEUE_CLOSED_WRITTEN,
+    QUEUE_WAITING,
+    queue_note,
 )
 from provisioner.runtime.sweep.outcomes import (
     SWEEP_ERRORS,
@@ -59,14 +60,8 @@ from provisioner.runtime.sweep.outcomes import (
 )
 from provisioner.runtime.transcripts import Message
 
-WAITING = "waiting"  # our status: failed after its replay, its window goes in waiting mode
-# How a batch was closed (its status once ``closed_at`` is set).
-CLOSED_WRITTEN = "written"  # Loom reported it written; the watermark moved past it
-CLOSED_UNFOLLOWED = "unfollowed"  # passed without loom_op, as queued mode did before SWEEP-15
-CLOSED_PASSED = "passed"  # the watermark passed it otherwise (its waiting batches went through)
-CLOSED_STALE = "stale"  # the source went back below it (NERVE-3); read again from the source
+WAITING = QUEUE_WAITING  # failed after its replay, its window goes in waiting mode
 DOUBT_KIND = "QueueStateUnknown"  # the report's error kind for a batch Loom gave no usable word on
-QUEUE_ID_SHOWN = re.compile(r"[A-Za-z0-9_.:-]{1,128}")  # our choice: what an audit row names
 
 QueueCall = Callable[[Sequence[str]], Awaitable[QueueStates]]
 log = logging.getLogger("provisioner.runtime.sweep.sweeper")
@@ -101,20 +96,6 @@ class Gate:
 
 GO = Gate(True)
 HELD = Gate(False)
-
-
-class _Batch(NamedTuple):
-    """One row of ``queued_batch``."""
-
-    seq: int
-    queue_id: str
-    session_id: str
-    after_id: int
-    first_id: int
-    last_id: int
-    status: str
-    replayed: bool
-    mark: Mark | None
 
 
 class FollowUp:
@@ -192,13 +173,7 @@ class FollowUp:
     def waits(self, session_id: str) -> bool:
         """Whether ``session_id``'s window goes in waiting mode now: a batch of it fell back
         and the watermark has not passed it yet."""
-        rows = self._state.read(
-            "SELECT 1 FROM queued_batch q WHERE q.session_id = ? AND q.closed_at IS NULL"
-            " AND q.status = ? AND q.last_id > COALESCE((SELECT watermark FROM sweep_session s"
-            " WHERE s.session_id = q.session_id), 0) LIMIT 1",
-            (session_id, WAITING),
-        )
-        return bool(rows)
+        return self._state.falls_back(session_id)
 
     # --- a batch Loom queued -------------------------------------------------------------------
 
@@ -221,47 +196,24 @@ class FollowUp:
         is followed already (Loom answered the same id for another batch) cannot tell the two
         apart: the batch falls back at once, and its window is sent again in waiting mode.
         """
-        now = self._clock()
-        with self._state.transaction() as db:
-            after_id = watermark_in(db, session_id)
-            held = db.execute(
-                "SELECT 1 FROM queued_batch WHERE queue_id = ? AND closed_at IS NULL"
-                " AND status <> ?",
-                (queue_id, WAITING),
-            ).fetchone()
-            ids = (after_id, taken[0].id, taken[-1].id)
-            kept_mark = (mark.created_at, mark.digest) if mark else (None, None)
-            row = (queue_id, session_id, *ids, WAITING if held else "queued", *kept_mark, now)
-            db.execute(
-                "INSERT INTO queued_batch (queue_id, session_id, after_id, first_id, last_id,"
-                " status, mark_created_at, mark_digest, queued_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                row,
-            )
-            db.execute(
-                "INSERT INTO sweep_session (session_id, watermark, failures, suspect_last_id)"
-                " VALUES (?, ?, 0, ?) ON CONFLICT (session_id) DO UPDATE SET failures = 0,"
-                " suspect_last_id = excluded.suspect_last_id",
-                (session_id, after_id, suspect_last_id),
-            )
-            mode, kept = budget
-            db.execute(
-                "INSERT OR REPLACE INTO sweep_budget"
-                " (mode, messages, bytes, cut_reason, good_streak) VALUES (?, ?, ?, ?, ?)",
-                (mode, kept.messages, kept.bytes, kept.cut_reason, kept.good_streak),
-            )
-            entries = list(audit)
-            if held:
-                detail = f"queue id {_shown(queue_id)} answered twice"
-                entries.append(AuditEntry(AUDIT_FELL_BACK, session_id, taken[0].id, detail=detail))
-            put_audit(db, entries, now)
+        held = self._state.record_queued(
+            session_id,
+            first_id=taken[0].id,
+            last_id=taken[-1].id,
+            queue_id=queue_id,
+            budget=budget,
+            suspect_last_id=suspect_last_id,
+            audit=audit,
+            mark=mark,
+            now=self._clock(),
+        )
         if held:
             self.tally.fell_back += 1
             self.tally.doubtful += 1
 
     # --- asking Loom ---------------------------------------------------------------------------
 
-    async def _follow(self, batches: Sequence[_Batch], report: SweepReport) -> Gate:
+    async def _follow(self, batches: Sequence[QueuedBatch], report: SweepReport) -> Gate:
         """Ask about ``batches`` (and replay the failed ones) when ``loom_op`` is listed;
         pass them as queued mode did before the follow-up when it is not."""
         if not batches:
@@ -278,7 +230,7 @@ class FollowUp:
         return gate
 
     async def _ask(
-        self, call: QueueCall, batches: Sequence[_Batch], report: SweepReport, *, replay: bool
+        self, call: QueueCall, batches: Sequence[QueuedBatch], report: SweepReport, *, replay: bool
     ) -> Gate:
         """``call`` for ``batches``, ``QUEUE_IDS_PER_CALL`` ids at a time, until one fails:
         then every id not answered yet is remembered with that failure for this sweep."""
@@ -301,7 +253,7 @@ class FollowUp:
         chunk: list[str],
         answer: QueueStates,
         report: SweepReport,
-        by_id: dict[str, _Batch],
+        by_id: dict[str, QueuedBatch],
         *,
         replay: bool,
     ) -> None:
@@ -318,119 +270,43 @@ class FollowUp:
             else:
                 self._note_state(by_id[queue_id], state, replay=replay)
 
-    def _note_state(self, batch: _Batch, state: str, *, replay: bool) -> None:
+    def _note_state(self, batch: QueuedBatch, state: str, *, replay: bool) -> None:
         """Keep what Loom said of an open batch; a failed batch already replayed falls back."""
         replayed = batch.replayed or replay
         status = WAITING if state == QUEUE_FAILED and replayed else state
         entries = []
         if replay:
             self.tally.replayed += 1
-            entries.append(_entry(AUDIT_REPLAYED, batch, f"now {state}"))
+            entries.append(queue_note(AUDIT_REPLAYED, batch, f"now {state}"))
         if status == WAITING:
             self.tally.fell_back += 1
-            entries.append(_entry(AUDIT_FELL_BACK, batch, "failed after its replay"))
+            entries.append(queue_note(AUDIT_FELL_BACK, batch, "failed after its replay"))
             log.info("session %s: a queued batch failed twice; waiting mode", batch.session_id)
-        now = self._clock()
-        with self._state.transaction() as db:
-            db.execute(
-                "UPDATE queued_batch SET status = ?, replayed = ?, checked_at = ? WHERE seq = ?",
-                (status, int(replayed), now, batch.seq),
-            )
-            put_audit(db, entries, now)
+        self._state.record_queue_state(
+            batch, status=status, replayed=replayed, audit=entries, now=self._clock()
+        )
 
-    def _unfollow(self, batches: Sequence[_Batch]) -> None:
+    def _unfollow(self, batches: Sequence[QueuedBatch]) -> None:
         """``loom_op`` is gone: batches in Loom's queue are trusted as queued mode did before
         the follow-up (their sessions' watermarks pass them); a failed one falls back."""
-        now = self._clock()
-        with self._state.transaction() as db:
-            for batch in batches:
-                status = WAITING if batch.status == QUEUE_FAILED else QUEUE_DONE
-                db.execute("UPDATE queued_batch SET status = ? WHERE seq = ?", (status, batch.seq))
-                if status == WAITING:
-                    detail = "failed, and loom_op is no longer listed"
-                    put_audit(db, [_entry(AUDIT_FELL_BACK, batch, detail)], now)
-                    self.tally.fell_back += 1
+        note = "failed, and loom_op is no longer listed"
+        self.tally.fell_back += self._state.unfollow(batches, note=note, now=self._clock())
         for session_id in sorted({batch.session_id for batch in batches}):
-            self._pass(session_id, closed_as=CLOSED_UNFOLLOWED)
+            self._pass(session_id, closed_as=QUEUE_CLOSED_UNFOLLOWED)
 
     # --- the watermark -------------------------------------------------------------------------
 
-    def _pass(self, session_id: str, *, closed_as: str = CLOSED_WRITTEN) -> None:
+    def _pass(self, session_id: str, *, closed_as: str = QUEUE_CLOSED_WRITTEN) -> None:
         """Move ``session_id``'s watermark over its leading run of done batches, in order, and
-        close the batches it has passed; one transaction."""
-        now = self._clock()
-        with self._state.transaction() as db:
-            watermark = watermark_in(db, session_id)
-            for batch in _open_in(db, session_id):
-                if batch.last_id <= watermark:
-                    _close(db, batch, CLOSED_PASSED, now)
-                    continue
-                if batch.status != QUEUE_DONE:
-                    break
-                if batch.after_id != watermark:  # NERVE-3: the source went back meanwhile
-                    _close(db, batch, CLOSED_STALE, now)
-                    detail = "the source went back; read again"
-                    put_audit(db, [_entry(AUDIT_FELL_BACK, batch, detail)], now)
-                    continue
-                watermark = batch.last_id
-                db.execute(
-                    "UPDATE sweep_session SET watermark = ? WHERE session_id = ?",
-                    (watermark, session_id),
-                )
-                if batch.mark is not None:
-                    put_mark(db, session_id, batch.mark)
-                _close(db, batch, closed_as, now)
-                put_audit(db, [_entry(AUDIT_WRITTEN, batch, closed_as)], now)
-                if closed_as == CLOSED_WRITTEN:
-                    self.tally.written += 1
+        close the batches it has passed; one transaction (``StateStore.pass_done_batches``)."""
+        moved = self._state.pass_done_batches(session_id, closed_as=closed_as, now=self._clock())
+        if closed_as == QUEUE_CLOSED_WRITTEN:
+            self.tally.written += moved
 
-    # --- reading the table ---------------------------------------------------------------------
-
-    def _open(self, session_id: str | None = None) -> list[_Batch]:
-        where = "closed_at IS NULL" + (" AND session_id = ?" if session_id is not None else "")
-        rows = self._state.read(
-            f"SELECT {_COLUMNS} FROM queued_batch WHERE {where} ORDER BY session_id, first_id",
-            () if session_id is None else (session_id,),
-        )
-        return [_batch_of(row) for row in rows]
+    def _open(self, session_id: str | None = None) -> list[QueuedBatch]:
+        return self._state.open_batches(session_id)
 
 
 def _gate_of(error: Exception) -> Gate:
     """A failed follow-up call as the window meets it: "not now", or the sweep's end."""
     return Gate(False, error, reaction_to(error).ends_sweep)
-
-
-_COLUMNS = (
-    "seq, queue_id, session_id, after_id, first_id, last_id, status, replayed,"
-    " mark_created_at, mark_digest"
-)
-
-
-def _batch_of(row: sqlite3.Row | tuple[Any, ...]) -> _Batch:
-    seq, queue_id, session, after, first, last, status, replayed, at, digest = tuple(row)
-    mark = Mark(last, at, digest) if digest is not None else None
-    return _Batch(seq, queue_id, session, after, first, last, status, bool(replayed), mark)
-
-
-def _open_in(db: sqlite3.Connection, session_id: str) -> list[_Batch]:
-    rows = db.execute(
-        f"SELECT {_COLUMNS} FROM queued_batch WHERE closed_at IS NULL AND session_id = ?"
-        " ORDER BY first_id, seq",
-        (session_id,),
-    ).fetchall()
-    return [_batch_of(row) for row in rows]
-
-
-def _close(db: sqlite3.Connection, batch: _Batch, how: str, now: float) -> None:
-    db.execute(
-        "UPDATE queued_batch SET status = ?, closed_at = ? WHERE seq = ?", (how, now, batch.seq)
-    )
-
-
-def _entry(kind: str, batch: _Batch, note: str) -> AuditEntry:
-    detail = f"queue_id={_shown(batch.queue_id)} last_id={batch.last_id} {note}"
-    return AuditEntry(kind, batch.session_id, batch.first_id, detail=detail)
-
-
-def _shown(queue_id: str) -> str:
-    return queue_id if QUEUE_ID_SHOWN.fullmatch(queue_id) else "?"

@@ -35,7 +35,7 @@ from collections.abc import Callable
 
 from provisioner.runtime.clock import Clock
 from provisioner.runtime.loom.answers import MESSAGE_ROLES
-from provisioner.runtime.state import AUDIT_WENT_BACK, AuditEntry, Mark, StateStore, put_mark
+from provisioner.runtime.state import AUDIT_WENT_BACK, AuditEntry, Mark, StateStore
 from provisioner.runtime.sweep.backfill import BackfillView
 from provisioner.runtime.transcripts import (
     HostTranscripts,
@@ -80,13 +80,12 @@ def realign_if_went_back(state: StateStore, session_id: str, *, page: Page, cloc
     if watermark <= 0:
         return False
     current = _found_at(page, session_id, watermark)
-    kept = _marks(state, session_id, only=watermark)
+    kept = state.marks(session_id, only=watermark)
     if current is not None and (not kept or kept[0] == current):
         if not kept:  # a watermark from before marks: trust on first use
-            with state.transaction() as db:
-                put_mark(db, session_id, current)
+            state.keep_mark(session_id, current)
         return False
-    marks = [mark for mark in _marks(state, session_id) if mark.message_id < watermark]
+    marks = [mark for mark in state.marks(session_id) if mark.message_id < watermark]
 
     def still_held(index: int) -> bool:
         return _found_at(page, session_id, marks[index].message_id) == marks[index]
@@ -165,15 +164,7 @@ def note_source(host: HostTranscripts | None, state: StateStore, now: float) -> 
     kind, location = getattr(host, "kind", None), getattr(host, "location", None)
     if not isinstance(kind, str) or not isinstance(location, str):
         return
-    rows = state.read("SELECT kind, location FROM sweep_source WHERE id = 1")
-    if rows and tuple(rows[0]) == (kind, location):
-        return
-    with state.transaction() as db:
-        db.execute(
-            "INSERT OR REPLACE INTO sweep_source (id, kind, location, recorded_at)"
-            " VALUES (1, ?, ?, ?)",
-            (kind, location, now),
-        )
+    state.note_source(kind, location, now=now)
 
 
 def _found_at(page: Page, session_id: str, message_id: int) -> Mark | None:
@@ -185,17 +176,6 @@ def _found_at(page: Page, session_id: str, message_id: int) -> Mark | None:
     if item.id != message_id:
         return None
     return mark_of(item)
-
-
-def _marks(state: StateStore, session_id: str, *, only: int | None = None) -> list[Mark]:
-    """The session's marks, oldest first (only the one at ``only`` when given)."""
-    sql = "SELECT message_id, created_at, digest FROM sweep_mark WHERE session_id = ?"
-    parameters: tuple[object, ...] = (session_id,)
-    if only is not None:
-        sql += " AND message_id = ?"
-        parameters = (session_id, only)
-    rows = state.read(sql + " ORDER BY message_id", parameters)
-    return [Mark(int(row[0]), row[1], str(row[2])) for row in rows]
 
 
 def host_of(source: object) -> HostTranscripts | None:

@@ -31,18 +31,16 @@ from __future__ import annotations
 import logging
 import re
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from provisioner.runtime.sqlite_file import classify_file_error
 from provisioner.runtime.state import (
     AUDIT_BACKFILL,
     AUDIT_LEFT_TO_MEMU,
     AUDIT_WENT_BACK,
-    AuditEntry,
+    StateReads,
     StateStore,
-    put_audit,
 )
 from provisioner.runtime.transcripts import SQLITE_MAX_INT, TranscriptSource
 
@@ -59,15 +57,6 @@ class Memorized:
 
     through_id: int
     messages: int
-
-
-class StateReader(Protocol):
-    """What the start point, the backfill and the plan read of the state: one query's rows.
-
-    ``StateStore`` is one; the plan's read-only view of the state file is another.
-    """
-
-    def read(self, sql: str, parameters: Sequence[object] = ()) -> list[sqlite3.Row]: ...
 
 
 def host_memorized(source: TranscriptSource, session_id: str) -> Memorized | None:
@@ -113,22 +102,13 @@ def start_where_host_stopped(
     inserted only when none exists, in the transaction that writes the audit row, so a
     watermark another sweep stored meanwhile is never overwritten.
     """
-    if state.read("SELECT 1 FROM sweep_session WHERE session_id = ?", (session_id,)):
+    if state.has_session(session_id):
         return None
     memorized = host_memorized(source, session_id)
     if memorized is None:
         return None
-    with state.transaction() as db:
-        inserted = db.execute(
-            "INSERT INTO sweep_session (session_id, watermark, failures, suspect_last_id)"
-            " VALUES (?, ?, 0, NULL) ON CONFLICT (session_id) DO NOTHING",
-            (session_id, memorized.through_id),
-        ).rowcount
-        if inserted:
-            detail = f"messages={memorized.messages}"
-            left = AuditEntry(AUDIT_LEFT_TO_MEMU, session_id, memorized.through_id, detail=detail)
-            put_audit(db, [left], now)
-    if not inserted:
+    through, messages = memorized.through_id, memorized.messages
+    if not state.start_after_memu(session_id, through_id=through, messages=messages, now=now):
         return None
     log.info(
         "session %s: starts after message %d, %d messages left to memU",
@@ -149,7 +129,7 @@ def start_new_sessions(
     whose start cannot be stored for another reason is left to start at 0 (logged)."""
     if not offers_memorized(source):
         return 0
-    known = set(state_watermarks(state))
+    known = set(state.watermarks())
     started = 0
     for session_id in session_ids:
         if session_id in known:
@@ -181,16 +161,18 @@ class Ledger:
     seq: int = 0
 
 
-def read_ledger(reader: StateReader) -> Ledger:
+def read_ledger(reader: StateReads) -> Ledger:
     """The ledger, from one read of the audit rows of its three kinds, oldest first."""
-    kinds = (AUDIT_LEFT_TO_MEMU, AUDIT_BACKFILL, AUDIT_WENT_BACK)
-    rows = reader.read(
-        "SELECT seq, kind, session_id, message_id, detail FROM sweep_audit"
-        " WHERE kind IN (?, ?, ?) ORDER BY seq",
-        kinds,
-    )
+    notes = reader.audit_notes((AUDIT_LEFT_TO_MEMU, AUDIT_BACKFILL, AUDIT_WENT_BACK))
     ledger = Ledger()
-    for seq, kind, session_id, message_id, detail in (tuple(row) for row in rows):
+    for note in notes:
+        seq, kind, session_id, message_id, detail = (
+            note.seq,
+            note.kind,
+            note.session_id,
+            note.message_id,
+            note.detail,
+        )
         ledger.seq = max(ledger.seq, int(seq))
         if not isinstance(session_id, str) or not isinstance(message_id, int):
             continue
@@ -205,9 +187,3 @@ def read_ledger(reader: StateReader) -> Ledger:
         if numbers and int(numbers[2]) > int(numbers[1]):
             ledger.passed.setdefault(session_id, []).append((int(numbers[1]), int(numbers[2])))
     return ledger
-
-
-def state_watermarks(reader: StateReader) -> dict[str, int]:
-    """Every session the state keeps a row for, with its watermark."""
-    rows = reader.read("SELECT session_id, watermark FROM sweep_session")
-    return {str(row[0]): int(row[1]) for row in rows}
