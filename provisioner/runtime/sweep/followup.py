@@ -47,7 +47,6 @@ from provisioner.runtime.state import (
 )
 from provisioner.runtime.state.records import (
     QUEUE_CLOSED_UNFOLLOWED,
-    QUEUE_CLOSED_WRITTEN,
     QUEUE_WAITING,
     queue_note,
 )
@@ -138,10 +137,10 @@ class FollowUp:
         again (``before_window``), so a gateway that is down costs one call, not one per
         session.
         """
-        open_batches = [batch for batch in self._open() if batch.status != WAITING]
+        open_batches = [b for b in self._state.open_batches() if b.status != WAITING]
         gate = await self._follow(open_batches, report)
         for session_id in sorted({batch.session_id for batch in open_batches}):
-            self._pass(session_id)
+            self.tally.written += self._state.pass_done_batches(session_id, now=self._clock())
         if gate.ended is not None and gate.error is not None:
             report.note_error("", error_kind(gate.error))
             report.reason = stop_reason(gate.error, self._clock())
@@ -154,7 +153,7 @@ class FollowUp:
         written ones are passed. The window may go when no batch of the session is in
         Loom's queue any more (a batch that fell back sends its window in waiting mode).
         """
-        batches = [batch for batch in self._open(session_id) if batch.status != WAITING]
+        batches = [b for b in self._state.open_batches(session_id) if b.status != WAITING]
         failed = next(
             (self._unanswered[b.queue_id] for b in batches if b.queue_id in self._unanswered), None
         )
@@ -164,8 +163,8 @@ class FollowUp:
             if gate.error is not None:
                 report.note_error(session_id, error_kind(gate.error))
             return gate
-        self._pass(session_id)
-        if any(batch.status != WAITING for batch in self._open(session_id)):
+        self.tally.written += self._state.pass_done_batches(session_id, now=self._clock())
+        if any(batch.status != WAITING for batch in self._state.open_batches(session_id)):
             self.tally.held += 1
             return HELD
         return GO
@@ -214,20 +213,27 @@ class FollowUp:
     # --- asking Loom ---------------------------------------------------------------------------
 
     async def _follow(self, batches: Sequence[QueuedBatch], report: SweepReport) -> Gate:
-        """Ask about ``batches`` (and replay the failed ones) when ``loom_op`` is listed;
-        pass them as queued mode did before the follow-up when it is not."""
+        """Ask about ``batches`` (and replay the failed ones) when ``loom_op`` is listed.
+
+        When it is not, they are passed as queued mode did before the follow-up: trusted as
+        written (their sessions' watermarks pass them), but a failed one falls back.
+        """
         if not batches:
             return GO
-        if not self._queue.listed():
-            self._unfollow(batches)
-            return GO
-        gate = await self._ask(self._queue.status, batches, report, replay=False)
-        if gate.go:
-            asked = {batch.queue_id for batch in batches}
-            again = [b for b in self._open() if b.queue_id in asked and b.status == QUEUE_FAILED]
-            replays = [b for b in again if not b.replayed]
-            gate = await self._ask(self._queue.retry, replays, report, replay=True)
-        return gate
+        if self._queue.listed():
+            gate = await self._ask(self._queue.status, batches, report, replay=False)
+            if gate.go:
+                asked = {batch.queue_id for batch in batches}
+                again = [b for b in self._state.open_batches() if b.queue_id in asked]
+                replays = [b for b in again if b.status == QUEUE_FAILED and not b.replayed]
+                gate = await self._ask(self._queue.retry, replays, report, replay=True)
+            return gate
+        note = "failed, and loom_op is no longer listed"
+        self.tally.fell_back += self._state.unfollow(batches, note=note, now=self._clock())
+        for session_id in sorted({batch.session_id for batch in batches}):
+            closed_as = QUEUE_CLOSED_UNFOLLOWED
+            self._state.pass_done_batches(session_id, closed_as=closed_as, now=self._clock())
+        return GO
 
     async def _ask(
         self, call: QueueCall, batches: Sequence[QueuedBatch], report: SweepReport, *, replay: bool
@@ -285,26 +291,6 @@ class FollowUp:
         self._state.record_queue_state(
             batch, status=status, replayed=replayed, audit=entries, now=self._clock()
         )
-
-    def _unfollow(self, batches: Sequence[QueuedBatch]) -> None:
-        """``loom_op`` is gone: batches in Loom's queue are trusted as queued mode did before
-        the follow-up (their sessions' watermarks pass them); a failed one falls back."""
-        note = "failed, and loom_op is no longer listed"
-        self.tally.fell_back += self._state.unfollow(batches, note=note, now=self._clock())
-        for session_id in sorted({batch.session_id for batch in batches}):
-            self._pass(session_id, closed_as=QUEUE_CLOSED_UNFOLLOWED)
-
-    # --- the watermark -------------------------------------------------------------------------
-
-    def _pass(self, session_id: str, *, closed_as: str = QUEUE_CLOSED_WRITTEN) -> None:
-        """Move ``session_id``'s watermark over its leading run of done batches, in order, and
-        close the batches it has passed; one transaction (``StateStore.pass_done_batches``)."""
-        moved = self._state.pass_done_batches(session_id, closed_as=closed_as, now=self._clock())
-        if closed_as == QUEUE_CLOSED_WRITTEN:
-            self.tally.written += moved
-
-    def _open(self, session_id: str | None = None) -> list[QueuedBatch]:
-        return self._state.open_batches(session_id)
 
 
 def _gate_of(error: Exception) -> Gate:

@@ -79,19 +79,14 @@ def realign_if_went_back(state: StateStore, session_id: str, *, page: Page, cloc
     watermark = state.watermark(session_id)
     if watermark <= 0:
         return False
-    current = _found_at(page, session_id, watermark)
     kept = state.marks(session_id, only=watermark)
-    if current is not None and (not kept or kept[0] == current):
-        if not kept:  # a watermark from before marks: trust on first use
+    current = _found_at(page, session_id, watermark)
+    unchanged = current is not None and (not kept or kept[0] == current)
+    target = None if unchanged else _newest_still_held(state, session_id, watermark, page)
+    if target is None:
+        if not kept and current is not None:  # a watermark from before marks: trust on first use
             state.keep_mark(session_id, current)
         return False
-    marks = [mark for mark in state.marks(session_id) if mark.message_id < watermark]
-
-    def still_held(index: int) -> bool:
-        return _found_at(page, session_id, marks[index].message_id) == marks[index]
-
-    index = newest_matching(len(marks), still_held)
-    target = marks[index].message_id if index >= 0 else 0
     reason = GONE if current is None else REPLACED
     detail = f"watermark {watermark} -> {target}: {reason}"
     entry = AuditEntry(AUDIT_WENT_BACK, session_id, watermark, detail=detail)
@@ -104,6 +99,18 @@ def realign_if_went_back(state: StateStore, session_id: str, *, page: Page, cloc
         target,
     )
     return True
+
+
+def _newest_still_held(state: StateStore, session_id: str, watermark: int, page: Page) -> int:
+    """The id of the newest mark below ``watermark`` whose message the source still holds
+    unchanged (``newest_matching``), or 0 when none is."""
+    marks = [mark for mark in state.marks(session_id) if mark.message_id < watermark]
+
+    def still_held(index: int) -> bool:
+        return _found_at(page, session_id, marks[index].message_id) == marks[index]
+
+    index = newest_matching(len(marks), still_held)
+    return marks[index].message_id if index >= 0 else 0
 
 
 def newest_matching(count: int, matches: Callable[[int], bool]) -> int:
