@@ -191,9 +191,3 @@ QUEUE_ID_SHOWN = re.compile(r"[A-Za-z0-9_.:-]{1,128}")  # our choice: what an au
 def shown_queue_id(queue_id: str | None) -> str:
     """``queue_id`` as an audit row names it: itself when it is short plain text, else ``?``."""
     return queue_id if queue_id and QUEUE_ID_SHOWN.fullmatch(queue_id) else "?"
-
-
-def queue_note(kind: str, batch: QueuedBatch, note: str) -> AuditEntry:
-    """The audit row of a queued batch's follow-up (SWEEP-15): ids, counts and states only."""
-    detail = f"queue_id={shown_queue_id(batch.queue_id)} last_id={batch.last_id} {note}"
-    return AuditEntry(kind, batch.session_id, batch.first_id, detail=detail)

@@ -58,7 +58,6 @@ from provisioner.runtime.state.records import (
     Mark,
     QueuedBatch,
     SweepSession,
-    queue_note,
     shown_queue_id,
 )
 from provisioner.runtime.state.schema import (
@@ -66,6 +65,7 @@ from provisioner.runtime.state.schema import (
     AUDIT_BACKFILL_DONE,
     AUDIT_FELL_BACK,
     AUDIT_LEFT_TO_MEMU,
+    AUDIT_REPLAYED,
     AUDIT_WRITTEN,
     SCHEMA_VERSION,
     apply_migrations,
@@ -402,22 +402,25 @@ class StateStore(StateReads):
             _put_audit(db, entries, now)
         return bool(held)
 
-    def record_queue_state(
-        self,
-        batch: QueuedBatch,
-        *,
-        status: str,
-        replayed: bool,
-        audit: Sequence[AuditEntry],
-        now: float,
-    ) -> None:
-        """Keep what Loom last said of an open batch (or that it fell back), with ``audit``."""
+    def record_queue_answer(
+        self, batch: QueuedBatch, *, said: str, replay: bool, now: float
+    ) -> bool:
+        """Keep what Loom said (``said``) of an open batch, asked about or replayed (``replay``),
+        with an audit row for a replay; whether the batch fell back to waiting mode: it
+        failed again after its one replay (audit row ``fell_back``)."""
+        replayed = batch.replayed or replay
+        fell_back = said == QUEUE_FAILED and replayed
+        status = QUEUE_WAITING if fell_back else said
+        audit = [_queue_note(AUDIT_REPLAYED, batch, f"now {said}")] if replay else []
+        if fell_back:
+            audit.append(_queue_note(AUDIT_FELL_BACK, batch, "failed after its replay"))
         with self._transaction() as db:
             db.execute(
                 "UPDATE queued_batch SET status = ?, replayed = ?, checked_at = ? WHERE seq = ?",
                 (status, int(replayed), now, batch.seq),
             )
             _put_audit(db, audit, now)
+        return fell_back
 
     def unfollow(self, batches: Sequence[QueuedBatch], *, note: str, now: float) -> int:
         """``loom_op`` is gone: ``batches`` are trusted as queued mode did before the follow-up
@@ -429,7 +432,7 @@ class StateStore(StateReads):
                 status = QUEUE_WAITING if batch.status == QUEUE_FAILED else QUEUE_DONE
                 db.execute("UPDATE queued_batch SET status = ? WHERE seq = ?", (status, batch.seq))
                 if status == QUEUE_WAITING:
-                    _put_audit(db, [queue_note(AUDIT_FELL_BACK, batch, note)], now)
+                    _put_audit(db, [_queue_note(AUDIT_FELL_BACK, batch, note)], now)
                     fell_back += 1
         return fell_back
 
@@ -461,7 +464,7 @@ class StateStore(StateReads):
                 if batch.after_id != watermark:  # NERVE-3: the source went back meanwhile
                     _close_batch(db, batch, QUEUE_CLOSED_STALE, now)
                     note = "the source went back; read again"
-                    _put_audit(db, [queue_note(AUDIT_FELL_BACK, batch, note)], now)
+                    _put_audit(db, [_queue_note(AUDIT_FELL_BACK, batch, note)], now)
                     continue
                 watermark = batch.last_id
                 db.execute(
@@ -471,7 +474,7 @@ class StateStore(StateReads):
                 if batch.mark is not None:
                     _put_mark(db, session_id, batch.mark)
                 _close_batch(db, batch, closed_as, now)
-                _put_audit(db, [queue_note(AUDIT_WRITTEN, batch, closed_as)], now)
+                _put_audit(db, [_queue_note(AUDIT_WRITTEN, batch, closed_as)], now)
                 moved += 1
         return moved
 
@@ -624,3 +627,9 @@ def _put_ledger_entry(db: sqlite3.Connection, entry: LedgerEntry, now: float) ->
             now,
         ),
     )
+
+
+def _queue_note(kind: str, batch: QueuedBatch, note: str) -> AuditEntry:
+    """The audit row of a queued batch's follow-up (SWEEP-15): ids, counts and states only."""
+    detail = f"queue_id={shown_queue_id(batch.queue_id)} last_id={batch.last_id} {note}"
+    return AuditEntry(kind, batch.session_id, batch.first_id, detail=detail)

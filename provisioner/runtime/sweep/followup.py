@@ -37,19 +37,8 @@ from provisioner.runtime.clock import Clock
 from provisioner.runtime.loom.answers import QUEUE_IDS_PER_CALL
 from provisioner.runtime.loom.queue import QueueCalls, extraction_queue
 from provisioner.runtime.loom.types import QUEUE_FAILED, QueueStates
-from provisioner.runtime.state import (
-    AUDIT_FELL_BACK,
-    AUDIT_REPLAYED,
-    AuditEntry,
-    Mark,
-    QueuedBatch,
-    StateStore,
-)
-from provisioner.runtime.state.records import (
-    QUEUE_CLOSED_UNFOLLOWED,
-    QUEUE_WAITING,
-    queue_note,
-)
+from provisioner.runtime.state import AuditEntry, Mark, QueuedBatch, StateStore
+from provisioner.runtime.state.records import QUEUE_CLOSED_UNFOLLOWED, QUEUE_WAITING
 from provisioner.runtime.sweep.outcomes import (
     SWEEP_ERRORS,
     SweepReport,
@@ -147,7 +136,8 @@ class FollowUp:
         return gate.ended
 
     async def before_window(self, session_id: str, report: SweepReport) -> Gate:
-        """Whether ``session_id``'s window may go now (SWEEP-15).
+        """Whether ``session_id``'s window may go now (SWEEP-15); when a follow-up call failed,
+        ``report`` counts the window stopped and, for the first that ends the sweep, says why.
 
         Open batches of the session not asked about in this sweep are asked about first; the
         written ones are passed. The window may go when no batch of the session is in
@@ -159,15 +149,18 @@ class FollowUp:
         )
         pending = [batch for batch in batches if batch.queue_id not in self._asked]
         gate = _gate_of(failed) if failed is not None else await self._follow(pending, report)
-        if not gate.go:
-            if gate.error is not None:
-                report.note_error(session_id, error_kind(gate.error))
-            return gate
-        self.tally.written += self._state.pass_done_batches(session_id, now=self._clock())
-        if any(batch.status != WAITING for batch in self._state.open_batches(session_id)):
-            self.tally.held += 1
-            return HELD
-        return GO
+        if gate.go:
+            self.tally.written += self._state.pass_done_batches(session_id, now=self._clock())
+            if any(batch.status != WAITING for batch in self._state.open_batches(session_id)):
+                self.tally.held += 1
+                return HELD
+            return GO
+        if gate.error is not None:  # the window stops (SWEEP-7), or ends the sweep (SWEEP-10)
+            report.note_error(session_id, error_kind(gate.error))
+            report.windows_stopped += 1
+            if gate.ended is not None and not report.reason:  # the first end says why
+                report.reason = stop_reason(gate.error, self._clock())
+        return gate
 
     def waits(self, session_id: str) -> bool:
         """Whether ``session_id``'s window goes in waiting mode now: a batch of it fell back
@@ -220,13 +213,15 @@ class FollowUp:
         """
         if not batches:
             return GO
-        if self._queue.listed():
-            gate = await self._ask(self._queue.status, batches, report, replay=False)
-            if gate.go:
-                asked = {batch.queue_id for batch in batches}
+        if self._queue.listed():  # asked about, then those that failed replayed, once
+            asking, gate = list(batches), GO
+            for call, replay in ((self._queue.status, False), (self._queue.retry, True)):
+                gate = await self._ask(call, asking, report, replay=replay)
+                if replay or not gate.go:
+                    return gate
+                asked = {batch.queue_id for batch in asking}
                 again = [b for b in self._state.open_batches() if b.queue_id in asked]
-                replays = [b for b in again if b.status == QUEUE_FAILED and not b.replayed]
-                gate = await self._ask(self._queue.retry, replays, report, replay=True)
+                asking = [b for b in again if b.status == QUEUE_FAILED and not b.replayed]
             return gate
         note = "failed, and loom_op is no longer listed"
         self.tally.fell_back += self._state.unfollow(batches, note=note, now=self._clock())
@@ -278,19 +273,10 @@ class FollowUp:
 
     def _note_state(self, batch: QueuedBatch, state: str, *, replay: bool) -> None:
         """Keep what Loom said of an open batch; a failed batch already replayed falls back."""
-        replayed = batch.replayed or replay
-        status = WAITING if state == QUEUE_FAILED and replayed else state
-        entries = []
-        if replay:
-            self.tally.replayed += 1
-            entries.append(queue_note(AUDIT_REPLAYED, batch, f"now {state}"))
-        if status == WAITING:
+        self.tally.replayed += replay
+        if self._state.record_queue_answer(batch, said=state, replay=replay, now=self._clock()):
             self.tally.fell_back += 1
-            entries.append(queue_note(AUDIT_FELL_BACK, batch, "failed after its replay"))
             log.info("session %s: a queued batch failed twice; waiting mode", batch.session_id)
-        self._state.record_queue_state(
-            batch, status=status, replayed=replayed, audit=entries, now=self._clock()
-        )
 
 
 def _gate_of(error: Exception) -> Gate:

@@ -83,7 +83,7 @@ from provisioner.runtime.sweep.batching import (
     wire_size,
 )
 from provisioner.runtime.sweep.concurrency import SharedBudget
-from provisioner.runtime.sweep.followup import FollowUp, Gate
+from provisioner.runtime.sweep.followup import FollowUp
 from provisioner.runtime.sweep.outcomes import (
     NOTHING_TAKEN_KIND,
     REFUSED_KIND,
@@ -195,8 +195,8 @@ class SessionWindow:
         follow_up = self._follow_up
         if follow_up is not None:  # SWEEP-15: not while a batch of it is in Loom's queue
             gate = await follow_up.before_window(self._session, self._report)
-            if not gate.go:
-                return self._held(gate)
+            if not gate.go:  # held: a batch of it is in flight, or a follow-up call failed
+                return gate.ended
         while True:
             try:
                 step = self._plan()
@@ -222,16 +222,6 @@ class SessionWindow:
     def _follow_up(self) -> FollowUp | None:
         """The sweep's follow-up of queued batches (SWEEP-15), when it has one."""
         return self._shared.follow_up
-
-    def _held(self, gate: Gate) -> str | None:
-        """The window does not go (SWEEP-15): a batch of it is in flight, or a follow-up call
-        failed, which stops the window ("not now", SWEEP-7) or ends the sweep (SWEEP-10)."""
-        if gate.error is None:
-            return None
-        self._report.windows_stopped += 1
-        if gate.ended is not None and not self._report.reason:  # the first end says why
-            self._report.reason = stop_reason(gate.error, self._shared.clock())
-        return gate.ended
 
     def _source_failed(self, failure: SourceFailed) -> None:
         """SWEEP-12: the source raised; this session's window stops, the sweep goes on."""
