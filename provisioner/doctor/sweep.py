@@ -236,12 +236,12 @@ def _last_error(state: ReadOnlyState) -> str | None:
     planted are shown as text, never as control characters, and a time that is no time is
     shown as ``?``.
     """
-    row = state.error_as_kept(SWEEP_OPS)
-    if row is None:
+    kept = state.error_as_kept(SWEEP_OPS)
+    if kept is None:
         return None
-    at = row[0]
-    op, kind, message = (_printable(value) for value in row[1:4])
-    kept_code = _printable(row[4])[:CODE_MAX_CHARS] if row[4] else ""
+    at = kept.at
+    op, kind, message = (_printable(value) for value in (kept.op, kept.kind, kept.message))
+    kept_code = _printable(kept.code)[:CODE_MAX_CHARS] if kept.code else ""
     try:
         when = datetime.fromtimestamp(at, UTC).isoformat(timespec="seconds")
         if at > time.time():  # REL-7: never passed off as just now
@@ -249,7 +249,7 @@ def _last_error(state: ReadOnlyState) -> str | None:
     except (TypeError, ValueError, OverflowError, OSError):
         when = "?"
 
-    after_seq = row[5] if type(row[5]) is int else None
+    after_seq = kept.audit_seq if type(kept.audit_seq) is int else None
     through, failed = state.batches_since(at, after_seq=after_seq)
     detail = _printable(failed) if failed is not None and op == "extract" else ""
     coded = detail.startswith(f"{kind}(") and detail.endswith(")")

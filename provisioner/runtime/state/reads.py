@@ -14,13 +14,14 @@ import json
 import sqlite3
 from collections.abc import Collection, Sequence
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import cast
 
 from provisioner.runtime.budget import BatchBudget
 from provisioner.runtime.state.records import (
     LEDGER_FINAL_STATUSES,
     QUEUE_WAITING,
     AuditNote,
+    ErrorAsKept,
     FrozenRecall,
     KeptError,
     LedgerEntry,
@@ -227,10 +228,10 @@ class StateReads:
         kept = self.newest_error(ops)
         return None if kept is None else (kept.at, kept.op, kept.kind, kept.message, kept.code)
 
-    def error_as_kept(self, ops: Collection[str]) -> tuple[Any, ...] | None:
+    def error_as_kept(self, ops: Collection[str]) -> ErrorAsKept | None:
         """The error recorded last among ``ops``, its values as the file holds them (a file
-        another process planted may hold anything): ``(at, op, kind, message, code,
-        audit_seq)``; None when none is, or the file is from before errors were kept.
+        another process planted may hold anything); None when none is, or the file is from
+        before errors were kept.
 
         Reads every layout the table had: from state schema step 9 one error per op in the
         order they arrived; before it one row, whose op must be among ``ops``, and before
@@ -250,7 +251,7 @@ class StateReads:
         else:
             rows = self._rows(f"SELECT at, op, kind, message, {code}, NULL FROM last_error")
             rows = [row for row in rows[:1] if row[1] in ops]
-        return tuple(rows[0]) if rows else None
+        return ErrorAsKept(*tuple(rows[0])) if rows else None
 
     # --- queued batches (SWEEP-15) ----------------------------------------------------------------
 

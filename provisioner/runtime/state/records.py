@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 # SWEEP-15: the statuses of a queued batch. Loom's own words (queued, running, done, failed)
 # are kept as it says them; these are ours.
@@ -42,6 +43,20 @@ class KeptError:
     code: str | None
     seq: int | None
     audit_seq: int | None
+
+
+@dataclass(frozen=True)
+class ErrorAsKept:
+    """The last error of some ops with its values as the file holds them, for doctor, which
+    reads any file, a hostile one too (LOOM-4, REL-7): each value may be of any type, and
+    ``code`` and ``audit_seq`` are None in a file from before they were kept."""
+
+    at: Any
+    op: Any
+    kind: Any
+    message: Any
+    code: Any
+    audit_seq: Any
 
 
 @dataclass(frozen=True)
