@@ -23,8 +23,12 @@ from provisioner.config.paths import default_paths
 from provisioner.counts import counted
 from provisioner.doctor.check import OK, WARN, Check
 from provisioner.doctor.sweep import READ_TIMEOUT_S, _is_busy
-from provisioner.runtime.state import MigrationRun, ReadOnlyState
-from provisioner.runtime.state.records import LEDGER_FAILING, LEDGER_FINAL_STATUSES
+from provisioner.runtime.state import (
+    LEDGER_FAILING,
+    LEDGER_FINAL_STATUSES,
+    MigrationRun,
+    ReadOnlyState,
+)
 
 CHECK_ID = "memory.migration"
 DONE = "done"

@@ -28,19 +28,17 @@ from pathlib import Path
 from provisioner.runtime.loom.types import WriteVerdict
 from provisioner.runtime.state import (
     AUDIT_MIGRATION_SKIPPED,
-    AuditEntry,
-    LedgerEntry,
-    MigrationRun,
-    ReadOnlyState,
-    StateStore,
-)
-from provisioner.runtime.state.records import (
     LEDGER_CONFLICT,
     LEDGER_FAILING,
     LEDGER_FINAL_STATUSES,
     LEDGER_REJECTED,
     LEDGER_SKIPPED,
     LEDGER_WRITTEN,
+    AuditEntry,
+    LedgerEntry,
+    MigrationRun,
+    ReadOnlyState,
+    StateStore,
 )
 from provisioner.runtime.sweep.lock import file_lock, lock_path_of
 

@@ -9,6 +9,12 @@ kinds; ``records`` the values the methods take and return. Standard library alon
 from provisioner.runtime.state.reader import ReadOnlyState
 from provisioner.runtime.state.reads import StateReads
 from provisioner.runtime.state.records import (
+    LEDGER_CONFLICT,
+    LEDGER_FAILING,
+    LEDGER_FINAL_STATUSES,
+    LEDGER_REJECTED,
+    LEDGER_SKIPPED,
+    LEDGER_WRITTEN,
     AuditEntry,
     AuditNote,
     BackfillMove,
@@ -66,6 +72,12 @@ __all__ = [
     "AUDIT_SKIPPED",
     "AUDIT_WENT_BACK",
     "AUDIT_WRITTEN",
+    "LEDGER_CONFLICT",
+    "LEDGER_FAILING",
+    "LEDGER_FINAL_STATUSES",
+    "LEDGER_REJECTED",
+    "LEDGER_SKIPPED",
+    "LEDGER_WRITTEN",
     "MIGRATIONS",
     "SCHEMA_VERSION",
     "AuditEntry",
