@@ -19,6 +19,10 @@ was left to memU shrinks to what lies before the new watermark, so the same back
 finds nothing to do; an earlier DATE reaches only further back. Sessions that were never left
 to memU — swept from their first message, or imported — have nothing to backfill.
 
+``read_ledger`` puts this together from the audit rows ``left_to_memu`` (``start``),
+``backfill`` and ``went_back``: what is still memU's alone in each session, and which ranges a
+backfill under way passes over.
+
 **Safety.** When the source went back (a restored ``nerve.db``, NERVE-3), the ids past the
 watermark name other messages: a ``went_back`` row drops the jumps of its session, so new
 messages with those ids are sent, never hidden, and what is left to memU shrinks to the
@@ -33,16 +37,23 @@ import logging
 import re
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from typing import Any
 
 from provisioner.runtime.errors import StoreFault
 from provisioner.runtime.loom.answers import MESSAGE_ROLES
 from provisioner.runtime.sqlite_file import faults_named
-from provisioner.runtime.state import AUDIT_WENT_BACK, BackfillMove, StateReads, StateStore
+from provisioner.runtime.state import (
+    AUDIT_BACKFILL,
+    AUDIT_LEFT_TO_MEMU,
+    AUDIT_WENT_BACK,
+    BackfillMove,
+    StateReads,
+    StateStore,
+)
 from provisioner.runtime.sweep.lock import sweep_lock
-from provisioner.runtime.sweep.start import Ledger, read_ledger, start_new_sessions
+from provisioner.runtime.sweep.start import start_new_sessions
 from provisioner.runtime.transcripts import (
     RFC3339,
     HostTranscripts,
@@ -57,6 +68,8 @@ IN_LOOM_QUEUE_KIND = "BatchInLoomQueue"  # a session left as it is: a batch of i
 SINCE = "since:"  # MIG-2: --backfill since:DATE
 ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}", re.ASCII)
 READ_PAGE = 64  # our choice: messages read at once while looking for DATE
+THROUGH_RESUME = re.compile(r"through=(\d+) resume=(\d+)")  # a backfill row's detail
+WENT_BACK_TO = re.compile(r"-> (\d+)")  # where a went_back row's watermark went (NERVE-3)
 
 log = logging.getLogger("provisioner.runtime.sweep.sweeper")
 
@@ -93,6 +106,48 @@ def parse_backfill(text: str) -> BackfillScope:
             "an RFC 3339 time with its zone such as 2026-11-30T10:00:00Z"
         )
     return BackfillScope(text, when)
+
+
+@dataclass
+class Ledger:
+    """What the audit rows say about memU's share of each session (MIG-2).
+
+    ``left`` is, per session, the id up to which its history is still memU's alone; ``passed``
+    the ranges ``(through, resume]`` a backfill under way passes over; ``seq`` the newest
+    audit row read, so a ``went_back`` written after it is noticed.
+    """
+
+    left: dict[str, int] = field(default_factory=dict)
+    passed: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    seq: int = 0
+
+
+def read_ledger(reader: StateReads) -> Ledger:
+    """The ledger, from one read of the audit rows of its three kinds, oldest first."""
+    notes = reader.audit_notes((AUDIT_LEFT_TO_MEMU, AUDIT_BACKFILL, AUDIT_WENT_BACK))
+    ledger = Ledger()
+    for note in notes:
+        seq, kind, session_id, message_id, detail = (
+            note.seq,
+            note.kind,
+            note.session_id,
+            note.message_id,
+            note.detail,
+        )
+        ledger.seq = max(ledger.seq, int(seq))
+        if not isinstance(session_id, str) or not isinstance(message_id, int):
+            continue
+        if kind == AUDIT_WENT_BACK:
+            ledger.passed.pop(session_id, None)
+            target = WENT_BACK_TO.search(str(detail))
+            if target and session_id in ledger.left:
+                ledger.left[session_id] = min(ledger.left[session_id], int(target[1]))
+            continue
+        ledger.left[session_id] = min(ledger.left.get(session_id, message_id), message_id)
+        numbers = THROUGH_RESUME.fullmatch(str(detail)) if kind == AUDIT_BACKFILL else None
+        if numbers and int(numbers[2]) > int(numbers[1]):
+            ledger.passed.setdefault(session_id, []).append((int(numbers[1]), int(numbers[2])))
+    return ledger
 
 
 def backfill_moves(

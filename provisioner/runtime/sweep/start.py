@@ -16,9 +16,7 @@ package's own ``last_memorized_at`` writes (NERVE-3) stand behind. When the answ
 the session's watermark is stored at that id with an audit row ``left_to_memu`` (the id, and
 ``messages=N`` in its detail) in one transaction, and the sweep goes on from there as always.
 The row is also the state's memory of what was left to memU: ``--backfill`` reaches back over
-that range and no further (``backfill``). ``read_ledger`` puts together, from the audit rows
-``left_to_memu``, ``backfill`` and ``went_back``, what is still memU's alone in each session
-and which ranges a backfill under way passes over.
+that range and no further (``backfill``, whose ledger reads these rows back).
 
 Whatever the capability does, nothing is skipped by mistake: an answer that is not a
 ``Memorized`` with a positive id, a capability that raises, or a source without it leaves the
@@ -29,23 +27,15 @@ capability: an import starts at 0.
 from __future__ import annotations
 
 import logging
-import re
 import sqlite3
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from provisioner.runtime.sqlite_file import classify_file_error
 from provisioner.runtime.state import (
-    AUDIT_BACKFILL,
-    AUDIT_LEFT_TO_MEMU,
-    AUDIT_WENT_BACK,
-    StateReads,
     StateStore,
 )
 from provisioner.runtime.transcripts import SQLITE_MAX_INT, TranscriptSource
-
-THROUGH_RESUME = re.compile(r"through=(\d+) resume=(\d+)")  # a backfill row's detail
-WENT_BACK_TO = re.compile(r"-> (\d+)")  # where a went_back row's watermark went (NERVE-3)
 
 log = logging.getLogger("provisioner.runtime.sweep.sweeper")
 
@@ -145,45 +135,3 @@ def start_new_sessions(
                 type(error).__name__,
             )
     return started
-
-
-@dataclass
-class Ledger:
-    """What the audit rows say about memU's share of each session (MIG-2).
-
-    ``left`` is, per session, the id up to which its history is still memU's alone; ``passed``
-    the ranges ``(through, resume]`` a backfill under way passes over; ``seq`` the newest
-    audit row read, so a ``went_back`` written after it is noticed.
-    """
-
-    left: dict[str, int] = field(default_factory=dict)
-    passed: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
-    seq: int = 0
-
-
-def read_ledger(reader: StateReads) -> Ledger:
-    """The ledger, from one read of the audit rows of its three kinds, oldest first."""
-    notes = reader.audit_notes((AUDIT_LEFT_TO_MEMU, AUDIT_BACKFILL, AUDIT_WENT_BACK))
-    ledger = Ledger()
-    for note in notes:
-        seq, kind, session_id, message_id, detail = (
-            note.seq,
-            note.kind,
-            note.session_id,
-            note.message_id,
-            note.detail,
-        )
-        ledger.seq = max(ledger.seq, int(seq))
-        if not isinstance(session_id, str) or not isinstance(message_id, int):
-            continue
-        if kind == AUDIT_WENT_BACK:
-            ledger.passed.pop(session_id, None)
-            target = WENT_BACK_TO.search(str(detail))
-            if target and session_id in ledger.left:
-                ledger.left[session_id] = min(ledger.left[session_id], int(target[1]))
-            continue
-        ledger.left[session_id] = min(ledger.left.get(session_id, message_id), message_id)
-        numbers = THROUGH_RESUME.fullmatch(str(detail)) if kind == AUDIT_BACKFILL else None
-        if numbers and int(numbers[2]) > int(numbers[1]):
-            ledger.passed.setdefault(session_id, []).append((int(numbers[1]), int(numbers[2])))
-    return ledger

@@ -33,6 +33,7 @@ from provisioner.runtime.sweep.backfill import (
     BackfillMove,
     BackfillView,
     parse_backfill,
+    read_ledger,
     run_backfill,
     sweep_source,
 )
@@ -45,7 +46,7 @@ from provisioner.runtime.sweep.batching import (
 )
 from provisioner.runtime.sweep.lock import sweep_lock
 from provisioner.runtime.sweep.plan import StateUnreadable, open_plan_state, plan_sweep
-from provisioner.runtime.sweep.start import Memorized, read_ledger, start_new_sessions
+from provisioner.runtime.sweep.start import Memorized, start_new_sessions
 from provisioner.runtime.sweep.sweeper import Sweeper
 from provisioner.runtime.transcripts import Message, SqliteTranscripts, TranscriptSource
 from tests.fakes.loom import FakeLoom
