@@ -284,19 +284,11 @@ def _queued_batches(memory: LoomMemory) -> dict[str, int] | None:
     """Batches of queued mode still open (SWEEP-15): ``in_loom_queue``, which hold their
     sessions' windows and keep them out of a backfill, and ``fell_back``, sent again in
     waiting mode. None for a state file that cannot be read that way."""
-
-    from provisioner.runtime.sweep.followup import WAITING
-
     try:
-        rows = memory.state.read(
-            "SELECT status = ?, COUNT(*) FROM queued_batch WHERE closed_at IS NULL"
-            " GROUP BY status = ?",
-            (WAITING, WAITING),
-        )
+        in_loom_queue, fell_back = memory.state.open_batch_counts()
     except sqlite3.Error:
         return None
-    counts = {bool(row[0]): int(row[1]) for row in rows}
-    return {"in_loom_queue": counts.get(False, 0), "fell_back": counts.get(True, 0)}
+    return {"in_loom_queue": in_loom_queue, "fell_back": fell_back}
 
 
 def _shown_status(report: dict[str, Any]) -> dict[str, Any]:

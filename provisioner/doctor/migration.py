@@ -23,15 +23,16 @@ from provisioner.base.counts import counted
 from provisioner.config.paths import default_paths
 from provisioner.doctor.check import OK, WARN, Check
 from provisioner.doctor.sweep import READ_TIMEOUT_S, _is_busy
+from provisioner.runtime.state import (
+    LEDGER_FAILING,
+    LEDGER_FINAL_STATUSES,
+    MigrationRun,
+    ReadOnlyState,
+)
 
 CHECK_ID = "memory.migration"
-# MIG-1: the ledger's statuses as provisioner.migration.ledger writes them (a test holds them
-# equal); importing the migration here would load the runtime and httpx into every offline run.
-FINAL_STATUSES = ("written", "conflict", "rejected", "skipped")
-FAILING = "failing"
 DONE = "done"
 RESUME = "run {} again: it goes on where the last run stopped"  # with the migrate command
-Run = tuple[str, int, float, float | None, str | None, int]  # the columns of migration_run
 
 
 def migration_checks(config_dir: Path) -> list[Check]:
@@ -66,16 +67,17 @@ def migration_checks(config_dir: Path) -> list[Check]:
     return [_progress_check(path, *found)]
 
 
-def _progress_check(path: Path, counts: dict[str, int], run: Run) -> Check:
-    source, total, started_at, finished_at, stopped, without_id = run
-    done = sum(counts.get(status, 0) for status in FINAL_STATUSES)
+def _progress_check(path: Path, counts: dict[str, int], run: MigrationRun) -> Check:
+    source, total, started_at = run.source, run.items_total, run.started_at
+    finished_at, stopped, without_id = run.finished_at, run.stopped, run.rows_without_id
+    done = sum(counts.get(status, 0) for status in LEDGER_FINAL_STATUSES)
     left = max(0, int(total) - done - int(without_id or 0))
-    parts = ", ".join(f"{counts.get(status, 0)} {status}" for status in FINAL_STATUSES)
+    parts = ", ".join(f"{counts.get(status, 0)} {status}" for status in LEDGER_FINAL_STATUSES)
     message = (
         f"memU ({source}) into Loom: {done} of {counted(total, 'item')} done ({parts}), {left} left"
     )
-    if counts.get(FAILING):
-        message += f", {counts[FAILING]} failing with Loom's internal error"
+    if counts.get(LEDGER_FAILING):
+        message += f", {counts[LEDGER_FAILING]} failing with Loom's internal error"
     if without_id:
         message += f", {counted(without_id, 'row')} without an id that can be a key (never written)"
     if finished_at is None:
@@ -89,30 +91,13 @@ def _progress_check(path: Path, counts: dict[str, int], run: Run) -> Check:
     )
 
 
-def _read(
-    path: Path,
-) -> tuple[dict[str, int], Run] | None:
+def _read(path: Path) -> tuple[dict[str, int], MigrationRun] | None:
     """The ledger's counts by status and the last run, or None before any run."""
-    uri = f"{path.resolve().as_uri()}?mode=ro"
-    database = sqlite3.connect(uri, uri=True, timeout=READ_TIMEOUT_S)
-    try:
-        try:
-            run = database.execute(
-                "SELECT source, items_total, started_at, finished_at, stopped, rows_without_id"
-                " FROM migration_run"
-            ).fetchone()
-        except sqlite3.OperationalError as error:
-            if "no such table" in str(error):  # a state file from before the migration
-                return None
-            raise
+    with ReadOnlyState(path, wait_s=READ_TIMEOUT_S) as state:
+        run = state.last_migration_run()
         if run is None:
             return None
-        rows = database.execute(
-            "SELECT status, COUNT(*) FROM migration_item GROUP BY status"
-        ).fetchall()
-    finally:
-        database.close()
-    return {str(status): int(count) for status, count in rows}, tuple(run)  # type: ignore[return-value]
+        return state.ledger_counts(), run
 
 
 def _when(at: float) -> str:

@@ -25,20 +25,15 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from provisioner.base.command import command
 from provisioner.base.counts import counted
 from provisioner.config.paths import default_paths
 from provisioner.doctor.check import OK, WARN, Check
-from provisioner.runtime.loom.report import CODE_MAX_CHARS, SWEEP_OPS, failure_words, followed_by
-from provisioner.runtime.state import (
-    AUDIT_SKIPPED,
-    AUDIT_WENT_BACK,
-)
+from provisioner.runtime.loom.report import CODE_MAX_CHARS, SWEEP_OPS, failure_words
+from provisioner.runtime.state import AUDIT_WENT_BACK, AuditNote, ReadOnlyState
 
 READ_TIMEOUT_S = 1.0  # our choice: a sweep or a new file's setup holds its lock for one short
 # transaction; a loaded machine may stretch that past a few tenths of a second
@@ -65,7 +60,7 @@ def sweep_checks(config_dir: Path, *, now: float | None = None) -> list[Check]:
     except sqlite3.Error:
         return checks
     clock = time.time() if now is None else now
-    recent = [row for row in went_back if clock - row[3] <= WENT_BACK_SHOWN_S]
+    recent = [row for row in went_back if clock - row.recorded_at <= WENT_BACK_SHOWN_S]
     if recent:
         checks.append(_went_back_check(recent, path))
     if source is not None and source[0] == NERVE_DB_KIND:
@@ -112,9 +107,9 @@ def nerve_db_check(path: Path) -> Check:
     )
 
 
-def _went_back_check(rows: list[tuple[str, int, str, float]], path: Path) -> Check:
-    sessions = len({row[0] for row in rows})
-    session_id, _message_id, detail, at = rows[0]
+def _went_back_check(rows: list[AuditNote], path: Path) -> Check:
+    sessions = len({row.session_id for row in rows})
+    session_id, detail, at = rows[0].session_id, rows[0].detail, rows[0].recorded_at
     when = datetime.fromtimestamp(at, UTC).isoformat(timespec="seconds")
     return Check(
         "loom.sweep.went_back",
@@ -128,27 +123,13 @@ def _went_back_check(rows: list[tuple[str, int, str, float]], path: Path) -> Che
     )
 
 
-def _source_notes(
-    path: Path,
-) -> tuple[list[tuple[str, int, str, float]], tuple[str, str] | None]:
+def _source_notes(path: Path) -> tuple[list[AuditNote], tuple[str, str] | None]:
     """The newest re-alignments (newest first) and the source kept, read only; none of either
     in a state file written before they were kept."""
-    database = sqlite3.connect(
-        f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=READ_TIMEOUT_S
-    )
-    try:
-        try:
-            source = database.execute("SELECT kind, location FROM sweep_source").fetchone()
-        except sqlite3.OperationalError:  # a state file from before sources were kept
-            return [], None
-        rows = database.execute(
-            "SELECT session_id, message_id, detail, recorded_at FROM sweep_audit"
-            " WHERE kind = ? ORDER BY seq DESC LIMIT ?",
-            (AUDIT_WENT_BACK, WENT_BACK_ROWS_READ),
-        ).fetchall()
-    finally:
-        database.close()
-    return [tuple(row) for row in rows], (tuple(source) if source else None)
+    with ReadOnlyState(path, wait_s=READ_TIMEOUT_S) as state:
+        source = state.kept_source()
+        kinds = (AUDIT_WENT_BACK,)
+        return state.audit_notes(kinds, newest_first=True, limit=WENT_BACK_ROWS_READ), source
 
 
 def _nerve_db_facts(path: Path) -> tuple[bool, int]:
@@ -228,27 +209,16 @@ def _read(path: Path) -> str | None:
     A new file (``user_version`` 0: empty, or being created by a process that has not taken
     its write lock yet) holds no table; that is a sweep that has not run, not a damage.
     """
-    uri = f"{path.resolve().as_uri()}?mode=ro"
-    database = sqlite3.connect(uri, uri=True, timeout=READ_TIMEOUT_S)
-    try:
-        if database.execute("PRAGMA user_version").fetchone()[0] == 0:
+    with ReadOnlyState(path, wait_s=READ_TIMEOUT_S) as state:
+        if state.version == 0:
             return None
-        sessions, isolating = database.execute(
-            "SELECT COUNT(*), COUNT(suspect_last_id) FROM sweep_session"
-        ).fetchone()
-        skipped = database.execute(
-            "SELECT COUNT(*) FROM sweep_audit WHERE kind = ?", (AUDIT_SKIPPED,)
-        ).fetchone()[0]
-        budgets = database.execute(
-            "SELECT mode, messages, bytes, cut_reason FROM sweep_budget ORDER BY mode"
-        ).fetchall()
-        last_error = _last_error(database)
-    finally:
-        database.close()
+        summary = state.sweep_summary()
+        last_error = _last_error(state)
+    sessions, isolating, skipped = summary.sessions, summary.isolating, summary.skipped
     parts = [f"{counted(sessions, 'session')} swept", f"{counted(skipped, 'message')} skipped"]
     if isolating:
         parts.append(f"{isolating} isolating a batch Loom keeps failing")
-    for mode, messages, size, cut in budgets:
+    for mode, messages, size, cut in summary.budgets:
         budget = f"{mode} budget {messages} messages / {size // 1024} KiB"
         parts.append(f"{budget} (cut: {cut})" if cut else budget)
     if last_error:
@@ -256,7 +226,7 @@ def _read(path: Path) -> str | None:
     return ", ".join(parts)
 
 
-def _last_error(database: sqlite3.Connection) -> str | None:
+def _last_error(state: ReadOnlyState) -> str | None:
     """The sweep's last error as one phrase, or None (none kept, or a file from before it was).
 
     Only the sweep's own ops (``SWEEP_OPS``): a status probe's error is not a sweep failure
@@ -266,28 +236,12 @@ def _last_error(database: sqlite3.Connection) -> str | None:
     planted are shown as text, never as control characters, and a time that is no time is
     shown as ``?``.
     """
-    columns = {row[1] for row in database.execute("PRAGMA table_info(last_error)")}
-    if not columns:
-        return None  # a file from before the table
-    code = "code" if "code" in columns else "NULL"  # none before state schema step 8
-    if "seq" in columns:  # state schema step 9 on: one error per op, in arrival order
-        ops = sorted(SWEEP_OPS)
-        row = database.execute(
-            f"SELECT at, op, kind, message, {code}, audit_seq FROM last_error"
-            f" WHERE op IN ({', '.join('?' for _ in ops)}) ORDER BY seq DESC LIMIT 1",
-            ops,
-        ).fetchone()
-    else:
-        row = database.execute(
-            f"SELECT at, op, kind, message, {code}, NULL FROM last_error"
-        ).fetchone()
-        if row is not None and row[1] not in SWEEP_OPS:
-            row = None
-    if row is None:
+    kept = state.error_as_kept(SWEEP_OPS)
+    if kept is None:
         return None
-    at = row[0]
-    op, kind, message = (_printable(value) for value in row[1:4])
-    kept_code = _printable(row[4])[:CODE_MAX_CHARS] if row[4] else ""
+    at = kept.at
+    op, kind, message = (_printable(value) for value in (kept.op, kept.kind, kept.message))
+    kept_code = _printable(kept.code)[:CODE_MAX_CHARS] if kept.code else ""
     try:
         when = datetime.fromtimestamp(at, UTC).isoformat(timespec="seconds")
         if at > time.time():  # REL-7: never passed off as just now
@@ -295,11 +249,8 @@ def _last_error(database: sqlite3.Connection) -> str | None:
     except (TypeError, ValueError, OverflowError, OSError):
         when = "?"
 
-    def read(sql: str, values: Sequence[object]) -> list[Any]:
-        return database.execute(sql, values).fetchall()
-
-    after_seq = row[5] if type(row[5]) is int else None
-    through, failed = followed_by(read, at, after_seq=after_seq)
+    after_seq = kept.audit_seq if type(kept.audit_seq) is int else None
+    through, failed = state.batches_since(at, after_seq=after_seq)
     detail = _printable(failed) if failed is not None and op == "extract" else ""
     coded = detail.startswith(f"{kind}(") and detail.endswith(")")
     kept_code = kept_code or (detail[len(kind) + 1 : -1] if coded else "")

@@ -64,7 +64,7 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from provisioner.migration.ledger import FAILURES_TO_SKIP, Entry, Ledger, migration_lock
+from provisioner.migration.ledger import FAILURES_TO_SKIP, Ledger, migration_lock
 from provisioner.migration.memu_store import MemuItem, MemuReadError, MemuStore, Row, UnusableRow
 from provisioner.migration.report import (
     STOPPED_BUSY,
@@ -93,7 +93,7 @@ from provisioner.runtime.gateway.errors import (
 )
 from provisioner.runtime.loom.types import MemoryWrite, WriteVerdict
 from provisioner.runtime.loom.write import WRITE_DEADLINE_S
-from provisioner.runtime.state import StateStore
+from provisioner.runtime.state import LedgerEntry, StateStore
 from provisioner.runtime.sweep.outcomes import SWEEP_ERRORS, error_kind, reaction_to
 
 WRITE_GUARD_S = 10.0  # our choice: past the write's deadline and this, the run stops waiting
@@ -202,7 +202,7 @@ class Migration:
         )
         self._ledger = Ledger(state, clock=clock or time.time)
         self._streak = 0  # REL-16: items in a row Loom failed
-        self._due_skips: list[Entry] = []
+        self._due_skips: list[LedgerEntry] = []
         # REL-16: the ids of items still "not now" after their tries, each with the kind of
         # its last failure; only ids are held, the items are read again at the run's end.
         self._deferred: dict[str, str] = {}

@@ -141,5 +141,5 @@ class TestCallerBoundOps:
 
 class TestDoctorReadsTheLedgerAsWritten:
     def test_doctor_s_statuses_are_the_ledger_s(self) -> None:
-        assert doctor_migration.FINAL_STATUSES == ledger.FINAL_STATUSES
-        assert doctor_migration.FAILING == ledger.STATUS_FAILING
+        assert doctor_migration.LEDGER_FINAL_STATUSES == ledger.LEDGER_FINAL_STATUSES
+        assert doctor_migration.LEDGER_FAILING == ledger.LEDGER_FAILING

@@ -43,6 +43,7 @@ from provisioner.runtime.state import AUDIT_MIGRATION_SKIPPED, StateStore
 from testbed.loom import CRASH, LOST, Crash, FakeLoom
 from testbed.memu_db import MemuDb
 from tests.support.clock import RecordedSleep, fixed_clock, no_wait
+from tests.support.state_sql import state_rows
 
 pytestmark = pytest.mark.anyio
 
@@ -60,7 +61,8 @@ def ledger(state: StateStore) -> Ledger:
 
 def skipped_audit(state: StateStore) -> list[dict[str, object]]:
     """The audit log's rows of skipped memU items, read straight from the state file."""
-    rows = state.read(
+    rows = state_rows(
+        state,
         "SELECT kind, session_id, message_id, detail FROM sweep_audit WHERE kind = ?",
         (AUDIT_MIGRATION_SKIPPED,),
     )
@@ -496,11 +498,11 @@ class FillingState(StateStore):
         self.writes_left = writes_left
 
     @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
         if self.writes_left <= 0:
             raise sqlite3.OperationalError("database or disk is full")
         self.writes_left -= 1
-        with super().transaction() as db:
+        with super()._transaction() as db:
             yield db
 
 

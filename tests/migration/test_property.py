@@ -31,6 +31,7 @@ from provisioner.runtime.state import AUDIT_MIGRATION_SKIPPED, StateStore
 from testbed.loom import CRASH, LOST, Crash, FakeLoom
 from testbed.memu_db import MemuDb
 from tests.support.clock import fixed_clock, no_wait
+from tests.support.state_sql import state_rows
 
 OUTCOMES: dict[str, Callable[[], object]] = {
     "ok": lambda: None,
@@ -83,8 +84,8 @@ def assert_each_item_is_in_loom_once(
             assert report is not None and (report.stopped, report.left) == ("done", 0)
             ledger = Ledger(state, clock=fixed_clock)
             entries = ledger.entries(ids)
-            audit = state.read(
-                "SELECT detail FROM sweep_audit WHERE kind = ?", (AUDIT_MIGRATION_SKIPPED,)
+            audit = state_rows(
+                state, "SELECT detail FROM sweep_audit WHERE kind = ?", (AUDIT_MIGRATION_SKIPPED,)
             )
         answered = Counter(key for key, what in loom.log if what == "answered")
         summaries = memu.summaries()

@@ -29,6 +29,7 @@ from provisioner.runtime.state import (
     AuditEntry,
     StateStore,
 )
+from tests.support.state_sql import state_rows
 
 HOUR_S = 3600.0
 
@@ -96,7 +97,7 @@ class TestAFileFromBeforeArrivalOrder:
         database.execute("COMMIT")
         database.close()
         with StateStore(path) as state:
-            assert state.read("PRAGMA user_version")[0][0] == SCHEMA_VERSION
+            assert state_rows(state, "PRAGMA user_version")[0][0] == SCHEMA_VERSION
             assert state.last_error() == (20.0, "extract", "CodedFault", "busy", "GRANT_BUSY")
             since = since_last_error(state)
         assert since is not None and since["batches_through_since"] == 1

@@ -22,10 +22,10 @@ from typing import Any
 
 from provisioner.runtime.gateway.catalog import GatewayCatalog
 from provisioner.runtime.gateway.client import LoomConnection
-from provisioner.runtime.loom.report import CODE_MAX_CHARS, LastError, followed_by
+from provisioner.runtime.loom.report import CODE_MAX_CHARS, LastError
 from provisioner.runtime.loom.types import Identity
 from provisioner.runtime.memory_contract import LOOM_SERVER
-from provisioner.runtime.state import StateStore, newest_kept_error
+from provisioner.runtime.state import StateStore
 
 # outcomes.error_kind's "Kind(CODE)", as the sweep's failed row keeps it
 FAILED_DETAIL = re.compile(rf"(?P<kind>\w+)\((?P<code>.{{1,{CODE_MAX_CHARS}}})\)")
@@ -103,11 +103,11 @@ def since_last_error(state: StateStore) -> dict[str, Any] | None:
     expected.
     """
     try:
-        kept = newest_kept_error(state.read)
+        kept = state.newest_error()
         if kept is None:
             return None
         at, op, kind, kept_code = kept.at, kept.op, kept.kind, kept.code
-        through, failed = followed_by(state.read, at, after_seq=kept.audit_seq)  # REL-7
+        through, failed = state.batches_since(at, after_seq=kept.audit_seq)  # REL-7
     except (sqlite3.Error, ValueError, TypeError):
         return None
     code = kept_code

@@ -25,9 +25,8 @@ import sqlite3
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from pathlib import Path
 from typing import Any, TypeVar
 
 from provisioner.runtime.clock import Clock
@@ -41,13 +40,7 @@ from provisioner.runtime.loom.recalled import BLOCK_MAX_BYTES, line_bytes, sanit
 from provisioner.runtime.loom.report import LastError
 from provisioner.runtime.loom.types import Recall
 from provisioner.runtime.sqlite_file import IN_MEMORY
-from provisioner.runtime.state import (
-    FROZEN_RECALL_QUERY,
-    FrozenRecall,
-    StateBusyError,
-    StateStore,
-    frozen_recall_of,
-)
+from provisioner.runtime.state import FrozenRecall, ReadOnlyState, StateBusyError, StateStore
 
 RECALL_DEADLINE_S = 5.0  # REC-1: the whole read, pack and fallback together
 RECALL_SEARCH_TOP_K = 10  # REC-1: results the fallback search asks for (in the fixture)
@@ -269,7 +262,7 @@ class FrozenRecalls:
     def __init__(self, state: StateStore, *, on_fault: Callable[[FileFault], object]) -> None:
         self._state = state
         self._own: StateStore | None = None
-        self._reader: sqlite3.Connection | None = None  # the loop's; opened by the worker
+        self._reader: ReadOnlyState | None = None  # the loop's; opened by the worker
         self._on_fault = on_fault
         self._given: OrderedDict[str, Recall] = OrderedDict()
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="recall-state")
@@ -314,21 +307,17 @@ class FrozenRecalls:
         step, locked = self._last_step, self._last_step_locked
         if step is not None and not step.done() and not (locked is not None and locked.is_set()):
             return _Unread.UNREAD  # the worker may wait for a lock: the lookup queues behind it
-        read: Callable[[str, Sequence[object]], Sequence[Sequence[object]] | None]
         if self._state.path == IN_MEMORY:
-            read = self._state.read_at_once
-        elif self._reader is not None:
-            read = _reading_through(self._reader)
-        else:
+            read, frozen = self._state.frozen_recall_at_once(session_id)
+            if not read:
+                return _Unread.UNREAD  # reading now would wait for another thread of this process
+            return frozen
+        if self._reader is None:
             return _Unread.UNREAD  # the worker opens the reader on its first step
-
         try:
-            rows = read(FROZEN_RECALL_QUERY, (session_id,))
+            return self._reader.frozen_recall(session_id)
         except sqlite3.Error:
             return _Unread.UNREAD  # refused: the worker's read names the fault
-        if rows is None:
-            return _Unread.UNREAD  # reading now would wait for another thread of this process
-        return frozen_recall_of(rows, session_id)
 
     def keep(self, session_id: str, recall: Recall, *, now: float, until: float) -> Recall:
         """Make ``recall`` the session's and freeze it in the background; answers the session's
@@ -434,7 +423,7 @@ class FrozenRecalls:
             self._own = StateStore(self._state.path)
         if self._reader is None:
             self._reader = _open_reader(self._state.path)
-        self._own.read(f"PRAGMA busy_timeout = {int(wait_s * 1000)}")
+        self._own.wait_for_locks(wait_s)
         return call(self._own)
 
     def _quietly(self, wait_s: float, call: Callable[[StateStore], object]) -> None:
@@ -460,31 +449,13 @@ def _nothing() -> None:
     """A step that does nothing: where it stands in the worker's queue is the point."""
 
 
-def _open_reader(path: str) -> sqlite3.Connection | None:
-    """A read-only connection to the state file that never waits for a lock (busy timeout 0),
-    for the loop's lookups; None when the file will not open so, and the worker reads them."""
+def _open_reader(path: str) -> ReadOnlyState | None:
+    """The state file read only, never waiting for a lock, for the loop's lookups; None when
+    the file will not open so, and the worker reads them."""
     try:
-        uri = f"{Path(path).resolve().as_uri()}?mode=ro"
-        return sqlite3.connect(
-            uri, uri=True, timeout=0, isolation_level=None, check_same_thread=False
-        )
+        return ReadOnlyState(path, wait_s=0, any_thread=True)
     except (sqlite3.Error, OSError, ValueError):
         return None
-
-
-def _reading_through(
-    reader: sqlite3.Connection,
-) -> Callable[[str, Sequence[object]], Sequence[Sequence[object]]]:
-    """One query's rows through ``reader``, its read ended before they are handed back."""
-
-    def read(sql: str, parameters: Sequence[object]) -> Sequence[Sequence[object]]:
-        cursor = reader.execute(sql, tuple(parameters))
-        try:
-            return cursor.fetchall()
-        finally:
-            cursor.close()
-
-    return read
 
 
 def state_fault_of(error: BaseException, path: str | os.PathLike[str]) -> FileFault | None:

@@ -27,7 +27,6 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 from provisioner.runtime.gateway.errors import GatewayError, ServerFault, bounded_message
-from provisioner.runtime.state import AUDIT_BATCH, AUDIT_FAILED, AUDIT_QUEUED, Read
 
 QUOTE_WINDOW_CHARS = 24  # our choice: a shared run this long means the message quotes a text
 QUOTE_MIN_CHARS = 6  # our choice: a whole text shorter than this is too common to look for
@@ -145,31 +144,6 @@ def _error_text(error: BaseException) -> str:
     except Exception:
         return ""
     return str.__str__(text) if issubclass(type(text), str) else ""
-
-
-def followed_by(read: Read, at: object, *, after_seq: int | None = None) -> tuple[int, object]:
-    """What the audit log holds after an error kept at ``at`` (LOOM-4, SWEEP-13).
-
-    How many batches went through since (Loom took them in waiting mode, or queued them),
-    and the detail of the first batch that failed from then on (``Kind(CODE)``, never a
-    message), or None. ``after_seq``, the audit log's last row when the error was kept, says
-    what came after it by arrival (REL-7: a clock set back does not change it); a file from
-    before it was kept is read by time, ``at`` passed to SQLite as it is kept (status and
-    doctor read it in their own ways). Raises what ``read`` raises.
-    """
-    if after_seq is not None:
-        after, failed_after, since = "seq > ?", "seq > ?", cast(object, after_seq)
-    else:  # the failed batch's row carries the error's own time
-        after, failed_after, since = "recorded_at > ?", "recorded_at >= ?", at
-    (through,) = read(
-        f"SELECT COUNT(*) FROM sweep_audit WHERE kind IN (?, ?) AND {after}",
-        (AUDIT_BATCH, AUDIT_QUEUED, since),
-    )[0]
-    failed = read(
-        f"SELECT detail FROM sweep_audit WHERE kind = ? AND {failed_after} ORDER BY seq LIMIT 1",
-        (AUDIT_FAILED, since),
-    )
-    return cast(int, through), failed[0][0] if failed else None
 
 
 # GW-5: the outcome classes of a gateway call, and the memory contract's failure, in words.

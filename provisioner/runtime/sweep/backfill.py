@@ -19,6 +19,10 @@ was left to memU shrinks to what lies before the new watermark, so the same back
 finds nothing to do; an earlier DATE reaches only further back. Sessions that were never left
 to memU — swept from their first message, or imported — have nothing to backfill.
 
+``read_ledger`` puts this together from the audit rows ``left_to_memu`` (``start``),
+``backfill`` and ``went_back``: what is still memU's alone in each session, and which ranges a
+backfill under way passes over.
+
 **Safety.** When the source went back (a restored ``nerve.db``, NERVE-3), the ids past the
 watermark name other messages: a ``went_back`` row drops the jumps of its session, so new
 messages with those ids are sent, never hidden, and what is left to memU shrinks to the
@@ -33,7 +37,7 @@ import logging
 import re
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from typing import Any
 
@@ -41,22 +45,14 @@ from provisioner.runtime.errors import StoreFault, faults_named
 from provisioner.runtime.loom.answers import MESSAGE_ROLES
 from provisioner.runtime.state import (
     AUDIT_BACKFILL,
-    AUDIT_BACKFILL_DONE,
+    AUDIT_LEFT_TO_MEMU,
     AUDIT_WENT_BACK,
-    AuditEntry,
+    BackfillMove,
+    StateReads,
     StateStore,
-    put_audit,
-    watermark_in,
 )
-from provisioner.runtime.sweep.followup import WAITING
 from provisioner.runtime.sweep.lock import sweep_lock
-from provisioner.runtime.sweep.start import (
-    Ledger,
-    StateReader,
-    read_ledger,
-    start_new_sessions,
-    state_watermarks,
-)
+from provisioner.runtime.sweep.start import start_new_sessions
 from provisioner.runtime.transcripts import (
     RFC3339,
     HostTranscripts,
@@ -71,6 +67,8 @@ IN_LOOM_QUEUE_KIND = "BatchInLoomQueue"  # a session left as it is: a batch of i
 SINCE = "since:"  # MIG-2: --backfill since:DATE
 ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}", re.ASCII)
 READ_PAGE = 64  # our choice: messages read at once while looking for DATE
+THROUGH_RESUME = re.compile(r"through=(\d+) resume=(\d+)")  # a backfill row's detail
+WENT_BACK_TO = re.compile(r"-> (\d+)")  # where a went_back row's watermark went (NERVE-3)
 
 log = logging.getLogger("provisioner.runtime.sweep.sweeper")
 
@@ -109,21 +107,51 @@ def parse_backfill(text: str) -> BackfillScope:
     return BackfillScope(text, when)
 
 
-@dataclass(frozen=True)
-class BackfillMove:
-    """One session's backfill: the watermark goes from ``resume`` back to ``floor``; the
-    messages after ``floor`` up to ``through`` (memU's point) go to Loom, those after
-    ``through`` up to ``resume`` were sent already and are passed over."""
+@dataclass
+class Ledger:
+    """What the audit rows say about memU's share of each session (MIG-2).
 
-    session_id: str
-    floor: int
-    through: int
-    resume: int
+    ``left`` is, per session, the id up to which its history is still memU's alone; ``passed``
+    the ranges ``(through, resume]`` a backfill under way passes over; ``seq`` the newest
+    audit row read, so a ``went_back`` written after it is noticed.
+    """
+
+    left: dict[str, int] = field(default_factory=dict)
+    passed: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    seq: int = 0
+
+
+def read_ledger(reader: StateReads) -> Ledger:
+    """The ledger, from one read of the audit rows of its three kinds, oldest first."""
+    notes = reader.audit_notes((AUDIT_LEFT_TO_MEMU, AUDIT_BACKFILL, AUDIT_WENT_BACK))
+    ledger = Ledger()
+    for note in notes:
+        seq, kind, session_id, message_id, detail = (
+            note.seq,
+            note.kind,
+            note.session_id,
+            note.message_id,
+            note.detail,
+        )
+        ledger.seq = max(ledger.seq, int(seq))
+        if not isinstance(session_id, str) or not isinstance(message_id, int):
+            continue
+        if kind == AUDIT_WENT_BACK:
+            ledger.passed.pop(session_id, None)
+            target = WENT_BACK_TO.search(str(detail))
+            if target and session_id in ledger.left:
+                ledger.left[session_id] = min(ledger.left[session_id], int(target[1]))
+            continue
+        ledger.left[session_id] = min(ledger.left.get(session_id, message_id), message_id)
+        numbers = THROUGH_RESUME.fullmatch(str(detail)) if kind == AUDIT_BACKFILL else None
+        if numbers and int(numbers[2]) > int(numbers[1]):
+            ledger.passed.setdefault(session_id, []).append((int(numbers[1]), int(numbers[2])))
+    return ledger
 
 
 def backfill_moves(
     source: TranscriptSource,
-    reader: StateReader,
+    reader: StateReads,
     scope: BackfillScope,
     *,
     starting: Mapping[str, int] | None = None,
@@ -134,14 +162,19 @@ def backfill_moves(
 
     ``starting`` adds sessions a plan expects to start after memU's point (id: that point),
     as if the sweep had started them already.
+
+    A session with a batch still in Loom's queue (SWEEP-15) is left as it is: moving its
+    watermark back would leave that batch behind it, and once Loom wrote it the follow-up
+    could only read it again from the source and send it twice. A later run moves it once
+    the batch is passed.
     """
     ledger = read_ledger(reader)
-    watermarks = state_watermarks(reader)
+    watermarks = reader.watermarks()
     left = dict(ledger.left)
     for session_id, through in (starting or {}).items():
         left.setdefault(session_id, through)
         watermarks.setdefault(session_id, through)
-    in_queue = sessions_in_loom_queue(reader)
+    in_queue = reader.sessions_in_loom_queue()
     moves: list[BackfillMove] = []
     errors: list[dict[str, str]] = []
     for session_id, through in sorted(left.items()):
@@ -159,24 +192,6 @@ def backfill_moves(
             resume = watermarks.get(session_id, 0)
             moves.append(BackfillMove(session_id, floor, through, resume))
     return moves, errors
-
-
-def sessions_in_loom_queue(reader: StateReader) -> set[str]:
-    """Sessions with a batch still in Loom's queue (SWEEP-15): queued, running, or written
-    but not yet passed by the watermark; a batch that fell back to waiting mode is not.
-
-    Moving such a session's watermark back would leave that batch behind it, and once Loom
-    wrote it the follow-up could only read it again from the source and send it twice; the
-    backfill leaves the session as it is, and a later run moves it once the batch is passed.
-    """
-    try:
-        rows = reader.read(
-            "SELECT DISTINCT session_id FROM queued_batch WHERE closed_at IS NULL AND status <> ?",
-            (WAITING,),
-        )
-    except sqlite3.OperationalError:  # a state file from before the follow-up: no such table
-        return set()
-    return {str(row[0]) for row in rows}
 
 
 def floor_before(source: TranscriptSource, session_id: str, since: datetime, through: int) -> int:
@@ -211,28 +226,6 @@ def floor_before(source: TranscriptSource, session_id: str, since: datetime, thr
     return through
 
 
-def apply_backfill(state: StateStore, moves: Sequence[BackfillMove], *, now: float) -> None:
-    """Move every watermark of ``moves`` back, in one transaction with an audit row each.
-
-    ``resume`` is read again inside the transaction (another writer may have moved it since
-    the moves were computed); failures and isolation end, since their suspects stood on the
-    old watermark. Nothing is changed when anything fails.
-    """
-    with state.transaction() as db:
-        for move in moves:
-            resume = watermark_in(db, move.session_id)
-            db.execute(
-                "INSERT INTO sweep_session (session_id, watermark, failures, suspect_last_id)"
-                " VALUES (?, ?, 0, NULL) ON CONFLICT (session_id) DO UPDATE SET"
-                " watermark = excluded.watermark, failures = 0, suspect_last_id = NULL",
-                (move.session_id, move.floor),
-            )
-            detail = f"through={move.through} resume={resume}"
-            put_audit(
-                db, [AuditEntry(AUDIT_BACKFILL, move.session_id, move.floor, detail=detail)], now
-            )
-
-
 def settle_backfills(state: StateStore, *, now: float) -> int:
     """Move each watermark that has passed memU's share of a backfill on to where it stood
     before (``resume``), with an audit row, in one transaction; how many moved.
@@ -244,25 +237,7 @@ def settle_backfills(state: StateStore, *, now: float) -> int:
     ledger = read_ledger(state)
     if not ledger.passed:
         return 0
-    moved = 0
-    with state.transaction() as db:
-        for session_id, ranges in sorted(ledger.passed.items()):
-            watermark = start = watermark_in(db, session_id)
-            for through, resume in sorted(ranges):
-                if through <= watermark < resume:
-                    watermark = resume
-            if watermark == start:
-                continue
-            db.execute(
-                "UPDATE sweep_session SET watermark = ? WHERE session_id = ? AND watermark = ?",
-                (watermark, session_id, start),
-            )
-            done = AuditEntry(
-                AUDIT_BACKFILL_DONE, session_id, watermark, detail=f"{start} -> {watermark}"
-            )
-            put_audit(db, [done], now)
-            moved += 1
-    return moved
+    return state.settle_backfills(ledger.passed, now=now)
 
 
 def run_backfill(
@@ -285,7 +260,7 @@ def run_backfill(
         start_new_sessions(source, state, [s for s in listed if s], now=now)
         settle_backfills(state, now=now)
         moves, errors = backfill_moves(source, state, scope)
-        apply_backfill(state, moves, now=now)
+        state.move_back(moves, now=now)
     for move in moves:
         log.info(
             "session %s: backfill from message %d up to %d; %d to %d passed over",
@@ -318,7 +293,7 @@ class BackfillView:
     since Python 3.12, and the host would never hear how far the sweep got (REL-1, NERVE-3).
     """
 
-    def __init__(self, source: TranscriptSource, reader: StateReader) -> None:
+    def __init__(self, source: TranscriptSource, reader: StateReads) -> None:
         self._source = source
         self._reader = reader
         self._ledger: Ledger | None = None
@@ -372,17 +347,10 @@ class BackfillView:
         ranges = self._ledger.passed.get(session_id)
         if not ranges:
             return []
-        went_back = self._reader.read(
-            "SELECT 1 FROM sweep_audit WHERE seq > ? AND kind = ? AND session_id = ? LIMIT 1",
-            (self._ledger.seq, AUDIT_WENT_BACK, session_id),
-        )
-        if went_back:
+        if self._reader.kept_since(self._ledger.seq, AUDIT_WENT_BACK, session_id):
             self._ledger.passed.pop(session_id, None)
             return []
-        rows = self._reader.read(
-            "SELECT watermark FROM sweep_session WHERE session_id = ?", (session_id,)
-        )
-        watermark = int(rows[0][0]) if rows else 0
+        watermark = self._reader.watermark(session_id)
         return [(through, resume) for through, resume in ranges if watermark <= through]
 
 

@@ -28,28 +28,17 @@ falls back. A batch the source went back below (NERVE-3) closes without moving t
 from __future__ import annotations
 
 import logging
-import re
-import sqlite3
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 from provisioner.runtime.budget import BatchBudget
 from provisioner.runtime.clock import Clock
 from provisioner.runtime.loom.answers import QUEUE_IDS_PER_CALL
 from provisioner.runtime.loom.queue import QueueCalls, extraction_queue
-from provisioner.runtime.loom.types import QUEUE_DONE, QUEUE_FAILED, QueueStates
-from provisioner.runtime.state import (
-    AUDIT_FELL_BACK,
-    AUDIT_REPLAYED,
-    AUDIT_WRITTEN,
-    AuditEntry,
-    Mark,
-    StateStore,
-    put_audit,
-    put_mark,
-    watermark_in,
-)
+from provisioner.runtime.loom.types import QUEUE_FAILED, QueueStates
+from provisioner.runtime.state import AuditEntry, Mark, QueuedBatch, StateStore
+from provisioner.runtime.state.records import QUEUE_CLOSED_UNFOLLOWED, QUEUE_WAITING
 from provisioner.runtime.sweep.outcomes import (
     SWEEP_ERRORS,
     SweepReport,
@@ -59,14 +48,8 @@ from provisioner.runtime.sweep.outcomes import (
 )
 from provisioner.runtime.transcripts import Message
 
-WAITING = "waiting"  # our status: failed after its replay, its window goes in waiting mode
-# How a batch was closed (its status once ``closed_at`` is set).
-CLOSED_WRITTEN = "written"  # Loom reported it written; the watermark moved past it
-CLOSED_UNFOLLOWED = "unfollowed"  # passed without loom_op, as queued mode did before SWEEP-15
-CLOSED_PASSED = "passed"  # the watermark passed it otherwise (its waiting batches went through)
-CLOSED_STALE = "stale"  # the source went back below it (NERVE-3); read again from the source
+WAITING = QUEUE_WAITING  # failed after its replay, its window goes in waiting mode
 DOUBT_KIND = "QueueStateUnknown"  # the report's error kind for a batch Loom gave no usable word on
-QUEUE_ID_SHOWN = re.compile(r"[A-Za-z0-9_.:-]{1,128}")  # our choice: what an audit row names
 
 QueueCall = Callable[[Sequence[str]], Awaitable[QueueStates]]
 log = logging.getLogger("provisioner.runtime.sweep.sweeper")
@@ -101,20 +84,6 @@ class Gate:
 
 GO = Gate(True)
 HELD = Gate(False)
-
-
-class _Batch(NamedTuple):
-    """One row of ``queued_batch``."""
-
-    seq: int
-    queue_id: str
-    session_id: str
-    after_id: int
-    first_id: int
-    last_id: int
-    status: str
-    replayed: bool
-    mark: Mark | None
 
 
 class FollowUp:
@@ -157,48 +126,46 @@ class FollowUp:
         again (``before_window``), so a gateway that is down costs one call, not one per
         session.
         """
-        open_batches = [batch for batch in self._open() if batch.status != WAITING]
+        open_batches = [b for b in self._state.open_batches() if b.status != WAITING]
         gate = await self._follow(open_batches, report)
         for session_id in sorted({batch.session_id for batch in open_batches}):
-            self._pass(session_id)
+            self.tally.written += self._state.pass_done_batches(session_id, now=self._clock())
         if gate.ended is not None and gate.error is not None:
             report.note_error("", error_kind(gate.error))
             report.reason = stop_reason(gate.error, self._clock())
         return gate.ended
 
     async def before_window(self, session_id: str, report: SweepReport) -> Gate:
-        """Whether ``session_id``'s window may go now (SWEEP-15).
+        """Whether ``session_id``'s window may go now (SWEEP-15); when a follow-up call failed,
+        ``report`` counts the window stopped and, for the first that ends the sweep, says why.
 
         Open batches of the session not asked about in this sweep are asked about first; the
         written ones are passed. The window may go when no batch of the session is in
         Loom's queue any more (a batch that fell back sends its window in waiting mode).
         """
-        batches = [batch for batch in self._open(session_id) if batch.status != WAITING]
+        batches = [b for b in self._state.open_batches(session_id) if b.status != WAITING]
         failed = next(
             (self._unanswered[b.queue_id] for b in batches if b.queue_id in self._unanswered), None
         )
         pending = [batch for batch in batches if batch.queue_id not in self._asked]
         gate = _gate_of(failed) if failed is not None else await self._follow(pending, report)
-        if not gate.go:
-            if gate.error is not None:
-                report.note_error(session_id, error_kind(gate.error))
-            return gate
-        self._pass(session_id)
-        if any(batch.status != WAITING for batch in self._open(session_id)):
-            self.tally.held += 1
-            return HELD
-        return GO
+        if gate.go:
+            self.tally.written += self._state.pass_done_batches(session_id, now=self._clock())
+            if any(batch.status != WAITING for batch in self._state.open_batches(session_id)):
+                self.tally.held += 1
+                return HELD
+            return GO
+        if gate.error is not None:  # the window stops (SWEEP-7), or ends the sweep (SWEEP-10)
+            report.note_error(session_id, error_kind(gate.error))
+            report.windows_stopped += 1
+            if gate.ended is not None and not report.reason:  # the first end says why
+                report.reason = stop_reason(gate.error, self._clock())
+        return gate
 
     def waits(self, session_id: str) -> bool:
         """Whether ``session_id``'s window goes in waiting mode now: a batch of it fell back
         and the watermark has not passed it yet."""
-        rows = self._state.read(
-            "SELECT 1 FROM queued_batch q WHERE q.session_id = ? AND q.closed_at IS NULL"
-            " AND q.status = ? AND q.last_id > COALESCE((SELECT watermark FROM sweep_session s"
-            " WHERE s.session_id = q.session_id), 0) LIMIT 1",
-            (session_id, WAITING),
-        )
-        return bool(rows)
+        return self._state.falls_back(session_id)
 
     # --- a batch Loom queued -------------------------------------------------------------------
 
@@ -221,64 +188,50 @@ class FollowUp:
         is followed already (Loom answered the same id for another batch) cannot tell the two
         apart: the batch falls back at once, and its window is sent again in waiting mode.
         """
-        now = self._clock()
-        with self._state.transaction() as db:
-            after_id = watermark_in(db, session_id)
-            held = db.execute(
-                "SELECT 1 FROM queued_batch WHERE queue_id = ? AND closed_at IS NULL"
-                " AND status <> ?",
-                (queue_id, WAITING),
-            ).fetchone()
-            ids = (after_id, taken[0].id, taken[-1].id)
-            kept_mark = (mark.created_at, mark.digest) if mark else (None, None)
-            row = (queue_id, session_id, *ids, WAITING if held else "queued", *kept_mark, now)
-            db.execute(
-                "INSERT INTO queued_batch (queue_id, session_id, after_id, first_id, last_id,"
-                " status, mark_created_at, mark_digest, queued_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                row,
-            )
-            db.execute(
-                "INSERT INTO sweep_session (session_id, watermark, failures, suspect_last_id)"
-                " VALUES (?, ?, 0, ?) ON CONFLICT (session_id) DO UPDATE SET failures = 0,"
-                " suspect_last_id = excluded.suspect_last_id",
-                (session_id, after_id, suspect_last_id),
-            )
-            mode, kept = budget
-            db.execute(
-                "INSERT OR REPLACE INTO sweep_budget"
-                " (mode, messages, bytes, cut_reason, good_streak) VALUES (?, ?, ?, ?, ?)",
-                (mode, kept.messages, kept.bytes, kept.cut_reason, kept.good_streak),
-            )
-            entries = list(audit)
-            if held:
-                detail = f"queue id {_shown(queue_id)} answered twice"
-                entries.append(AuditEntry(AUDIT_FELL_BACK, session_id, taken[0].id, detail=detail))
-            put_audit(db, entries, now)
+        held = self._state.record_queued(
+            session_id,
+            first_id=taken[0].id,
+            last_id=taken[-1].id,
+            queue_id=queue_id,
+            budget=budget,
+            suspect_last_id=suspect_last_id,
+            audit=audit,
+            mark=mark,
+            now=self._clock(),
+        )
         if held:
             self.tally.fell_back += 1
             self.tally.doubtful += 1
 
     # --- asking Loom ---------------------------------------------------------------------------
 
-    async def _follow(self, batches: Sequence[_Batch], report: SweepReport) -> Gate:
-        """Ask about ``batches`` (and replay the failed ones) when ``loom_op`` is listed;
-        pass them as queued mode did before the follow-up when it is not."""
+    async def _follow(self, batches: Sequence[QueuedBatch], report: SweepReport) -> Gate:
+        """Ask about ``batches`` (and replay the failed ones) when ``loom_op`` is listed.
+
+        When it is not, they are passed as queued mode did before the follow-up: trusted as
+        written (their sessions' watermarks pass them), but a failed one falls back.
+        """
         if not batches:
             return GO
-        if not self._queue.listed():
-            self._unfollow(batches)
-            return GO
-        gate = await self._ask(self._queue.status, batches, report, replay=False)
-        if gate.go:
-            asked = {batch.queue_id for batch in batches}
-            again = [b for b in self._open() if b.queue_id in asked and b.status == QUEUE_FAILED]
-            replays = [b for b in again if not b.replayed]
-            gate = await self._ask(self._queue.retry, replays, report, replay=True)
-        return gate
+        if self._queue.listed():  # asked about, then those that failed replayed, once
+            asking, gate = list(batches), GO
+            for call, replay in ((self._queue.status, False), (self._queue.retry, True)):
+                gate = await self._ask(call, asking, report, replay=replay)
+                if replay or not gate.go:
+                    return gate
+                asked = {batch.queue_id for batch in asking}
+                again = [b for b in self._state.open_batches() if b.queue_id in asked]
+                asking = [b for b in again if b.status == QUEUE_FAILED and not b.replayed]
+            return gate
+        note = "failed, and loom_op is no longer listed"
+        self.tally.fell_back += self._state.unfollow(batches, note=note, now=self._clock())
+        for session_id in sorted({batch.session_id for batch in batches}):
+            closed_as = QUEUE_CLOSED_UNFOLLOWED
+            self._state.pass_done_batches(session_id, closed_as=closed_as, now=self._clock())
+        return GO
 
     async def _ask(
-        self, call: QueueCall, batches: Sequence[_Batch], report: SweepReport, *, replay: bool
+        self, call: QueueCall, batches: Sequence[QueuedBatch], report: SweepReport, *, replay: bool
     ) -> Gate:
         """``call`` for ``batches``, ``QUEUE_IDS_PER_CALL`` ids at a time, until one fails:
         then every id not answered yet is remembered with that failure for this sweep."""
@@ -301,7 +254,7 @@ class FollowUp:
         chunk: list[str],
         answer: QueueStates,
         report: SweepReport,
-        by_id: dict[str, _Batch],
+        by_id: dict[str, QueuedBatch],
         *,
         replay: bool,
     ) -> None:
@@ -318,119 +271,14 @@ class FollowUp:
             else:
                 self._note_state(by_id[queue_id], state, replay=replay)
 
-    def _note_state(self, batch: _Batch, state: str, *, replay: bool) -> None:
+    def _note_state(self, batch: QueuedBatch, state: str, *, replay: bool) -> None:
         """Keep what Loom said of an open batch; a failed batch already replayed falls back."""
-        replayed = batch.replayed or replay
-        status = WAITING if state == QUEUE_FAILED and replayed else state
-        entries = []
-        if replay:
-            self.tally.replayed += 1
-            entries.append(_entry(AUDIT_REPLAYED, batch, f"now {state}"))
-        if status == WAITING:
+        self.tally.replayed += replay
+        if self._state.record_queue_answer(batch, said=state, replay=replay, now=self._clock()):
             self.tally.fell_back += 1
-            entries.append(_entry(AUDIT_FELL_BACK, batch, "failed after its replay"))
             log.info("session %s: a queued batch failed twice; waiting mode", batch.session_id)
-        now = self._clock()
-        with self._state.transaction() as db:
-            db.execute(
-                "UPDATE queued_batch SET status = ?, replayed = ?, checked_at = ? WHERE seq = ?",
-                (status, int(replayed), now, batch.seq),
-            )
-            put_audit(db, entries, now)
-
-    def _unfollow(self, batches: Sequence[_Batch]) -> None:
-        """``loom_op`` is gone: batches in Loom's queue are trusted as queued mode did before
-        the follow-up (their sessions' watermarks pass them); a failed one falls back."""
-        now = self._clock()
-        with self._state.transaction() as db:
-            for batch in batches:
-                status = WAITING if batch.status == QUEUE_FAILED else QUEUE_DONE
-                db.execute("UPDATE queued_batch SET status = ? WHERE seq = ?", (status, batch.seq))
-                if status == WAITING:
-                    detail = "failed, and loom_op is no longer listed"
-                    put_audit(db, [_entry(AUDIT_FELL_BACK, batch, detail)], now)
-                    self.tally.fell_back += 1
-        for session_id in sorted({batch.session_id for batch in batches}):
-            self._pass(session_id, closed_as=CLOSED_UNFOLLOWED)
-
-    # --- the watermark -------------------------------------------------------------------------
-
-    def _pass(self, session_id: str, *, closed_as: str = CLOSED_WRITTEN) -> None:
-        """Move ``session_id``'s watermark over its leading run of done batches, in order, and
-        close the batches it has passed; one transaction."""
-        now = self._clock()
-        with self._state.transaction() as db:
-            watermark = watermark_in(db, session_id)
-            for batch in _open_in(db, session_id):
-                if batch.last_id <= watermark:
-                    _close(db, batch, CLOSED_PASSED, now)
-                    continue
-                if batch.status != QUEUE_DONE:
-                    break
-                if batch.after_id != watermark:  # NERVE-3: the source went back meanwhile
-                    _close(db, batch, CLOSED_STALE, now)
-                    detail = "the source went back; read again"
-                    put_audit(db, [_entry(AUDIT_FELL_BACK, batch, detail)], now)
-                    continue
-                watermark = batch.last_id
-                db.execute(
-                    "UPDATE sweep_session SET watermark = ? WHERE session_id = ?",
-                    (watermark, session_id),
-                )
-                if batch.mark is not None:
-                    put_mark(db, session_id, batch.mark)
-                _close(db, batch, closed_as, now)
-                put_audit(db, [_entry(AUDIT_WRITTEN, batch, closed_as)], now)
-                if closed_as == CLOSED_WRITTEN:
-                    self.tally.written += 1
-
-    # --- reading the table ---------------------------------------------------------------------
-
-    def _open(self, session_id: str | None = None) -> list[_Batch]:
-        where = "closed_at IS NULL" + (" AND session_id = ?" if session_id is not None else "")
-        rows = self._state.read(
-            f"SELECT {_COLUMNS} FROM queued_batch WHERE {where} ORDER BY session_id, first_id",
-            () if session_id is None else (session_id,),
-        )
-        return [_batch_of(row) for row in rows]
 
 
 def _gate_of(error: Exception) -> Gate:
     """A failed follow-up call as the window meets it: "not now", or the sweep's end."""
     return Gate(False, error, reaction_to(error).ends_sweep)
-
-
-_COLUMNS = (
-    "seq, queue_id, session_id, after_id, first_id, last_id, status, replayed,"
-    " mark_created_at, mark_digest"
-)
-
-
-def _batch_of(row: sqlite3.Row | tuple[Any, ...]) -> _Batch:
-    seq, queue_id, session, after, first, last, status, replayed, at, digest = tuple(row)
-    mark = Mark(last, at, digest) if digest is not None else None
-    return _Batch(seq, queue_id, session, after, first, last, status, bool(replayed), mark)
-
-
-def _open_in(db: sqlite3.Connection, session_id: str) -> list[_Batch]:
-    rows = db.execute(
-        f"SELECT {_COLUMNS} FROM queued_batch WHERE closed_at IS NULL AND session_id = ?"
-        " ORDER BY first_id, seq",
-        (session_id,),
-    ).fetchall()
-    return [_batch_of(row) for row in rows]
-
-
-def _close(db: sqlite3.Connection, batch: _Batch, how: str, now: float) -> None:
-    db.execute(
-        "UPDATE queued_batch SET status = ?, closed_at = ? WHERE seq = ?", (how, now, batch.seq)
-    )
-
-
-def _entry(kind: str, batch: _Batch, note: str) -> AuditEntry:
-    detail = f"queue_id={_shown(batch.queue_id)} last_id={batch.last_id} {note}"
-    return AuditEntry(kind, batch.session_id, batch.first_id, detail=detail)
-
-
-def _shown(queue_id: str) -> str:
-    return queue_id if QUEUE_ID_SHOWN.fullmatch(queue_id) else "?"

@@ -9,9 +9,9 @@ of a sweep in which every batch goes through: sessions, messages, batches and th
 their request bodies. With a backfill scope it adds what that backfill would hand Loom, on its
 own (``backfill.backfill_moves``, computed and not made).
 
-``ReadOnlyState`` opens the state file with SQLite's read-only mode: the file is never created,
-migrated or changed (SQLite may leave its empty shared-memory files beside it, as any reader
-does). A missing file is an empty state. Nothing of a message's text reaches the plan.
+``open_plan_state`` opens the state file read only (``state.ReadOnlyState``): the file is never
+created, migrated or changed. A missing file is an empty state. Nothing of a message's text
+reaches the plan.
 """
 
 from __future__ import annotations
@@ -20,18 +20,16 @@ import itertools
 import os
 import sqlite3
 from collections import deque
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 from provisioner.runtime.budget import KIB, BatchBudget
 from provisioner.runtime.errors import OperatorMustAct
 from provisioner.runtime.loom.answers import MESSAGE_ROLES
-from provisioner.runtime.state import SCHEMA_VERSION, kept_budget
+from provisioner.runtime.state import SCHEMA_VERSION, ReadOnlyState, StateReads
 from provisioner.runtime.sweep.backfill import BackfillScope, BackfillView, backfill_moves
 from provisioner.runtime.sweep.batching import ExtractionMode, build_batch, pick_context
 from provisioner.runtime.sweep.outcomes import BAD_SESSION_ID_KIND
-from provisioner.runtime.sweep.start import StateReader, host_memorized, state_watermarks
+from provisioner.runtime.sweep.start import host_memorized
 from provisioner.runtime.sweep.window import CONTEXT_KEEP
 from provisioner.runtime.transcripts import (
     Message,
@@ -43,7 +41,6 @@ from provisioner.runtime.transcripts import (
 )
 
 PLAN_PAGE = 64  # our choice: messages read at once while planning
-STATE_TABLES = ("sweep_session", "sweep_budget", "sweep_audit")
 
 
 class StateUnreadable(OperatorMustAct, ValueError):
@@ -51,56 +48,29 @@ class StateUnreadable(OperatorMustAct, ValueError):
     is expected. Nothing was changed."""
 
 
-class ReadOnlyState:
-    """The state file, read only (a ``StateReader``); a missing file reads as empty.
+def open_plan_state(path: str | os.PathLike[str]) -> ReadOnlyState:
+    """The state file at ``path``, read only, for a plan; a missing file reads as empty.
 
     ``StateUnreadable`` when the file is no SQLite database, or one of a newer schema.
     """
-
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self._path = Path(path)
-        self._db: sqlite3.Connection | None = None
-        self._tables: set[str] = set()
-        if not self._path.exists():
-            return
-        try:
-            self._db = sqlite3.connect(
-                f"{self._path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None
-            )
-            (version,) = self._db.execute("PRAGMA user_version").fetchone()
-            names = self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-            self._tables = {str(row[0]) for row in names}
-        except sqlite3.Error as error:
-            self.close()
-            raise StateUnreadable(
-                f"{self._path}: cannot be read as the memory state ({error}); "
-                "expected a file nerve memory wrote, or none"
-            ) from None
-        if version > SCHEMA_VERSION:
-            self.close()
-            raise StateUnreadable(
-                f"{self._path}: state schema {version} is newer than this package's "
-                f"{SCHEMA_VERSION}; upgrade nerve-provisioner"
-            )
-
-    def __enter__(self) -> ReadOnlyState:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        if self._db is not None:
-            self._db.close()
-            self._db = None
-
-    def read(self, sql: str, parameters: Sequence[object] = ()) -> list[sqlite3.Row]:
-        """Rows of one query; none while the file or the tables the plan reads are missing."""
-        if self._db is None or not set(STATE_TABLES) <= self._tables:
-            return []
-        cursor = self._db.execute(sql, tuple(parameters))
-        cursor.row_factory = sqlite3.Row
-        return list(cursor.fetchall())
+    state: ReadOnlyState | None = None
+    try:
+        state = ReadOnlyState(path)
+        version = state.version
+    except sqlite3.Error as error:
+        if state is not None:
+            state.close()
+        raise StateUnreadable(
+            f"{path}: cannot be read as the memory state ({error}); "
+            "expected a file nerve memory wrote, or none"
+        ) from None
+    if version > SCHEMA_VERSION:
+        state.close()
+        raise StateUnreadable(
+            f"{path}: state schema {version} is newer than this package's "
+            f"{SCHEMA_VERSION}; upgrade nerve-provisioner"
+        )
+    return state
 
 
 @dataclass
@@ -188,7 +158,7 @@ class SweepPlan:
 
 def plan_sweep(
     source: TranscriptSource,
-    reader: StateReader,
+    reader: StateReads,
     *,
     mode: ExtractionMode,
     scope: BackfillScope | None = None,
@@ -198,7 +168,7 @@ def plan_sweep(
     Never raises for the source: a source that cannot list its sessions gives a plan of
     none with one error, a session that cannot be read is named in ``errors``.
     """
-    plan = SweepPlan(mode.name, kept_budget(reader.read, mode.name, mode.default_budget()))
+    plan = SweepPlan(mode.name, reader.batch_budget(mode.name, mode.default_budget()))
     view = BackfillView(source, reader)
     try:
         listed = list(view.sessions())
@@ -206,7 +176,7 @@ def plan_sweep(
         plan.errors.append({"session_id": "", "kind": SourceFailed(error).kind})
         return plan
     plan.sessions_seen = len(listed)
-    watermarks = state_watermarks(reader)
+    watermarks = reader.watermarks()
     starting: dict[str, int] = {}  # sessions that would start after memU's point
     for raw in listed:
         session_id = check_session_id(raw)
@@ -239,7 +209,7 @@ def plan_from_file(
 ) -> SweepPlan:
     """``plan_sweep`` over the state file at ``state_path``, opened read only (a missing one is
     an empty state); ``StateUnreadable`` when it cannot be read."""
-    with ReadOnlyState(state_path) as state:
+    with open_plan_state(state_path) as state:
         return plan_sweep(source, state, mode=mode, scope=scope)
 
 

@@ -35,7 +35,7 @@ from collections.abc import Callable
 
 from provisioner.runtime.clock import Clock
 from provisioner.runtime.loom.answers import MESSAGE_ROLES
-from provisioner.runtime.state import AUDIT_WENT_BACK, AuditEntry, Mark, StateStore, put_mark
+from provisioner.runtime.state import AUDIT_WENT_BACK, AuditEntry, Mark, StateStore
 from provisioner.runtime.sweep.backfill import BackfillView
 from provisioner.runtime.transcripts import (
     HostTranscripts,
@@ -79,20 +79,14 @@ def realign_if_went_back(state: StateStore, session_id: str, *, page: Page, cloc
     watermark = state.watermark(session_id)
     if watermark <= 0:
         return False
+    kept = state.marks(session_id, only=watermark)
     current = _found_at(page, session_id, watermark)
-    kept = _marks(state, session_id, only=watermark)
-    if current is not None and (not kept or kept[0] == current):
-        if not kept:  # a watermark from before marks: trust on first use
-            with state.transaction() as db:
-                put_mark(db, session_id, current)
+    unchanged = current is not None and (not kept or kept[0] == current)
+    target = None if unchanged else _newest_still_held(state, session_id, watermark, page)
+    if target is None:
+        if not kept and current is not None:  # a watermark from before marks: trust on first use
+            state.keep_mark(session_id, current)
         return False
-    marks = [mark for mark in _marks(state, session_id) if mark.message_id < watermark]
-
-    def still_held(index: int) -> bool:
-        return _found_at(page, session_id, marks[index].message_id) == marks[index]
-
-    index = newest_matching(len(marks), still_held)
-    target = marks[index].message_id if index >= 0 else 0
     reason = GONE if current is None else REPLACED
     detail = f"watermark {watermark} -> {target}: {reason}"
     entry = AuditEntry(AUDIT_WENT_BACK, session_id, watermark, detail=detail)
@@ -105,6 +99,18 @@ def realign_if_went_back(state: StateStore, session_id: str, *, page: Page, cloc
         target,
     )
     return True
+
+
+def _newest_still_held(state: StateStore, session_id: str, watermark: int, page: Page) -> int:
+    """The id of the newest mark below ``watermark`` whose message the source still holds
+    unchanged (``newest_matching``), or 0 when none is."""
+    marks = [mark for mark in state.marks(session_id) if mark.message_id < watermark]
+
+    def still_held(index: int) -> bool:
+        return _found_at(page, session_id, marks[index].message_id) == marks[index]
+
+    index = newest_matching(len(marks), still_held)
+    return marks[index].message_id if index >= 0 else 0
 
 
 def newest_matching(count: int, matches: Callable[[int], bool]) -> int:
@@ -165,15 +171,7 @@ def note_source(host: HostTranscripts | None, state: StateStore, now: float) -> 
     kind, location = getattr(host, "kind", None), getattr(host, "location", None)
     if not isinstance(kind, str) or not isinstance(location, str):
         return
-    rows = state.read("SELECT kind, location FROM sweep_source WHERE id = 1")
-    if rows and tuple(rows[0]) == (kind, location):
-        return
-    with state.transaction() as db:
-        db.execute(
-            "INSERT OR REPLACE INTO sweep_source (id, kind, location, recorded_at)"
-            " VALUES (1, ?, ?, ?)",
-            (kind, location, now),
-        )
+    state.note_source(kind, location, now=now)
 
 
 def _found_at(page: Page, session_id: str, message_id: int) -> Mark | None:
@@ -185,17 +183,6 @@ def _found_at(page: Page, session_id: str, message_id: int) -> Mark | None:
     if item.id != message_id:
         return None
     return mark_of(item)
-
-
-def _marks(state: StateStore, session_id: str, *, only: int | None = None) -> list[Mark]:
-    """The session's marks, oldest first (only the one at ``only`` when given)."""
-    sql = "SELECT message_id, created_at, digest FROM sweep_mark WHERE session_id = ?"
-    parameters: tuple[object, ...] = (session_id,)
-    if only is not None:
-        sql += " AND message_id = ?"
-        parameters = (session_id, only)
-    rows = state.read(sql + " ORDER BY message_id", parameters)
-    return [Mark(int(row[0]), row[1], str(row[2])) for row in rows]
 
 
 def host_of(source: object) -> HostTranscripts | None:

@@ -16,9 +16,7 @@ package's own ``last_memorized_at`` writes (NERVE-3) stand behind. When the answ
 the session's watermark is stored at that id with an audit row ``left_to_memu`` (the id, and
 ``messages=N`` in its detail) in one transaction, and the sweep goes on from there as always.
 The row is also the state's memory of what was left to memU: ``--backfill`` reaches back over
-that range and no further (``backfill``). ``read_ledger`` puts together, from the audit rows
-``left_to_memu``, ``backfill`` and ``went_back``, what is still memU's alone in each session
-and which ranges a backfill under way passes over.
+that range and no further (``backfill``, whose ledger reads these rows back).
 
 Whatever the capability does, nothing is skipped by mistake: an answer that is not a
 ``Memorized`` with a positive id, a capability that raises, or a source without it leaves the
@@ -29,25 +27,15 @@ capability: an import starts at 0.
 from __future__ import annotations
 
 import logging
-import re
 import sqlite3
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import Protocol
+from collections.abc import Iterable
+from dataclasses import dataclass
 
 from provisioner.runtime.errors import classify_file_error
 from provisioner.runtime.state import (
-    AUDIT_BACKFILL,
-    AUDIT_LEFT_TO_MEMU,
-    AUDIT_WENT_BACK,
-    AuditEntry,
     StateStore,
-    put_audit,
 )
 from provisioner.runtime.transcripts import SQLITE_MAX_INT, TranscriptSource
-
-THROUGH_RESUME = re.compile(r"through=(\d+) resume=(\d+)")  # a backfill row's detail
-WENT_BACK_TO = re.compile(r"-> (\d+)")  # where a went_back row's watermark went (NERVE-3)
 
 log = logging.getLogger("provisioner.runtime.sweep.sweeper")
 
@@ -59,15 +47,6 @@ class Memorized:
 
     through_id: int
     messages: int
-
-
-class StateReader(Protocol):
-    """What the start point, the backfill and the plan read of the state: one query's rows.
-
-    ``StateStore`` is one; the plan's read-only view of the state file is another.
-    """
-
-    def read(self, sql: str, parameters: Sequence[object] = ()) -> list[sqlite3.Row]: ...
 
 
 def host_memorized(source: TranscriptSource, session_id: str) -> Memorized | None:
@@ -113,22 +92,13 @@ def start_where_host_stopped(
     inserted only when none exists, in the transaction that writes the audit row, so a
     watermark another sweep stored meanwhile is never overwritten.
     """
-    if state.read("SELECT 1 FROM sweep_session WHERE session_id = ?", (session_id,)):
+    if state.has_session(session_id):
         return None
     memorized = host_memorized(source, session_id)
     if memorized is None:
         return None
-    with state.transaction() as db:
-        inserted = db.execute(
-            "INSERT INTO sweep_session (session_id, watermark, failures, suspect_last_id)"
-            " VALUES (?, ?, 0, NULL) ON CONFLICT (session_id) DO NOTHING",
-            (session_id, memorized.through_id),
-        ).rowcount
-        if inserted:
-            detail = f"messages={memorized.messages}"
-            left = AuditEntry(AUDIT_LEFT_TO_MEMU, session_id, memorized.through_id, detail=detail)
-            put_audit(db, [left], now)
-    if not inserted:
+    through, messages = memorized.through_id, memorized.messages
+    if not state.start_after_memu(session_id, through_id=through, messages=messages, now=now):
         return None
     log.info(
         "session %s: starts after message %d, %d messages left to memU",
@@ -149,7 +119,7 @@ def start_new_sessions(
     whose start cannot be stored for another reason is left to start at 0 (logged)."""
     if not offers_memorized(source):
         return 0
-    known = set(state_watermarks(state))
+    known = set(state.watermarks())
     started = 0
     for session_id in session_ids:
         if session_id in known:
@@ -165,49 +135,3 @@ def start_new_sessions(
                 type(error).__name__,
             )
     return started
-
-
-@dataclass
-class Ledger:
-    """What the audit rows say about memU's share of each session (MIG-2).
-
-    ``left`` is, per session, the id up to which its history is still memU's alone; ``passed``
-    the ranges ``(through, resume]`` a backfill under way passes over; ``seq`` the newest
-    audit row read, so a ``went_back`` written after it is noticed.
-    """
-
-    left: dict[str, int] = field(default_factory=dict)
-    passed: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
-    seq: int = 0
-
-
-def read_ledger(reader: StateReader) -> Ledger:
-    """The ledger, from one read of the audit rows of its three kinds, oldest first."""
-    kinds = (AUDIT_LEFT_TO_MEMU, AUDIT_BACKFILL, AUDIT_WENT_BACK)
-    rows = reader.read(
-        "SELECT seq, kind, session_id, message_id, detail FROM sweep_audit"
-        " WHERE kind IN (?, ?, ?) ORDER BY seq",
-        kinds,
-    )
-    ledger = Ledger()
-    for seq, kind, session_id, message_id, detail in (tuple(row) for row in rows):
-        ledger.seq = max(ledger.seq, int(seq))
-        if not isinstance(session_id, str) or not isinstance(message_id, int):
-            continue
-        if kind == AUDIT_WENT_BACK:
-            ledger.passed.pop(session_id, None)
-            target = WENT_BACK_TO.search(str(detail))
-            if target and session_id in ledger.left:
-                ledger.left[session_id] = min(ledger.left[session_id], int(target[1]))
-            continue
-        ledger.left[session_id] = min(ledger.left.get(session_id, message_id), message_id)
-        numbers = THROUGH_RESUME.fullmatch(str(detail)) if kind == AUDIT_BACKFILL else None
-        if numbers and int(numbers[2]) > int(numbers[1]):
-            ledger.passed.setdefault(session_id, []).append((int(numbers[1]), int(numbers[2])))
-    return ledger
-
-
-def state_watermarks(reader: StateReader) -> dict[str, int]:
-    """Every session the state keeps a row for, with its watermark."""
-    rows = reader.read("SELECT session_id, watermark FROM sweep_session")
-    return {str(row[0]): int(row[1]) for row in rows}

@@ -207,7 +207,6 @@ class SweepRun:
         progress: ProgressCallback | None = None,
         follow_up: FollowUp | None = None,
     ) -> None:
-        self._calls = TalliedExtractor(memory)  # each window's calls noted for its verdict
         self._source = source
         self._host = host_of(source)  # NERVE-3: asked of the host's store itself (REL-1)
         self._state = state
@@ -217,6 +216,7 @@ class SweepRun:
         self._concurrency = concurrency
         self._progress = progress
         self._follow_up = follow_up  # SWEEP-15: queued batches followed up
+        self._calls = TalliedExtractor(memory)  # each window's calls noted for its verdict
         self._budget = SharedBudget(state.batch_budget(mode.name, mode.default_budget()))
         self._shared = SweepShared(
             state, report, mode, self._budget, source, clock, follow_up, send=self._extract

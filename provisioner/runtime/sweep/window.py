@@ -52,9 +52,9 @@ sessions, schedules their windows and tells the caller's progress callback.
 
 from __future__ import annotations
 
+import enum
 import itertools
 import logging
-import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
@@ -74,6 +74,7 @@ from provisioner.runtime.state import (
     StateStore,
     SweepSession,
 )
+from provisioner.runtime.state.records import shown_queue_id
 from provisioner.runtime.sweep.batching import (
     Batch,
     ExtractionMode,
@@ -82,7 +83,7 @@ from provisioner.runtime.sweep.batching import (
     wire_size,
 )
 from provisioner.runtime.sweep.concurrency import SharedBudget
-from provisioner.runtime.sweep.followup import FollowUp, Gate
+from provisioner.runtime.sweep.followup import FollowUp
 from provisioner.runtime.sweep.outcomes import (
     NOTHING_TAKEN_KIND,
     REFUSED_KIND,
@@ -106,12 +107,9 @@ FAILURES_TO_ISOLATE = 3  # SWEEP-8: three sweeps in a row
 MAX_FOUND_AT_ONCE = 3  # our choice (SWEEP-8): found messages awaiting proof before giving up
 CONTEXT_KEEP = 64  # our choice: recent taken messages kept for context (a cap, not a share)
 READ_PAGE_MESSAGES = 25  # our choice: messages read from the source per query
-QUEUE_ID_PATTERN = re.compile(r"[A-Za-z0-9_.:-]{1,128}")  # our choice: what an audit row keeps
 
 REFUSED_DETAIL = "refused: "  # SWEEP-12: how a refused message's audit row begins its detail
 
-_STOP = "stop"  # the window stops; the sweep goes on with the next session
-_HELD = "held"  # SWEEP-15: the window's batch is in Loom's queue; the window ends there
 
 log = logging.getLogger("provisioner.runtime.sweep.sweeper")
 
@@ -136,6 +134,24 @@ class SweepShared:
     clock: Clock
     follow_up: FollowUp | None
     send: Send
+
+
+class Next(enum.Enum):
+    """What the window does after a step, when it does not end the sweep."""
+
+    GO_ON = enum.auto()  # offer the window again: what is left of it, at once (SWEEP-9)
+    STOP = enum.auto()  # the window stops short (SWEEP-13); the sweep goes on with the next
+    HELD = enum.auto()  # SWEEP-15: its batch is in Loom's queue; the window ends there
+
+
+@dataclass(frozen=True)
+class EndsSweep:
+    """The step ends the whole sweep (SWEEP-10): ``stopped`` is the report's reason."""
+
+    stopped: str
+
+
+Outcome = Next | EndsSweep  # what one step of the window comes to
 
 
 @dataclass(frozen=True)
@@ -179,8 +195,8 @@ class SessionWindow:
         follow_up = self._follow_up
         if follow_up is not None:  # SWEEP-15: not while a batch of it is in Loom's queue
             gate = await follow_up.before_window(self._session, self._report)
-            if not gate.go:
-                return self._held(gate)
+            if not gate.go:  # held: a batch of it is in flight, or a follow-up call failed
+                return gate.ended
         while True:
             try:
                 step = self._plan()
@@ -196,26 +212,16 @@ class SessionWindow:
             else:
                 self._report.batches_sent += 1
                 outcome = self._took(step, extracted)
-            if outcome == _HELD:
+            if outcome is Next.HELD:
                 return None
-            if outcome is not None:  # the window stopped short (SWEEP-13)
+            if outcome is not Next.GO_ON:  # the window stopped short (SWEEP-13)
                 self._report.windows_stopped += 1
-                return None if outcome == _STOP else outcome
+                return outcome.stopped if isinstance(outcome, EndsSweep) else None
 
     @property
     def _follow_up(self) -> FollowUp | None:
         """The sweep's follow-up of queued batches (SWEEP-15), when it has one."""
         return self._shared.follow_up
-
-    def _held(self, gate: Gate) -> str | None:
-        """The window does not go (SWEEP-15): a batch of it is in flight, or a follow-up call
-        failed, which stops the window ("not now", SWEEP-7) or ends the sweep (SWEEP-10)."""
-        if gate.error is None:
-            return None
-        self._report.windows_stopped += 1
-        if gate.ended is not None and not self._report.reason:  # the first end says why
-            self._report.reason = stop_reason(gate.error, self._shared.clock())
-        return gate.ended
 
     def _source_failed(self, failure: SourceFailed) -> None:
         """SWEEP-12: the source raised; this session's window stops, the sweep goes on."""
@@ -330,13 +336,13 @@ class SessionWindow:
 
     # --- answers ------------------------------------------------------------------------------
 
-    def _took(self, step: _Step, extracted: Extracted) -> str | None:
+    def _took(self, step: _Step, extracted: Extracted) -> Outcome:
         """Loom answered: move the watermark past what it took, skip found messages proven."""
         accepted = max(0, min(extracted.accepted, len(step.batch.messages)))
         if accepted == 0:  # Loom took nothing: offer the window again next sweep
             self._report.note_error(self._session, NOTHING_TAKEN_KIND)
             self._record_failed_batch(step.batch, NOTHING_TAKEN_KIND)
-            return _STOP
+            return Next.STOP
         taken = step.batch.messages[:accepted]
         as_read = next(m for m in step.read.messages if m.id == taken[-1].id)  # not cut
         skipped = tuple(self._found)
@@ -359,10 +365,10 @@ class SessionWindow:
         self._went_through = suspect_last_id is not None
         self._recent = [*self._recent, *taken][-CONTEXT_KEEP:]
         if held:  # SWEEP-15: in Loom's queue; the session's next batch waits for it
-            return _HELD
-        return None  # a part taken: the rest is offered again at once (SWEEP-9)
+            return Next.HELD
+        return Next.GO_ON  # a part taken: the rest is offered again at once (SWEEP-9)
 
-    def _failed(self, step: _Step, error: Exception) -> str | None:
+    def _failed(self, step: _Step, error: Exception) -> Outcome:
         """The call failed: stop, end the sweep, cut the budget or count it against the batch."""
         reaction = reaction_to(error)
         kind = error_kind(error)
@@ -376,30 +382,30 @@ class SessionWindow:
         if reaction.ends_sweep is not None:
             if not self._report.reason:  # SWEEP-14: the first window to end it says why
                 self._report.reason = stop_reason(error, self._shared.clock())
-            return reaction.ends_sweep
+            return EndsSweep(reaction.ends_sweep)
         if not reaction.counts_against_batch:
-            return _STOP  # SWEEP-7: not now; the watermark stays, nothing is counted
+            return Next.STOP  # SWEEP-7: not now; the watermark stays, nothing is counted
         return self._batch_failed(step)
 
-    def _batch_failed(self, step: _Step) -> str | None:
+    def _batch_failed(self, step: _Step) -> Outcome:
         """Loom's internal error on this batch (SWEEP-8): count it, isolate, or give up."""
         state = step.state
         if step.half:
             self._store_isolation(state.failures, step.batch.last_id)
-            return None
+            return Next.GO_ON
         if self._found:
             if len(self._found) >= MAX_FOUND_AT_ONCE:
                 return self._give_up_isolation()
             self._store_isolation(state.failures, step.batch.last_id)
-            return None
+            return Next.GO_ON
         failures = state.failures + 1
         if failures < FAILURES_TO_ISOLATE:
             self._state.record_failure(self._session, failures=failures, suspect_last_id=None)
-            return _STOP
+            return Next.STOP
         log.info("session %s: isolating messages up to %d", self._session, step.batch.last_id)
         self._went_through = False
         self._store_isolation(failures, step.batch.last_id)
-        return None
+        return Next.GO_ON
 
     # --- isolation bookkeeping ----------------------------------------------------------------
 
@@ -408,12 +414,12 @@ class SessionWindow:
             self._session, failures=failures, suspect_last_id=suspect_last_id
         )
 
-    def _give_up_isolation(self) -> str:
+    def _give_up_isolation(self) -> Next:
         """Loom fails batches without the found messages too: skip nothing, start over."""
         log.info("session %s: isolation dropped, nothing skipped", self._session)
         self._found.clear()
         self._state.record_failure(self._session, failures=0, suspect_last_id=None)
-        return _STOP
+        return Next.STOP
 
     def _end_isolation(self, state: SweepSession) -> SweepSession:
         """No suspect is left (all taken): the isolation is over."""
@@ -570,7 +576,7 @@ def refused_entries(session_id: str, refused: Sequence[Refused]) -> list[AuditEn
 
 def queued_entry(session_id: str, taken: Sequence[Message], queue_id: str | None) -> AuditEntry:
     """The audit row naming a queued batch (SWEEP-4): its queue id, size and last message."""
-    shown = queue_id if queue_id and QUEUE_ID_PATTERN.fullmatch(queue_id) else "?"
+    shown = shown_queue_id(queue_id)
     return AuditEntry(
         AUDIT_QUEUED,
         session_id,

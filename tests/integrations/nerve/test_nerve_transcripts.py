@@ -41,6 +41,7 @@ from testbed.nerve_db import NerveDb, ingested, native, restore, text_blocks
 from tests.support.clock import NOW, fixed_clock
 from tests.support.machine_faults import process_holding
 from tests.support.processes import RunNerve, assert_one_line_error
+from tests.support.state_sql import state_rows
 
 pytestmark = pytest.mark.anyio
 
@@ -539,7 +540,7 @@ class TestRestoredCopy:
         )  # fmt: skip
         report = await sweep(source, state, loom)
         assert report.sessions_realigned == 0 and loom.sent_ids() == [ids[2]]
-        kept = state.read("SELECT message_id FROM sweep_mark WHERE session_id = 'a'")
+        kept = state_rows(state, "SELECT message_id FROM sweep_mark WHERE session_id = 'a'")
         assert [row[0] for row in kept] == [ids[1], ids[2]]
 
     @pytest.mark.parametrize("count", range(0, 34))

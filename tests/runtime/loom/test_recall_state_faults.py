@@ -29,6 +29,7 @@ from provisioner.runtime.loom import backend as backend_module
 from provisioner.runtime.loom.backend import LoomMemory
 from provisioner.runtime.state import StateStore
 from tests.support.machine_faults import process_holding
+from tests.support.state_sql import state_rows, state_transaction
 
 from .config_files import loom_config
 
@@ -267,7 +268,7 @@ class TestTheLookupOnTheLoopNeverWaits:
         with StateStore(":memory:") as state:
 
             def hold_then_freeze() -> None:
-                with state.transaction() as db:
+                with state_transaction(state) as db:
                     holding.set()
                     release.wait()
                     db.execute(
@@ -362,9 +363,9 @@ class TestAFullState:
         for fact in facts:
             gateway.app.store.remember(fact)
         with StateStore(":memory:") as state:
-            state.read("VACUUM")  # no free page left over from the schema's steps to reuse
-            (pages,) = state.read("PRAGMA page_count")[0]
-            state.read(f"PRAGMA max_page_count = {pages}")  # no page more: the disk is full
+            state_rows(state, "VACUUM")  # no free page left over from the schema's steps to reuse
+            (pages,) = state_rows(state, "PRAGMA page_count")[0]
+            state_rows(state, f"PRAGMA max_page_count = {pages}")  # no page more: the disk is full
             async with backend(gateway, state=state) as memory:
                 recall = await memory.startup_recall("s-1")
                 assert await memory.startup_recall("s-1") == recall

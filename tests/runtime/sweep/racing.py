@@ -51,11 +51,12 @@ def open_state_store(path: str, results: Queue, barrier: Barrier) -> None:
     Puts ``("opened", version)`` or ``("failed", "Type: message")`` on ``results``.
     """
     from provisioner.runtime.state import StateStore
+    from tests.support.state_sql import state_rows
 
     barrier.wait(BARRIER_TIMEOUT_S)
     try:
         with StateStore(path) as store:
-            version = store.read("PRAGMA user_version")[0][0]
+            version = state_rows(store, "PRAGMA user_version")[0][0]
     except Exception as error:  # the test shows whatever it was
         results.put(("failed", f"{type(error).__name__}: {error}"))
         return

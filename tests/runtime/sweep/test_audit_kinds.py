@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.runtime import state as state_file
 from provisioner.runtime.state import (
     AUDIT_BATCH_KINDS,
     AUDIT_KINDS,
@@ -18,7 +17,9 @@ from provisioner.runtime.state import (
     AuditEntry,
     StateStore,
 )
+from provisioner.runtime.state import schema as state_file
 from tests.support.repo import REPO_ROOT
+from tests.support.state_sql import state_rows
 
 PACKAGE = REPO_ROOT / "provisioner"
 REGISTRY = Path(state_file.__file__)
@@ -127,7 +128,7 @@ class TestTheIndex:
     def test_reads_by_kind_search_the_index(self, state: StateStore, sql: str) -> None:
         parameters = [AUDIT_LEFT_TO_MEMU] * sql.count("?")
         plan = " ".join(
-            str(row["detail"]) for row in state.read(f"EXPLAIN QUERY PLAN {sql}", parameters)
+            str(row["detail"]) for row in state_rows(state, f"EXPLAIN QUERY PLAN {sql}", parameters)
         )
         assert "SEARCH sweep_audit USING" in plan and "INDEX sweep_audit_by_kind" in plan
         assert "SCAN sweep_audit" not in plan

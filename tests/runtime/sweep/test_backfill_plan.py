@@ -33,6 +33,7 @@ from provisioner.runtime.sweep.backfill import (
     BackfillMove,
     BackfillView,
     parse_backfill,
+    read_ledger,
     run_backfill,
     sweep_source,
 )
@@ -44,14 +45,15 @@ from provisioner.runtime.sweep.batching import (
     wire_size,
 )
 from provisioner.runtime.sweep.lock import sweep_lock
-from provisioner.runtime.sweep.plan import ReadOnlyState, StateUnreadable, plan_sweep
-from provisioner.runtime.sweep.start import Memorized, read_ledger, start_new_sessions
+from provisioner.runtime.sweep.plan import StateUnreadable, open_plan_state, plan_sweep
+from provisioner.runtime.sweep.start import Memorized, start_new_sessions
 from provisioner.runtime.sweep.sweeper import Sweeper
 from provisioner.runtime.transcripts import Message, SqliteTranscripts, TranscriptSource
 from testbed.loom import FakeLoom
 from testbed.nerve_db import NerveDb, native
 from tests.support.clock import NOW, fixed_clock
 from tests.support.processes import RunNerve, assert_one_line_error
+from tests.support.state_sql import state_transaction
 
 from .sessions import add_session, sweep
 from .test_queued_followup import StepScript
@@ -333,7 +335,7 @@ class TestPlan:
             await sweep(reader, store, loom)
         nerve.add_many("a", 2, start=10)
         before = (_digest(path), _digest(nerve.path))
-        with ReadOnlyState(path) as state:
+        with open_plan_state(path) as state:
             plan = plan_sweep(reader, state, mode=WAITING, scope=parse_backfill("all"))
         assert plan.due.messages == 2 and plan.backfill is not None
         assert (_digest(path), _digest(nerve.path)) == before
@@ -343,7 +345,7 @@ class TestPlan:
     ) -> None:
         add_session(transcripts, "s", 3)
         path = tmp_path / "nowhere" / "state.sqlite3"
-        with ReadOnlyState(path) as state:
+        with open_plan_state(path) as state:
             assert plan_sweep(transcripts, state, mode=WAITING).due.messages == 3
         assert not path.parent.exists()
 
@@ -361,7 +363,7 @@ class TestPlan:
             db.close()
         before = _digest(path)
         with pytest.raises(StateUnreadable) as raised:
-            ReadOnlyState(path)
+            open_plan_state(path)
         assert str(path) in str(raised.value) and "\n" not in str(raised.value)
         assert _digest(path) == before
 
@@ -580,7 +582,7 @@ class TestBackfillBesideAQueuedBatch:
     ) -> None:
         switched(nerve, 10, memorized=5)
         start_new_sessions(reader, state, ["a"], now=NOW)
-        with state.transaction() as db:
+        with state_transaction(state) as db:
             db.execute(
                 "INSERT INTO queued_batch (queue_id, session_id, after_id, first_id, last_id,"
                 " status, queued_at) VALUES ('q-1', 'a', 5, 6, 10, 'running', 0)"

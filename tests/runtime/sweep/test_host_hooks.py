@@ -22,6 +22,7 @@ from provisioner.runtime.transcripts import Message, SqliteTranscripts
 from testbed.loom import FakeLoom
 from testbed.nerve_db import NerveDb, native
 from tests.support.clock import fixed_clock
+from tests.support.state_sql import state_rows
 
 from .sessions import sweep
 
@@ -80,7 +81,7 @@ class TestTheHostIsTold:
     ) -> None:
         host = HostStore(three_messages())
         await Sweeper(loom, sweep_source(host, state, fixed_clock), state).run_once()
-        rows = state.read("SELECT kind, location FROM sweep_source")
+        rows = state_rows(state, "SELECT kind, location FROM sweep_source")
         assert [tuple(row) for row in rows] == [("host-store", "host://conversations")]
 
     async def test_a_sweep_of_nerve_db_through_the_view_writes_last_memorized_at(

@@ -35,6 +35,7 @@ from testbed.loom import MISSING, FakeLoom, QueuedBatch
 from tests.devgateway.test_loom_op import loom_op_problems
 from tests.support.clock import fixed_clock
 from tests.support.processes import RunNerve
+from tests.support.state_sql import state_rows
 
 from .sessions import add_session
 
@@ -48,9 +49,10 @@ def queued(loom: object, transcripts: SqliteTranscripts, state: StateStore) -> S
 
 def open_batches(state: StateStore) -> list[tuple[str, str, int, int]]:
     """(queue id, status, first id, last id) of every batch still followed."""
-    rows = state.read(
+    rows = state_rows(
+        state,
         "SELECT queue_id, status, first_id, last_id FROM queued_batch WHERE closed_at IS NULL"
-        " ORDER BY seq"
+        " ORDER BY seq",
     )
     return [tuple(row) for row in rows]
 

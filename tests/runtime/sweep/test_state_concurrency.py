@@ -31,8 +31,10 @@ from provisioner.doctor.check import OK, WARN
 from provisioner.runtime import sqlite_file, state
 from provisioner.runtime.sqlite_file import open_database
 from provisioner.runtime.state import MIGRATIONS, SCHEMA_VERSION, StateStore
+from provisioner.runtime.state import schema as state_schema
 from provisioner.runtime.sweep.lock import sweep_lock
 from provisioner.runtime.transcripts import SqliteTranscripts
+from tests.support.state_sql import state_rows
 
 from .racing import PRELOAD, open_state_store, read_output, run_cli
 
@@ -141,7 +143,7 @@ class TestOpeningAtOnce:
 
         def migrate_as_another_process() -> None:
             for script in MIGRATIONS:
-                for statement in state._statements(script):
+                for statement in state_schema._statements(script):
                     other.execute(statement)
             other.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             other.execute("INSERT INTO sweep_session (session_id, watermark) VALUES ('kept', 41)")
@@ -149,7 +151,7 @@ class TestOpeningAtOnce:
         releaser = hold_then_release(other, migrate_as_another_process)
         try:
             with StateStore(path) as store:
-                assert store.read("PRAGMA user_version")[0][0] == SCHEMA_VERSION
+                assert state_rows(store, "PRAGMA user_version")[0][0] == SCHEMA_VERSION
                 assert store.watermark("kept") == 41
         finally:
             releaser.join()
@@ -168,8 +170,8 @@ class TestOpeningAtOnce:
         releaser = hold_then_release(other, lambda: None)
         try:
             with StateStore(path) as store:
-                assert store.read("PRAGMA user_version")[0][0] == SCHEMA_VERSION
-                assert store.read("PRAGMA journal_mode")[0][0] == "wal"
+                assert state_rows(store, "PRAGMA user_version")[0][0] == SCHEMA_VERSION
+                assert state_rows(store, "PRAGMA journal_mode")[0][0] == "wal"
         finally:
             releaser.join()
             other.close()

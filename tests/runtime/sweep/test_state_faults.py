@@ -97,10 +97,10 @@ class FailingWrites(StateStore):
         super().__init__(path)
 
     @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
         if self.failing:
             raise self.error
-        with super().transaction() as db:
+        with super()._transaction() as db:
             yield db
 
 

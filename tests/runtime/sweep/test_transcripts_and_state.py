@@ -12,8 +12,13 @@ from pathlib import Path
 import pytest
 
 from provisioner.runtime.budget import BatchBudget
-from provisioner.runtime.state import AUDIT_CUT, SCHEMA_VERSION, AuditEntry, StateStore, kept_budget
-from provisioner.runtime.sweep.plan import ReadOnlyState
+from provisioner.runtime.state import (
+    AUDIT_CUT,
+    SCHEMA_VERSION,
+    AuditEntry,
+    ReadOnlyState,
+    StateStore,
+)
 from provisioner.runtime.transcripts import (
     TRANSCRIPTS_VERSION,
     SqliteTranscripts,
@@ -23,6 +28,7 @@ from provisioner.runtime.transcripts import (
     utc_instant,
 )
 from tests.support.clock import NOW
+from tests.support.state_sql import state_rows
 
 from .sessions import add_session
 
@@ -243,7 +249,7 @@ class TestStateStore:
         with StateStore(path) as store:
             assert store.batch_budget("waiting", DEFAULT) == DEFAULT
         with ReadOnlyState(path) as reader:
-            assert kept_budget(reader.read, "waiting", DEFAULT) == DEFAULT
+            assert reader.batch_budget("waiting", DEFAULT) == DEFAULT
 
     def test_a_kept_budget_s_odd_reason_and_streak_are_dropped(self, tmp_path: Path) -> None:
         path = tmp_path / "s.sqlite3"
@@ -290,7 +296,7 @@ class TestStateStore:
             recall = store.frozen_recall("s")
             assert recall is not None and recall.items == ("one",)
             assert store.watermark("s") == 0
-            (version,) = store.read("PRAGMA user_version")[0]
+            (version,) = state_rows(store, "PRAGMA user_version")[0]
             assert version == SCHEMA_VERSION
 
     def test_audit_rows_carry_no_text_column(self, state: StateStore) -> None:
