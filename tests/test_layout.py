@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import inspect
 import re
 from pathlib import Path
 
@@ -287,6 +288,26 @@ class TestDocumentedNames:
         assert set(RUNTIME_FACE) <= set(HOST_API)
         for name in RUNTIME_FACE:
             assert getattr(host, name) is getattr(runtime, name), name
+
+    @pytest.mark.parametrize("name", HOST_API)
+    def test_every_method_the_host_api_page_promises_is_there(self, name: str) -> None:
+        """A row of the host API's table that names a call (`open()`, `run_once()`) promises
+        it on that name: each is an attribute of it, unless the row says it has ``no`` such or
+        that something else ``adds`` it."""
+        host = importlib.import_module("provisioner.integrations.nerve")
+        value = getattr(host, name)
+        text = (REPO_ROOT / "docs" / "host-api.md").read_text(encoding="utf-8")
+        row = next(line for line in text.splitlines() if line.startswith(f"| `{name}` |"))
+        promised = set(re.findall(r"(?<!no )(?<!adds )`([a-z_]+)\(", row.split(" | ", 2)[1]))
+        if not inspect.isclass(value):
+            promised = set()  # a function's row names what it returns, not its attributes
+        assert [call for call in sorted(promised) if not hasattr(value, call)] == []
+
+    def test_the_promise_check_reads_the_calls_of_a_row(self) -> None:
+        """The check above is not empty-handed: NerveMemory's row promises its calls."""
+        text = (REPO_ROOT / "docs" / "host-api.md").read_text(encoding="utf-8")
+        row = next(line for line in text.splitlines() if line.startswith("| `NerveMemory` |"))
+        assert {"tool_registry", "mcp_servers", "sweep"} <= set(re.findall(r"`([a-z_]+)\(", row))
 
     @pytest.mark.parametrize(
         "page",
