@@ -29,14 +29,15 @@ from pathlib import Path
 from typing import Any, Protocol, overload
 
 from provisioner.base.errors import UserError
-from provisioner.runtime.loom.settings import (
+from provisioner.runtime.face import (
     LOOM_NAME_PATTERN,
     LOOM_NAME_RULE,
+    LOOM_SERVER,
+    NERVE_SERVER,
     SWEEP_CONCURRENCY_DEFAULT,
     SWEEP_CONCURRENCY_MAX,
     SWEEP_CONCURRENCY_MIN,
 )
-from provisioner.runtime.memory_contract import LOOM_SERVER, NERVE_SERVER
 
 DEFAULT_BACKEND = "memu"  # BACK-1
 

@@ -80,6 +80,7 @@ ROOMS_TOP_DOWN = [
     "provisioner.base",
     "provisioner.runtime",
 ]
+RUNTIME_FACES = {"provisioner.runtime", "provisioner.runtime.face"}  # what other rooms import of it
 SIDE_BY_SIDE = [("provisioner.templating", "provisioner.config")]  # neither imports the other
 DOTTED_NAME = re.compile(r"`(provisioner(?:\.[A-Za-z_][A-Za-z0-9_]*)+)(?:\(\))?`")
 
@@ -231,6 +232,35 @@ class TestRooms:
         assert list(table) == [room for room in ROOMS_TOP_DOWN if room != "provisioner.__main__"]
         for room, documented in table.items():
             assert documented == rooms_imported_by(room), room
+
+    def test_the_provisioning_side_reaches_the_runtime_through_its_two_faces(self) -> None:
+        """Outside provisioner/runtime/, a module imports the runtime's host face
+        (``provisioner.runtime``) or its face to the package (``provisioner.runtime.face``),
+        never a module inside, so every module in there stays internal and may move."""
+        reaching_in = [
+            f"{name} -> {target}"
+            for name in MODULES
+            if room_of(name) != "provisioner.runtime"
+            for target in sorted(imported_modules(name))
+            if room_of(target) == "provisioner.runtime"
+            and target not in {*RUNTIME_FACES, "provisioner"}  # the package's version
+        ]
+        assert reaching_in == []
+
+    def test_every_name_of_the_face_is_used_outside_the_runtime(self) -> None:
+        """The face names what the other rooms use and nothing more: each of its names is
+        imported by a module outside the runtime, and each is there at its home."""
+        face = importlib.import_module("provisioner.runtime.face")
+        used: set[str] = set()
+        for name, path in MODULES.items():
+            if room_of(name) == "provisioner.runtime":
+                continue
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.ImportFrom) and node.module == "provisioner.runtime.face":
+                    used |= {alias.name for alias in node.names}
+        assert sorted(set(face.__all__) - used) == []
+        for name in face.__all__:
+            assert getattr(face, name) is not None, name
 
     def test_the_room_check_sees_a_climb(self) -> None:
         """The order check is not empty-handed: an import up a floor is named, one down is not."""

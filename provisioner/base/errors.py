@@ -10,7 +10,7 @@ runtime stands alone on the ground floor, so the root lives there.
 
 from __future__ import annotations
 
-from provisioner.runtime.errors import EXIT_USAGE, ProvisionerError
+from provisioner.runtime.face import EXIT_USAGE, ProvisionerError
 
 EXIT_TEMPLATE = 3  # GOLD-2: a template that cannot be rendered, told apart from a difference
 

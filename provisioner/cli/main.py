@@ -34,7 +34,7 @@ from provisioner.cli.common import (
     refuse_missing_folders,
     workspace_and_config_dir,
 )
-from provisioner.runtime.errors import EXIT_USAGE, ProvisionerError
+from provisioner.runtime.face import EXIT_USAGE, ProvisionerError
 
 # A command imports only what it runs. The command named on the command line is registered
 # in full; every other one only by its name and help line, which is all the top-level usage
@@ -254,7 +254,7 @@ def _run(argv: Sequence[str] | None) -> int:
     except OSError as error:
         # An OSError that names its file and is a fault of the machine (full, read-only,
         # permission, I/O) is one line with its status (REL-4); anything else is a bug.
-        from provisioner.runtime.errors import file_fault  # deferred: sqlite3
+        from provisioner.runtime.face import file_fault  # deferred: sqlite3
 
         named = file_fault(error, error.filename) if error.filename else None
         if named is None:
@@ -270,7 +270,7 @@ def _command_named(argv: Sequence[str] | None) -> str | None:
 
 def _one_line(error: Exception) -> str:
     """The error as one line, no URL's credentials in it (REL-14)."""
-    from provisioner.runtime.gateway.masking import masked
+    from provisioner.runtime.face import masked
 
     return masked(" ".join(str(error).split("\n")))
 

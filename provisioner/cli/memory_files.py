@@ -27,11 +27,10 @@ from typing import TYPE_CHECKING
 
 from provisioner.cli.common import UsageError, add_workspace_options
 from provisioner.config.paths import MEMORY_DIR, STATE_FILE, TRANSCRIPTS_FILE
-from provisioner.runtime.errors import FileFault, file_fault
+from provisioner.runtime.face import FileFault, file_fault
 
 if TYPE_CHECKING:
-    from provisioner.runtime.state import StateStore
-    from provisioner.runtime.transcripts import SqliteTranscripts
+    from provisioner.runtime.face import SqliteTranscripts, StateStore
 
 # SQLite's answer for a file that is not a database at all (SQLITE_NOTADB's message).
 NOT_A_DATABASE = "file is not a database"
@@ -39,7 +38,7 @@ NOT_A_DATABASE = "file is not a database"
 
 def open_state(path: Path) -> StateStore:
     """The runtime's state file; a ``FileFault`` or ``UsageError`` when it cannot be opened."""
-    from provisioner.runtime.state import StateBusyError, StateStore, StateVersionError
+    from provisioner.runtime.face import StateBusyError, StateStore, StateVersionError
 
     try:
         return StateStore(path)
@@ -53,7 +52,7 @@ def open_state(path: Path) -> StateStore:
 
 def open_transcripts(path: Path) -> SqliteTranscripts:
     """The built-in transcripts file; a ``FileFault`` or ``UsageError`` when it cannot be opened."""
-    from provisioner.runtime.transcripts import SqliteTranscripts, TranscriptsVersionError
+    from provisioner.runtime.face import SqliteTranscripts, TranscriptsVersionError
 
     try:
         return SqliteTranscripts(path)
@@ -65,7 +64,7 @@ def open_transcripts(path: Path) -> SqliteTranscripts:
 
 def busy(path: Path, what: str) -> FileFault:
     """The ``FileFault`` for ``path`` kept locked by another process past our wait (75)."""
-    from provisioner.runtime.sqlite_file import BUSY_TIMEOUT_MS
+    from provisioner.runtime.face import BUSY_TIMEOUT_MS
 
     fault = FileFault(path, "busy")
     fault.args = (

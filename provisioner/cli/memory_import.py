@@ -32,9 +32,13 @@ from provisioner.cli.common import (
 )
 from provisioner.cli.memory_files import add_path_options
 from provisioner.config.paths import default_paths
-from provisioner.runtime.errors import FileFault, file_fault
-from provisioner.runtime.gateway.protocol import nested_deeper_than
-from provisioner.runtime.transcripts import instant_of, parsed_time
+from provisioner.runtime.face import (
+    FileFault,
+    file_fault,
+    instant_of,
+    nested_deeper_than,
+    parsed_time,
+)
 
 IMPORT_FIELDS = ("session_id", "role", "content", "created_at")
 ID_FIELD = "id"  # IMP-1: the record's own key, optional
@@ -311,7 +315,7 @@ def _keys_problem(record: dict[str, Any]) -> str | None:
 
 
 def _fields_problem(record: dict[str, Any]) -> str | None:
-    from provisioner.runtime.loom.answers import MESSAGE_ROLES
+    from provisioner.runtime.face import MESSAGE_ROLES
 
     if not 0 < len(record["session_id"]) <= SESSION_ID_MAX_CHARS:
         return f"session_id must be 1 to {SESSION_ID_MAX_CHARS} characters"

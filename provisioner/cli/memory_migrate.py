@@ -145,7 +145,7 @@ def _dry_run(store: MemuStore, state_path: Path, *, as_json: bool) -> int:
     from provisioner.migration.ledger import final_ids_read_only
     from provisioner.migration.memu_store import MemuReadError
     from provisioner.migration.migrate import dry_run
-    from provisioner.runtime.errors import FileFault, file_fault
+    from provisioner.runtime.face import FileFault, file_fault
 
     try:
         done = final_ids_read_only(state_path)
@@ -177,7 +177,7 @@ async def _migrate(
     printed, with the signal's status, before the cancellation goes on."""
     from provisioner.cli.memory_files import open_state
     from provisioner.migration.migrate import migrate_instance
-    from provisioner.runtime.loom.backend import LoomMemory
+    from provisioner.runtime.face import LoomMemory
 
     progress = _progress_printer()
 
@@ -208,7 +208,7 @@ def exit_status(report: MigrationReport) -> int:
     the state file or memU's store failed (REL-4: 75 busy or full, 73, 74, 2); 1: anything
     else left undone."""
     from provisioner.migration.report import STOPPED_SOURCE, STOPPED_STATE
-    from provisioner.runtime.errors import EXIT_STATUS_OF_KIND
+    from provisioner.runtime.face import EXIT_STATUS_OF_KIND
 
     if report.stopped in UNREACHABLE_STOPS:
         return EXIT_UNREACHABLE

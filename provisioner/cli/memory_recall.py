@@ -38,10 +38,10 @@ from provisioner.base.counts import counted
 from provisioner.cli.common import EXIT_OK, UsageError, add_workspace_options
 from provisioner.cli.memory_files import open_state
 from provisioner.config.paths import MEMORY_DIR, STATE_FILE, default_paths
-from provisioner.runtime.loom.report import failure_words
+from provisioner.runtime.face import failure_words
 
 if TYPE_CHECKING:
-    from provisioner.runtime.loom.backend import LoomMemory
+    from provisioner.runtime.face import LoomMemory
 
 SESSION_ID_MAX_CHARS = 200  # loom-ops: the session ids Loom takes
 STATUS_SCHEMA = 1  # FLEET-4: the version of ``status --json``'s shape
@@ -124,8 +124,7 @@ def _run_recall(args: argparse.Namespace) -> int:
         return _kept_in_memu(args)
     import asyncio
 
-    from provisioner.runtime.loom.backend import LoomMemory
-    from provisioner.runtime.loom.context_block import session_context
+    from provisioner.runtime.face import LoomMemory, session_context
 
     _progress(config)
     path = state_path(config_dir, args.state)
@@ -165,9 +164,7 @@ def _run_status(args: argparse.Namespace) -> int:
         return _kept_in_memu(args, status=True)
     import asyncio
 
-    from provisioner.runtime.errors import MemoryBackendUnavailable
-    from provisioner.runtime.gateway.errors import GatewayError
-    from provisioner.runtime.loom.backend import LoomMemory
+    from provisioner.runtime.face import GatewayError, LoomMemory, MemoryBackendUnavailable
 
     _progress(config)
 
@@ -216,8 +213,7 @@ def _with_sweep_facts(memory: LoomMemory, report: dict[str, Any], config: Any) -
     state file that cannot be read that way leaves the report as the backend gave it.
     """
 
-    from provisioner.runtime.loom.diagnostics import since_last_error
-    from provisioner.runtime.sweep.batching import extraction_mode
+    from provisioner.runtime.face import extraction_mode, since_last_error
 
     mode = extraction_mode(config.loom.defer_extraction)
     if report.get("batch_budget") is None:

@@ -60,13 +60,13 @@ from provisioner.cli.common import (
 from provisioner.cli.memory_files import add_path_options
 from provisioner.cli.sweep_progress import ProgressPrinter, sweep_with_progress
 from provisioner.config.paths import default_paths, found_nerve_db
-from provisioner.runtime.errors import EXIT_TRY_LATER
+from provisioner.runtime.face import EXIT_TRY_LATER
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable
 
     from provisioner.cli.stopping import StopSignals
-    from provisioner.runtime.sweep.outcomes import SweepReport
+    from provisioner.runtime.face import SweepReport
 
 DURATION = re.compile(r"(?P<amount>\d+)(?P<unit>[smh]?)")
 DURATION_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600}
@@ -108,7 +108,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 def _backfill_scope(text: str) -> Any:
     """``all`` or ``since:DATE`` (MIG-2); argparse reports the one-line error as usage."""
-    from provisioner.runtime.sweep.backfill import parse_backfill
+    from provisioner.runtime.face import parse_backfill
 
     try:
         return parse_backfill(text)
@@ -201,10 +201,7 @@ async def _sweep(
     """Sweep once, or every ``every_s`` until interrupted; the exit status of the last sweep.
     A backfill ``scope`` moves the watermarks first, once (75 when another sweep runs)."""
     from provisioner.cli.memory_files import open_state, open_transcripts
-    from provisioner.runtime.loom.backend import LoomMemory
-    from provisioner.runtime.sweep.backfill import sweep_source
-    from provisioner.runtime.sweep.batching import extraction_mode
-    from provisioner.runtime.sweep.sweeper import Sweeper
+    from provisioner.runtime.face import LoomMemory, Sweeper, extraction_mode, sweep_source
 
     transcripts_path, state_path = paths
     source = _nerve_db(transcripts_path) if from_nerve else open_transcripts(transcripts_path)
@@ -227,7 +224,7 @@ async def _sweep(
 def _backfill(source: Any, state: Any, scope: Any, *, as_json: bool) -> bool:
     """Move the watermarks back for ``scope`` (MIG-2) and say how many; False when another
     sweep holds the lock and nothing moved. Sessions the source cannot give are named."""
-    from provisioner.runtime.sweep.backfill import BackfillBusy, backfill_line, run_backfill
+    from provisioner.runtime.face import BackfillBusy, backfill_line, run_backfill
 
     try:
         moves, errors = run_backfill(source, state, scope, now=time.time())
@@ -245,8 +242,7 @@ def _plan(
     """Print what a sweep would send now (MIG-2); 1 when a session could not be read. Nothing
     is sent or written: the state is opened read only; no transcripts database is bad input."""
     from provisioner.cli.memory_files import open_transcripts
-    from provisioner.runtime.sweep.batching import extraction_mode
-    from provisioner.runtime.sweep.plan import StateUnreadable, plan_from_file
+    from provisioner.runtime.face import StateUnreadable, extraction_mode, plan_from_file
 
     transcripts_path, state_path = paths
     if not (from_nerve or transcripts_path.exists()):
@@ -264,7 +260,7 @@ def _plan(
 
 def _nerve_db(path: Path) -> Any:
     """Nerve's ``nerve.db``, read only (NERVE-2); a file that is not it is one line, exit 2."""
-    from provisioner.runtime.nerve_db.transcripts import NerveDatabaseError, NerveTranscripts
+    from provisioner.runtime.face import NerveDatabaseError, NerveTranscripts
 
     try:
         return NerveTranscripts(path)
@@ -279,8 +275,7 @@ def exit_status(report: SweepReport) -> int:
     """The exit status ``report`` tells a monitor (SWEEP-13); see the module's docstring. A
     file that could not be used ends with its fault's status (REL-2, REL-4): 75 busy or full,
     73 read-only or permission, 74 I/O, 2 damaged."""
-    from provisioner.runtime.errors import EXIT_STATUS_OF_KIND
-    from provisioner.runtime.sweep.outcomes import STOPPED_BUSY, UNREACHED_STOPS
+    from provisioner.runtime.face import EXIT_STATUS_OF_KIND, STOPPED_BUSY, UNREACHED_STOPS
 
     if report.fault_kind in EXIT_STATUS_OF_KIND:
         return EXIT_STATUS_OF_KIND[report.fault_kind]
@@ -294,7 +289,7 @@ def exit_status(report: SweepReport) -> int:
 def why_it_stopped(report: SweepReport, gateway_url: str | None) -> str:
     """Why the sweep ended as it did, in a few words: the one line's reason (SWEEP-13). Batches
     never sent are not counted; error kinds are named, never an error's or a message's text."""
-    from provisioner.runtime.sweep.outcomes import STOPPED_BUSY, STOPPED_DONE, UNREACHED_STOPS
+    from provisioner.runtime.face import STOPPED_BUSY, STOPPED_DONE, UNREACHED_STOPS
 
     if report.stopped == STOPPED_BUSY:
         return "another sweep of this state file is running and sweeps these windows"
@@ -321,8 +316,7 @@ def print_report(report: SweepReport, gateway_url: str | None, *, as_json: bool)
     if as_json:
         print(json.dumps({**report.as_dict(), "reason": why, "exit_status": status}), flush=True)
         return status
-    from provisioner.runtime.sweep.outcomes import STOPPED_BUSY, STOPPED_DONE
-    from provisioner.runtime.transcripts import shown_session_id
+    from provisioner.runtime.face import STOPPED_BUSY, STOPPED_DONE, shown_session_id
 
     if report.stopped == STOPPED_BUSY:  # SWEEP-11: another sweep holds the lock
         print(f"sweep already_running: {why}; this one sent nothing", flush=True)

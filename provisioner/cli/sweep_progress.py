@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from provisioner.base.counts import counted
 
 if TYPE_CHECKING:
-    from provisioner.runtime.sweep.outcomes import SweepProgress, SweepReport
+    from provisioner.runtime.face import SweepProgress, SweepReport
 
 PROGRESS_EVERY_S = 10  # our choice: without a terminal, at most one progress line this often
 TICK_S = 1.0  # our choice: how often the waiting time is redrawn while a batch is out
@@ -69,7 +69,7 @@ class ProgressPrinter:
         deadline_s: float | None = None,
     ) -> None:
         if deadline_s is None:
-            from provisioner.runtime.loom.backend import EXTRACT_DEADLINE_S
+            from provisioner.runtime.face import EXTRACT_DEADLINE_S
 
             deadline_s = EXTRACT_DEADLINE_S
         self._stream = stream
@@ -157,7 +157,7 @@ def _is_terminal(stream: TextIO) -> bool:
 
 def _shown(session_id: str, room: int = SESSION_SHOWN_CHARS) -> str:
     """A session id as progress shows it: printable, cut to min(room, SESSION_SHOWN_CHARS)."""
-    from provisioner.runtime.transcripts import shown_session_id
+    from provisioner.runtime.face import shown_session_id
 
     width = max(1, min(SESSION_SHOWN_CHARS, room))
     shown = shown_session_id(session_id)

@@ -36,7 +36,7 @@ from provisioner.cli.common import (
 
 if TYPE_CHECKING:
     from provisioner.config.model import Config
-    from provisioner.runtime.state import StateStore
+    from provisioner.runtime.face import StateStore
 
 DEFAULT_PORT = 8788  # our choice: beside the dev gateway's 8787, clear of Nerve's own 8900
 WEB_EXTRA_HINT = "pip install 'nerve-provisioner[web]'"

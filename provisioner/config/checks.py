@@ -30,8 +30,8 @@ from provisioner.config.model import (
     source_of,
 )
 from provisioner.config.urls import absolute_http_url, has_credentials, redacted
-from provisioner.runtime.loom.settings import boolean_value as runtime_boolean_value
-from provisioner.runtime.loom.settings import whole_number_value
+from provisioner.runtime.face import boolean_value as runtime_boolean_value
+from provisioner.runtime.face import whole_number_value
 
 LOCKDOWN_KEY = "lockdown"  # CONF-3: read from settings.yaml only
 GATEWAY_URL_KEY = "mcp_gateway_url"  # CONF-6

@@ -42,7 +42,7 @@ from provisioner.config.checks import (
 )
 from provisioner.config.expansion import MissingVariables, expand_tree, overlay, record_leaves
 from provisioner.config.model import Config, ConfigError, ConfigFile, kind_of, located
-from provisioner.runtime.errors import file_fault
+from provisioner.runtime.face import file_fault
 
 # CONF-1: the layers, lowest first.
 SETTINGS_FILE = Path("config") / "settings.yaml"  # CONF-1: tracked, under the workspace

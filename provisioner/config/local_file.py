@@ -19,7 +19,7 @@ import yaml
 from provisioner.base.errors import UserError
 from provisioner.base.files import write_atomically
 from provisioner.config.bounded_yaml import YamlLimitError, load_bounded, read_small_text
-from provisioner.runtime.errors import faults_named
+from provisioner.runtime.face import faults_named
 
 LOCAL_CONFIG_NAME = "config.local.yaml"  # CONF-1
 EMBEDDINGS_KEY_PATH: tuple[str, ...] = ("openai_api_key",)  # INIT-3, NERVE-8: where Nerve reads it

@@ -14,7 +14,7 @@ from typing import Any
 
 from provisioner.backends import LoomSettings
 from provisioner.base.errors import UserError
-from provisioner.runtime.gateway.masking import masked
+from provisioner.runtime.face import masked
 
 
 class ConfigError(UserError):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from urllib.parse import SplitResult, urlsplit
 
-from provisioner.runtime.gateway.masking import masked
+from provisioner.runtime.face import masked
 
 HTTP_SCHEMES = ("http", "https")  # CONF-5, CONF-6
 

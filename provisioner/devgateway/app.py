@@ -64,7 +64,7 @@ from provisioner.devgateway.faults import (
 )
 from provisioner.devgateway.loom_server import MCP_PATH, build_loom_server, loom_http_app
 from provisioner.devgateway.store import LoomStandIn
-from provisioner.runtime.gateway.protocol import nested_deeper_than
+from provisioner.runtime.face import nested_deeper_than
 
 ANSWER_MODES = ("json", "sse", "mixed")
 CATALOG_GENERATION = 1

@@ -39,7 +39,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from provisioner.runtime.errors import faults_named
+from provisioner.runtime.face import faults_named
 
 DEV_ORG = "dev"  # the org the stand-in resolves for every caller
 HOME_NAMESPACE = "agent"  # the caller's home namespace

@@ -23,7 +23,7 @@ from provisioner.config.expansion import VARIABLE_REFERENCE
 from provisioner.config.loader import LAYER_LOCAL, SKIPPED_ABSENT, SKIPPED_LOCKDOWN, load_config
 from provisioner.config.model import Config, ConfigError
 from provisioner.doctor.check import ERR, OK, WARN, Check, joined, lookup
-from provisioner.runtime.errors import FileFault
+from provisioner.runtime.face import FileFault
 
 # DOC-1: the values whose origin doctor names; the memory.loom keys only under Loom.
 ORIGIN_KEYS = ("memory.backend", "mcp_gateway_url")

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from provisioner.base.errors import UserError
 from provisioner.doctor.check import ERR, OK, WARN, Check
-from provisioner.runtime.errors import ProvisionerError
+from provisioner.runtime.face import ProvisionerError
 from provisioner.workspace.init import InitWorker
 from provisioner.workspace.records import RecordDamaged
 from provisioner.workspace.state import read_manifest

@@ -23,7 +23,7 @@ from provisioner.base.counts import counted
 from provisioner.config.paths import default_paths
 from provisioner.doctor.check import OK, WARN, Check
 from provisioner.doctor.sweep import READ_TIMEOUT_S, _is_busy
-from provisioner.runtime.state import (
+from provisioner.runtime.face import (
     LEDGER_FAILING,
     LEDGER_FINAL_STATUSES,
     MigrationRun,

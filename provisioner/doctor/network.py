@@ -18,12 +18,16 @@ from collections.abc import Awaitable, Callable
 from provisioner.base.counts import counted
 from provisioner.config.model import Config
 from provisioner.doctor.check import ERR, OK, WARN, Check, joined
-from provisioner.runtime.errors import MemoryBackendUnavailable
-from provisioner.runtime.gateway.catalog import CATALOG_DEADLINE_S, GatewayCatalog
-from provisioner.runtime.gateway.errors import CatalogError, GatewayError
-from provisioner.runtime.loom.backend import LoomMemory
-from provisioner.runtime.loom.contract import LOOM_OP_TOOL
-from provisioner.runtime.memory_contract import LOOM_SERVER
+from provisioner.runtime.face import (
+    CATALOG_DEADLINE_S,
+    LOOM_OP_TOOL,
+    LOOM_SERVER,
+    CatalogError,
+    GatewayCatalog,
+    GatewayError,
+    LoomMemory,
+    MemoryBackendUnavailable,
+)
 from provisioner.templating.folder import loom_core_tools
 
 NETWORK_CHECK_DEADLINE_S = 8.0  # DOC-1: each network check; the whole run ends within 10 s

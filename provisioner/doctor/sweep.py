@@ -32,8 +32,14 @@ from provisioner.base.command import command
 from provisioner.base.counts import counted
 from provisioner.config.paths import default_paths
 from provisioner.doctor.check import OK, WARN, Check
-from provisioner.runtime.loom.report import CODE_MAX_CHARS, SWEEP_OPS, failure_words
-from provisioner.runtime.state import AUDIT_WENT_BACK, AuditNote, ReadOnlyState
+from provisioner.runtime.face import (
+    AUDIT_WENT_BACK,
+    CODE_MAX_CHARS,
+    SWEEP_OPS,
+    AuditNote,
+    ReadOnlyState,
+    failure_words,
+)
 
 READ_TIMEOUT_S = 1.0  # our choice: a sweep or a new file's setup holds its lock for one short
 # transaction; a loaded machine may stretch that past a few tenths of a second

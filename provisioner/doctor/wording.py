@@ -33,7 +33,7 @@ from provisioner.backends import Backend, get_backend
 from provisioner.base.command import command, program_words
 from provisioner.doctor.check import OK, WARN, Check, joined
 from provisioner.doctor.cron_prompts import CRON_FILES, CRON_FOLDER, NOT_A_JOBS_FILE, prompt_view
-from provisioner.runtime.errors import CAUSE_OF_KIND, FileFault
+from provisioner.runtime.face import CAUSE_OF_KIND, FileFault
 from provisioner.templating.folder import ACTIVE_FOLDER, ContractFixtureError
 from provisioner.templating.wording import NamedTool, places_not_nameable
 from provisioner.workspace.fs import WorkspaceRefused, WorkspaceRoot

@@ -40,7 +40,7 @@ from provisioner.fleet.run import (
     UP_TO_DATE,
     WorkspaceOutcome,
 )
-from provisioner.runtime.errors import (
+from provisioner.runtime.face import (
     EXIT_CANNOT_CREATE,
     EXIT_IO,
     EXIT_LOOK_AT_FILE,

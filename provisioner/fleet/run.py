@@ -28,8 +28,13 @@ from dataclasses import dataclass, field
 
 from provisioner.base.errors import TemplateBroken
 from provisioner.fleet.inventory import Entry, workspace_refusal
-from provisioner.runtime.errors import EXIT_LOOK_AT_FILE, FileFault, ProvisionerError, file_fault
-from provisioner.runtime.gateway.masking import masked
+from provisioner.runtime.face import (
+    EXIT_LOOK_AT_FILE,
+    FileFault,
+    ProvisionerError,
+    file_fault,
+    masked,
+)
 from provisioner.workspace.init import InitWorker
 from provisioner.workspace.jinja_render import RenderCache
 from provisioner.workspace.lock import WorkspaceBusy

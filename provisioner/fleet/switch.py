@@ -63,7 +63,7 @@ from provisioner.config.local_file import SWITCH_BACKEND, switch_line, write_swi
 from provisioner.fleet.run import CONFLICT, ERROR, FleetRun
 from provisioner.fleet.switch_budget import FLEET_MAX_CALLS, FleetBudget, FleetLoom
 from provisioner.fleet.switch_inventory import MEMU_DB_FILE, SwitchEntry
-from provisioner.runtime.errors import (
+from provisioner.runtime.face import (
     EXIT_TRY_LATER,
     FileFault,
     OperatorMustAct,
@@ -188,7 +188,7 @@ class SharedLoom:
 
     async def memory_for(self, config: Any) -> Any:
         """The open backend for ``config``'s gateway and Loom settings."""
-        from provisioner.runtime.loom.backend import LoomMemory
+        from provisioner.runtime.face import LoomMemory
 
         key = (
             config.mcp_gateway_url,
@@ -405,7 +405,7 @@ class FleetSwitch:
         looms: SharedLoom,
         outcome: InstanceOutcome,
     ) -> None:
-        from provisioner.runtime.state import StateStore
+        from provisioner.runtime.face import StateStore
 
         memu = instance.memu_db or _memu_db_of(config, instance.entry.config_dir)
         nerve = instance.nerve_db
@@ -470,10 +470,13 @@ class FleetSwitch:
         config: Any,
         outcome: InstanceOutcome,
     ) -> None:
-        from provisioner.runtime.nerve_db.transcripts import NerveDatabaseError, NerveTranscripts
-        from provisioner.runtime.sweep.backfill import sweep_source
-        from provisioner.runtime.sweep.batching import extraction_mode
-        from provisioner.runtime.sweep.sweeper import Sweeper
+        from provisioner.runtime.face import (
+            NerveDatabaseError,
+            NerveTranscripts,
+            Sweeper,
+            extraction_mode,
+            sweep_source,
+        )
 
         try:
             source = NerveTranscripts(nerve)

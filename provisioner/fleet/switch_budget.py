@@ -40,10 +40,15 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-from provisioner.runtime.clock import Sleep
-from provisioner.runtime.gateway.errors import CodedFault, MayPass
-from provisioner.runtime.loom.types import Extracted, MemoryWrite, WriteVerdict
-from provisioner.runtime.transcripts import Message
+from provisioner.runtime.face import (
+    CodedFault,
+    Extracted,
+    MayPass,
+    MemoryWrite,
+    Message,
+    Sleep,
+    WriteVerdict,
+)
 
 FLEET_START_CALLS = 16  # FLEET-9 (our choice): calls in flight across the fleet at first
 FLEET_MAX_CALLS = 128  # FLEET-9 (our choice): at most, across the fleet's connection pools
@@ -222,7 +227,7 @@ class FleetLoom:
     def extraction_queue(self) -> Any:
         """The backend's queue of deferred extractions (SWEEP-15), for a sweep in queued mode:
         its status calls are few and light, so they go beside the budget."""
-        from provisioner.runtime.loom.queue import extraction_queue
+        from provisioner.runtime.face import extraction_queue
 
         return extraction_queue(self._memory)
 

@@ -28,7 +28,7 @@ from provisioner.base.errors import UserError
 from provisioner.base.files import file_mode, write_atomically
 from provisioner.golden.places import WordingPlace, wording_places
 from provisioner.golden.shown import is_manifest, manifest_summary, new_file_detail
-from provisioner.runtime.errors import faults_named
+from provisioner.runtime.face import faults_named
 from provisioner.templating import jobs
 from provisioner.templating.folder import SHIPPED_PROMPTS_NAME, active_folder
 from provisioner.templating.wording import (

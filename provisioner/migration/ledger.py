@@ -25,8 +25,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from provisioner.runtime.loom.types import WriteVerdict
-from provisioner.runtime.state import (
+from provisioner.runtime.face import (
     AUDIT_MIGRATION_SKIPPED,
     LEDGER_CONFLICT,
     LEDGER_FAILING,
@@ -39,8 +38,10 @@ from provisioner.runtime.state import (
     MigrationRun,
     ReadOnlyState,
     StateStore,
+    WriteVerdict,
+    file_lock,
+    lock_path_of,
 )
-from provisioner.runtime.sweep.lock import file_lock, lock_path_of
 
 STATUS_OF_VERDICT = {"conflict": LEDGER_CONFLICT, "rejected": LEDGER_REJECTED}  # else written
 FAILURES_TO_SKIP = 3  # MIG-1: Loom's uncoded error three runs in a row skips the item

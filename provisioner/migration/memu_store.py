@@ -48,9 +48,14 @@ from provisioner.migration.memu_values import (
     text_factory,
     text_of,
 )
-from provisioner.runtime.errors import FaultKind, FileFault, StoreFault, classify_file_error
-from provisioner.runtime.loom.answers import TAGS_MAX
-from provisioner.runtime.loom.types import MemoryWrite
+from provisioner.runtime.face import (
+    TAGS_MAX,
+    FaultKind,
+    FileFault,
+    MemoryWrite,
+    StoreFault,
+    classify_file_error,
+)
 
 ITEMS_TABLE = "memu_memory_items"  # Nerve's name for memU's sqlite_memory_items
 CATEGORIES_TABLE = "memu_memory_categories"  # ... for sqlite_memory_categories

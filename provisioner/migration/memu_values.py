@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
-from provisioner.runtime.loom.answers import MEMORY_TEXT_MAX_CHARS, TAG_MAX_CHARS, TAGS_MAX
+from provisioner.runtime.face import MEMORY_TEXT_MAX_CHARS, TAG_MAX_CHARS, TAGS_MAX
 
 KEY_PREFIX = "memu-"  # MIG-1: an item's key in Loom is memu-<its memU id>
 MEMU_TYPES = ("profile", "event", "knowledge", "behavior", "skill", "tool")  # memu-py 1.4.0

@@ -78,23 +78,28 @@ from provisioner.migration.report import (
     DryRunReport,
     MigrationReport,
 )
-from provisioner.runtime.clock import Sleep
-from provisioner.runtime.errors import MemoryBackendUnavailable, classify_file_error
-from provisioner.runtime.gateway.errors import (
+from provisioner.runtime.face import (
+    SWEEP_ERRORS,
+    WRITE_DEADLINE_S,
     BrokenAnswer,
     CatalogError,
     CircuitOpen,
     CodedFault,
     ContractBroken,
     GatewayCallTimeout,
+    LedgerEntry,
     MayPass,
+    MemoryBackendUnavailable,
+    MemoryWrite,
     NoAnswer,
     NotNow,
+    Sleep,
+    StateStore,
+    WriteVerdict,
+    classify_file_error,
+    error_kind,
+    reaction_to,
 )
-from provisioner.runtime.loom.types import MemoryWrite, WriteVerdict
-from provisioner.runtime.loom.write import WRITE_DEADLINE_S
-from provisioner.runtime.state import LedgerEntry, StateStore
-from provisioner.runtime.sweep.outcomes import SWEEP_ERRORS, error_kind, reaction_to
 
 WRITE_GUARD_S = 10.0  # our choice: past the write's deadline and this, the run stops waiting
 SKIP_REASON = f"Loom's internal error {FAILURES_TO_SKIP} runs in a row"

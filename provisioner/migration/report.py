@@ -11,8 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from provisioner.base.counts import counted
-from provisioner.runtime.errors import CAUSE_OF_KIND
-from provisioner.runtime.loom.types import WRITE_VERDICTS
+from provisioner.runtime.face import CAUSE_OF_KIND, WRITE_VERDICTS
 
 IDS_SHOWN = 20  # our choice: ids a text report lists per kind; --json lists them all
 

@@ -5,7 +5,8 @@ the gateway's wire contract (contracts/gateway.md) with httpx alone, so importin
 cheap and a template or SDK upgrade cannot change how Nerve talks to Loom.
 
 These are the runtime's half of the host API (``provisioner.integrations.nerve``, described in
-docs/host-api.md), and its only public names; every module under this package is internal and
+docs/host-api.md), and its only public names. The package's other rooms reach the runtime
+through ``provisioner.runtime.face``; every other module under this package is internal and
 may move:
 
 * ``LoomMemory`` — the Loom backend: startup recall, extraction, health, diagnostics

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from provisioner.backends import BACKEND_NAMES, get_backend
-from provisioner.runtime.loom.context_block import SHAPES, session_context
+from provisioner.runtime.face import SHAPES, session_context
 from provisioner.templating.folder import ACTIVE_FOLDER
 
 

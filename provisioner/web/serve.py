@@ -40,14 +40,12 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from provisioner.base.loopback import is_loopback_request
 from provisioner.config.model import Config
-from provisioner.runtime.errors import MemoryBackendUnavailable
-from provisioner.runtime.gateway.errors import GatewayError
-from provisioner.runtime.loom.backend import LoomMemory
+from provisioner.runtime.face import GatewayError, LoomMemory, MemoryBackendUnavailable
 from provisioner.web.page import PAGE_HEADERS
 from provisioner.web.routes import SafeJSONResponse, memory_router
 
 if TYPE_CHECKING:
-    from provisioner.runtime.state import StateStore
+    from provisioner.runtime.face import StateStore
 
 PAGE_PATH = "/memory"
 PROBED_PATHS = frozenset({PAGE_PATH, "/api/diagnostics/memory"})  # what shows diagnostics

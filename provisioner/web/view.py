@@ -16,7 +16,7 @@ from typing import Any, Protocol, TypeAlias, runtime_checkable
 from provisioner.backends import get_backend
 from provisioner.config.model import Config
 from provisioner.config.urls import absolute_http_url
-from provisioner.runtime.loom.report import failure_words
+from provisioner.runtime.face import failure_words
 
 CARD_MAX_ROWS = 60  # our choice: a diagnostics dict is a dozen values
 CARD_MAX_DEPTH = 3  # our choice: diagnostics nest two levels at most

@@ -30,7 +30,7 @@ from pathlib import Path, PurePosixPath
 
 from provisioner.base.errors import UserError
 from provisioner.base.files import TEMPORARY_SUFFIX
-from provisioner.runtime.errors import FileFault, file_fault
+from provisioner.runtime.face import FileFault, file_fault
 
 # INIT-7: init's files are kilobytes; a bigger file is read only this far, which is enough to
 # know it is not init's (its bytes and digest cannot match), and bounds what a planted huge

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 
 from provisioner.base.errors import UserError
-from provisioner.runtime.errors import EXIT_TRY_LATER
+from provisioner.runtime.face import EXIT_TRY_LATER
 from provisioner.workspace.fs import LINK_PROBLEM, WorkspaceRoot, machine_fault, refusal
 
 LOCK_PATH = ".nerve/init.lock"  # INIT-7

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from provisioner.backends import DEFAULT_BACKEND, DEFAULT_PROFILE
 from provisioner.base.errors import TemplateBroken
 from provisioner.config.loader import SETTINGS_FILE
-from provisioner.runtime.errors import faults_named
+from provisioner.runtime.face import faults_named
 from provisioner.templating.folder import TemplateFolder, active_folder
 
 if TYPE_CHECKING:

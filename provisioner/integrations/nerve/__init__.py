@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from provisioner.runtime.lazy import lazy_names
+from provisioner.runtime.face import lazy_names
 
 if TYPE_CHECKING:  # the names for type checkers; at run time each comes from _HOME
     from provisioner.integrations.nerve.cli import extend_cli  # noqa: F401
@@ -68,8 +68,10 @@ if TYPE_CHECKING:  # the names for type checkers; at run time each comes from _H
         TranscriptSource,
         memory_backend,
     )
-    from provisioner.runtime.loom.context_block import session_context  # noqa: F401
-    from provisioner.runtime.nerve_db.transcripts import NerveTranscripts  # noqa: F401
+    from provisioner.runtime.face import (
+        NerveTranscripts,  # noqa: F401
+        session_context,  # noqa: F401
+    )
     from provisioner.templating.jobs import load_cron_jobs  # noqa: F401
     from provisioner.web import fastapi_router  # noqa: F401
 

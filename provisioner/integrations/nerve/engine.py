@@ -40,8 +40,7 @@ from provisioner.backends import MEMU_TOOLS
 from provisioner.base.errors import UserError
 from provisioner.config.paths import MEMORY_DIR, STATE_FILE, find_folders
 from provisioner.integrations.nerve.settings import nerve_settings
-from provisioner.runtime.errors import ProvisionerRuntimeError
-from provisioner.runtime.loom.settings import memory_backend
+from provisioner.runtime.face import ProvisionerRuntimeError, memory_backend
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +130,7 @@ class NerveMemory:
         version, or a ``nerve.db`` that is not Nerve's, raises (the host's to fix)."""
         if not self.active or self.loom is not None:
             return self.active
-        from provisioner.runtime.loom.backend import LoomMemory
+        from provisioner.runtime.face import LoomMemory
 
         self.state_path.parent.mkdir(parents=True, exist_ok=True)
         self.loom = await LoomMemory.from_settings(self.settings, state_path=self.state_path).open()
@@ -227,7 +226,7 @@ class NerveMemory:
         Empty under memU. Never raises for Loom's or the state's failures."""
         if not self.active:
             return []
-        from provisioner.runtime.loom.context_block import session_context
+        from provisioner.runtime.face import session_context
 
         if self.loom is None:
             text = session_context((), recalled=False, shape="legacy")
