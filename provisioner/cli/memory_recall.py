@@ -216,8 +216,8 @@ def _with_sweep_facts(memory: LoomMemory, report: dict[str, Any], config: Any) -
     state file that cannot be read that way leaves the report as the backend gave it.
     """
 
+    from provisioner.runtime.budget import extraction_mode
     from provisioner.runtime.loom.diagnostics import since_last_error
-    from provisioner.runtime.sweep.batching import extraction_mode
 
     mode = extraction_mode(config.loom.defer_extraction)
     if report.get("batch_budget") is None:

@@ -201,9 +201,9 @@ async def _sweep(
     """Sweep once, or every ``every_s`` until interrupted; the exit status of the last sweep.
     A backfill ``scope`` moves the watermarks first, once (75 when another sweep runs)."""
     from provisioner.cli.memory_files import open_state, open_transcripts
+    from provisioner.runtime.budget import extraction_mode
     from provisioner.runtime.loom.backend import LoomMemory
-    from provisioner.runtime.sweep.backfill import sweep_source
-    from provisioner.runtime.sweep.batching import extraction_mode
+    from provisioner.runtime.sweep.source import sweep_source
     from provisioner.runtime.sweep.sweeper import Sweeper
 
     transcripts_path, state_path = paths
@@ -245,7 +245,7 @@ def _plan(
     """Print what a sweep would send now (MIG-2); 1 when a session could not be read. Nothing
     is sent or written: the state is opened read only; no transcripts database is bad input."""
     from provisioner.cli.memory_files import open_transcripts
-    from provisioner.runtime.sweep.batching import extraction_mode
+    from provisioner.runtime.budget import extraction_mode
     from provisioner.runtime.sweep.plan import StateUnreadable, plan_from_file
 
     transcripts_path, state_path = paths

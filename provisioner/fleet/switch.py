@@ -470,9 +470,9 @@ class FleetSwitch:
         config: Any,
         outcome: InstanceOutcome,
     ) -> None:
+        from provisioner.runtime.budget import extraction_mode
         from provisioner.runtime.nerve_db.transcripts import NerveDatabaseError, NerveTranscripts
-        from provisioner.runtime.sweep.backfill import sweep_source
-        from provisioner.runtime.sweep.batching import extraction_mode
+        from provisioner.runtime.sweep.source import sweep_source
         from provisioner.runtime.sweep.sweeper import Sweeper
 
         try:

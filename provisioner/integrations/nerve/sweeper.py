@@ -20,9 +20,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from provisioner.config.paths import NERVE_DB_FILE, nerve_home
+from provisioner.runtime.budget import extraction_mode
 from provisioner.runtime.loom.backend import LoomMemory
 from provisioner.runtime.nerve_db.transcripts import NerveTranscripts
-from provisioner.runtime.sweep.batching import extraction_mode
 from provisioner.runtime.sweep.sweeper import Sweeper
 from provisioner.runtime.transcripts import TranscriptSource
 

@@ -58,7 +58,12 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-from provisioner.runtime.budget import WAITING_MAX_BYTES, WAITING_MAX_MESSAGES, BatchBudget
+from provisioner.runtime.budget import (
+    WAITING_MAX_BYTES,
+    WAITING_MAX_MESSAGES,
+    BatchBudget,
+    ExtractionMode,
+)
 from provisioner.runtime.clock import Clock
 from provisioner.runtime.loom.answers import MESSAGE_ROLES
 from provisioner.runtime.loom.types import Extracted
@@ -75,13 +80,7 @@ from provisioner.runtime.state import (
     SweepSession,
 )
 from provisioner.runtime.state.records import shown_queue_id
-from provisioner.runtime.sweep.batching import (
-    Batch,
-    ExtractionMode,
-    build_batch,
-    pick_context,
-    wire_size,
-)
+from provisioner.runtime.sweep.batching import Batch, build_batch, pick_context, wire_size
 from provisioner.runtime.sweep.concurrency import SharedBudget
 from provisioner.runtime.sweep.followup import FollowUp
 from provisioner.runtime.sweep.outcomes import (
