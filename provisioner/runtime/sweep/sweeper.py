@@ -11,8 +11,9 @@ method), the transcripts and the state. ``await sweeper.run_once()`` sweeps once
 ``SweepReport``; a second caller while a sweep runs returns at once with ``stopped ==
 "already_running"`` (SWEEP-11). How each failure is answered is in ``outcomes``; one
 session's window — read from the source page by page, its batches, the isolation of a failing
-batch and what it records — is in ``window``; a source that went back below a watermark, and a
-host told how far the sweep got, in ``realign`` (NERVE-3).
+batch and what it records — is in ``window``; a source that went back below a watermark in
+``realign``; the source as the sweep reads it — where new sessions start, what a backfill
+passes over, the host told how far the sweep got — in ``source`` (MIG-2, NERVE-3).
 
 Sessions are swept side by side (SWEEP-14, ``concurrency``): up to ``concurrency`` windows in
 flight, never two of one session, under a limit that starts at one and follows what Loom
