@@ -38,7 +38,7 @@ from provisioner.runtime.state import (  # noqa: E402
     AUDIT_LEFT_TO_MEMU,
     StateStore,
 )
-from provisioner.runtime.sweep.backfill import read_ledger  # noqa: E402
+from provisioner.runtime.sweep.source import read_ledger  # noqa: E402
 
 INDEX = "sweep_audit_by_kind"
 TARGET_MS = 10.0

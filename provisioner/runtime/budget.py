@@ -1,12 +1,14 @@
 """How much one extraction call may carry, and how that shrinks and grows back (SWEEP-3…SWEEP-6).
 
-A batch budget is a number of messages and a number of request-body bytes. Each extraction
-mode starts from its own default (``WAITING``: 100 messages in 128 KiB; ``QUEUED``: 400 in
-768 KiB). When the gateway refuses a body as too large (413), gives up after its call limit,
-or the client's own deadline passes with no answer, the budget halves, messages and bytes,
-never below 10 messages in 16 KiB. A cut made by a timeout grows back, doubling toward the
-default, after ten batches in a row went through; a cut made by a body too large stays, since
-the gateway's body limit does not change by itself.
+A batch budget is a number of messages and a number of request-body bytes. An extraction mode
+(``ExtractionMode``) is a batch limit: whether Loom answers a batch at once (waiting, SWEEP-3)
+or queues it (queued, SWEEP-4), and the most one call may carry. Each mode's budget starts
+from those limits (``WAITING``: 100 messages in 128 KiB; ``QUEUED``: 400 in 768 KiB). When the
+gateway refuses a body as too large (413), gives up after its call limit, or the client's own
+deadline passes with no answer, the budget halves, messages and bytes, never below 10 messages
+in 16 KiB. A cut made by a timeout grows back, doubling toward the default, after ten batches
+in a row went through; a cut made by a body too large stays, since the gateway's body limit
+does not change by itself.
 
 Context turns sent with a batch come out of the same budget (SWEEP-6): they get a fixed share
 of it, which shrinks as the budget does, so a budget at its minimum still leaves room for the
@@ -114,3 +116,36 @@ class BatchBudget:
         """``"100 messages / 128 KiB"``, with the cut reason when there is one."""
         text = f"{self.messages} messages / {self.bytes // KIB} KiB"
         return f"{text} (cut: {self.cut_reason})" if self.cut_reason else text
+
+
+@dataclass(frozen=True)
+class ExtractionMode:
+    """Waiting (SWEEP-3) or queued (SWEEP-4) extraction, with its batch limits."""
+
+    name: str
+    defer: bool
+    max_messages: int
+    max_bytes: int
+
+    def default_budget(self) -> BatchBudget:
+        """The budget at this mode's limits: where it starts, and what a cut grows back to."""
+        return BatchBudget.default(self.max_messages, self.max_bytes)
+
+
+WAITING = ExtractionMode("waiting", False, WAITING_MAX_MESSAGES, WAITING_MAX_BYTES)  # SWEEP-3
+QUEUED = ExtractionMode("queued", True, QUEUED_MAX_MESSAGES, QUEUED_MAX_BYTES)  # SWEEP-4
+
+
+def extraction_mode(defer_extraction: bool) -> ExtractionMode:
+    """The mode ``memory.loom.defer_extraction`` asks for (SWEEP-3, SWEEP-4, SWEEP-15).
+
+    Waiting is the default: a batch Loom fails fails the call, and the watermark stays.
+    Queued hands batches over with ``defer: true``; Loom extracts them later, with tries of
+    its own out of sight. Where the catalog lists ``loom_op``, each queued batch is followed
+    up (``sweep.followup``): ``memory.extraction_status_mine`` says how it stands, the watermark
+    moves only once it is written, a failed one is queued again once with
+    ``memory.extraction_retry_mine``, and after that its window is sent in waiting mode.
+    Without ``loom_op`` the watermark moves when Loom queues a batch, so a batch Loom's own
+    tries fail is lost (the audit log names each queued batch; ``nerve doctor`` warns).
+    """
+    return QUEUED if defer_extraction else WAITING

@@ -16,6 +16,9 @@ from typing import TYPE_CHECKING
 from provisioner.runtime.lazy import lazy_names
 
 if TYPE_CHECKING:  # the names for type checkers; at run time each comes from _HOME
+    from provisioner.runtime.budget import (  # noqa: F401
+        extraction_mode,
+    )
     from provisioner.runtime.clock import (  # noqa: F401
         Sleep,
     )
@@ -144,10 +147,6 @@ if TYPE_CHECKING:  # the names for type checkers; at run time each comes from _H
         backfill_line,
         parse_backfill,
         run_backfill,
-        sweep_source,
-    )
-    from provisioner.runtime.sweep.batching import (  # noqa: F401
-        extraction_mode,
     )
     from provisioner.runtime.sweep.lock import (  # noqa: F401
         file_lock,
@@ -167,6 +166,9 @@ if TYPE_CHECKING:  # the names for type checkers; at run time each comes from _H
         StateUnreadable,
         plan_from_file,
     )
+    from provisioner.runtime.sweep.source import (  # noqa: F401
+        sweep_source,
+    )
     from provisioner.runtime.sweep.sweeper import (  # noqa: F401
         Sweeper,
     )
@@ -181,6 +183,7 @@ if TYPE_CHECKING:  # the names for type checkers; at run time each comes from _H
     )
 
 _HOME: dict[str, str] = {
+    "extraction_mode": "provisioner.runtime.budget",
     "Sleep": "provisioner.runtime.clock",
     "CAUSE_OF_KIND": "provisioner.runtime.errors",
     "EXIT_CANNOT_CREATE": "provisioner.runtime.errors",
@@ -266,8 +269,7 @@ _HOME: dict[str, str] = {
     "backfill_line": "provisioner.runtime.sweep.backfill",
     "parse_backfill": "provisioner.runtime.sweep.backfill",
     "run_backfill": "provisioner.runtime.sweep.backfill",
-    "sweep_source": "provisioner.runtime.sweep.backfill",
-    "extraction_mode": "provisioner.runtime.sweep.batching",
+    "sweep_source": "provisioner.runtime.sweep.source",
     "file_lock": "provisioner.runtime.sweep.lock",
     "lock_path_of": "provisioner.runtime.sweep.lock",
     "STOPPED_BUSY": "provisioner.runtime.sweep.outcomes",

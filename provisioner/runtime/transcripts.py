@@ -106,6 +106,7 @@ class SourceFailed(StoreFault):
     """
 
     def __init__(self, cause: BaseException) -> None:
+        self.cause = cause
         self.kind = f"SourceFailed({_class_name(cause)})"
         super().__init__(self.kind)
 

@@ -27,7 +27,7 @@ import re
 import sqlite3
 from datetime import UTC, datetime
 
-from provisioner.runtime.sweep.start import Memorized
+from provisioner.runtime.sweep.source import Memorized
 from provisioner.runtime.transcripts import loom_time
 
 TIME_MAX_CHARS = 64  # our choice: a longer last_memorized_at is no time Nerve wrote

@@ -64,7 +64,7 @@ from pathlib import Path
 
 from provisioner.runtime.errors import OperatorMustAct, file_fault
 from provisioner.runtime.nerve_db import memorized
-from provisioner.runtime.sweep.start import Memorized
+from provisioner.runtime.sweep.source import Memorized
 from provisioner.runtime.transcripts import Message, loom_time
 
 READ_WAIT_MS = 5_000  # our choice: a read waits out a lock Nerve holds for this long

@@ -1,9 +1,8 @@
-"""What one extraction call carries: the mode's batch limits, and a window's messages cut into
-a batch to fit them (SWEEP-3, SWEEP-4, SWEEP-6, SWEEP-11).
+"""What one extraction call carries: a window's messages cut into a batch that fits the batch
+budget (SWEEP-3, SWEEP-4, SWEEP-6, SWEEP-11).
 
-A mode is a batch limit: how many messages and request bytes one extraction call may carry, and
-whether Loom answers at once (waiting, SWEEP-3) or queues the batch (queued, SWEEP-4). The batch
-budget the sweep keeps for the mode starts at those limits and shrinks below them (SWEEP-5).
+The budget (``runtime.budget``) says how many messages and request bytes one call may carry;
+its mode's limits are where it starts.
 
 Sizes are counted the way the request carries them: each message as compact UTF-8 JSON
 (``{"role","content","created_at"}``, as ``loom_memory_set_from_messages`` takes it), plus a
@@ -21,49 +20,11 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from provisioner.runtime.budget import (
-    QUEUED_MAX_BYTES,
-    QUEUED_MAX_MESSAGES,
-    WAITING_MAX_BYTES,
-    WAITING_MAX_MESSAGES,
-    BatchBudget,
-)
+from provisioner.runtime.budget import BatchBudget
 from provisioner.runtime.transcripts import Message
 
 ENVELOPE_BYTES = 1024  # our choice: JSON-RPC frame, tool name, defer and namespace, with room
 CUT_MARK = " […]"  # our choice: what ends the content of a message cut to fit (SWEEP-11)
-
-
-@dataclass(frozen=True)
-class ExtractionMode:
-    """Waiting (SWEEP-3) or queued (SWEEP-4) extraction, with its batch limits."""
-
-    name: str
-    defer: bool
-    max_messages: int
-    max_bytes: int
-
-    def default_budget(self) -> BatchBudget:
-        return BatchBudget.default(self.max_messages, self.max_bytes)
-
-
-WAITING = ExtractionMode("waiting", False, WAITING_MAX_MESSAGES, WAITING_MAX_BYTES)  # SWEEP-3
-QUEUED = ExtractionMode("queued", True, QUEUED_MAX_MESSAGES, QUEUED_MAX_BYTES)  # SWEEP-4
-
-
-def extraction_mode(defer_extraction: bool) -> ExtractionMode:
-    """The mode ``memory.loom.defer_extraction`` asks for (SWEEP-3, SWEEP-4, SWEEP-15).
-
-    Waiting is the default: a batch Loom fails fails the call, and the watermark stays.
-    Queued hands batches over with ``defer: true``; Loom extracts them later, with tries of
-    its own out of sight. Where the catalog lists ``loom_op``, each queued batch is followed
-    up (``followup``): ``memory.extraction_status_mine`` says how it stands, the watermark
-    moves only once it is written, a failed one is queued again once with
-    ``memory.extraction_retry_mine``, and after that its window is sent in waiting mode.
-    Without ``loom_op`` the watermark moves when Loom queues a batch, so a batch Loom's own
-    tries fail is lost (the audit log names each queued batch; ``nerve doctor`` warns).
-    """
-    return QUEUED if defer_extraction else WAITING
 
 
 @dataclass(frozen=True)

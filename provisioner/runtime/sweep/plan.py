@@ -2,7 +2,7 @@
 
 ``plan_sweep`` reads the transcript source and the state the way a sweep would: each session
 from its watermark — or, for a session the sweep has never seen, from where memU stopped
-(``start``) — through the passes of a backfill under way (``backfill.BackfillView``), each
+(``source``) — through the passes of a backfill under way (``source.BackfillView``), each
 message checked as the sweep checks it (SWEEP-12), and cut into batches under the batch budget
 the state keeps for the mode, context turns included (SWEEP-3…SWEEP-6). The figures are those
 of a sweep in which every batch goes through: sessions, messages, batches and the bytes of
@@ -22,14 +22,14 @@ import sqlite3
 from collections import deque
 from dataclasses import asdict, dataclass, field
 
-from provisioner.runtime.budget import KIB, BatchBudget
+from provisioner.runtime.budget import KIB, BatchBudget, ExtractionMode
 from provisioner.runtime.errors import OperatorMustAct
 from provisioner.runtime.loom.answers import MESSAGE_ROLES
 from provisioner.runtime.state import SCHEMA_VERSION, ReadOnlyState, StateReads
-from provisioner.runtime.sweep.backfill import BackfillScope, BackfillView, backfill_moves
-from provisioner.runtime.sweep.batching import ExtractionMode, build_batch, pick_context
+from provisioner.runtime.sweep.backfill import BackfillScope, backfill_moves
+from provisioner.runtime.sweep.batching import build_batch, pick_context
 from provisioner.runtime.sweep.outcomes import BAD_SESSION_ID_KIND
-from provisioner.runtime.sweep.start import host_memorized
+from provisioner.runtime.sweep.source import BackfillView, host_memorized
 from provisioner.runtime.sweep.window import CONTEXT_KEEP
 from provisioner.runtime.transcripts import (
     Message,

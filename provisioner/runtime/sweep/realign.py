@@ -1,4 +1,4 @@
-"""A source that went back, and a host told how far the sweep got (NERVE-3).
+"""A source that went back below a watermark, noticed and re-aligned (NERVE-3).
 
 A watermark is an id of the source, and ids only grow while the source is the same file. A
 copy restored from a backup (Nerve's backup keeps ``nerve.db``, not this package's state) starts
@@ -21,10 +21,6 @@ back to 0 and the session is sent from its start: a copy that old holds at most 
 it. A watermark stored before marks existed has none; the message at it is taken as it is then
 (trust on first use), and its mark kept. A message deleted at the watermark looks like a source
 that went back, and costs one batch sent again.
-
-``tell_host`` passes each session's watermark to a source that asks for it
-(``HostTranscripts.swept_through``), and ``note_source`` keeps in the state which source the
-sweep read, for doctor. Neither raises for what the source does (SWEEP-12).
 """
 
 from __future__ import annotations
@@ -36,13 +32,7 @@ from collections.abc import Callable
 from provisioner.runtime.clock import Clock
 from provisioner.runtime.loom.answers import MESSAGE_ROLES
 from provisioner.runtime.state import AUDIT_WENT_BACK, AuditEntry, Mark, StateStore
-from provisioner.runtime.sweep.backfill import BackfillView
-from provisioner.runtime.transcripts import (
-    HostTranscripts,
-    Message,
-    Refused,
-    check_message,
-)
+from provisioner.runtime.transcripts import Message, Refused, check_message
 
 Page = Callable[[str, int, int], list[object]]  # (session_id, after, limit): one page of items
 
@@ -140,40 +130,6 @@ def newest_matching(count: int, matches: Callable[[int], bool]) -> int:
     return good
 
 
-def tell_host(host: HostTranscripts | None, state: StateStore, session_id: str) -> None:
-    """Tell a host source where the session's watermark stands; log what it raises.
-
-    ``host`` is the host's own store (``host_of``), None when the sweep reads none.
-    """
-    if host is None:
-        return
-    watermark = state.watermark(session_id)
-    if watermark <= 0:
-        return
-    try:
-        host.swept_through(session_id, watermark)
-    except Exception as error:
-        log.warning(
-            "session %s: the transcripts could not follow the watermark: %s",
-            session_id,
-            type(error).__name__,
-        )
-
-
-def note_source(host: HostTranscripts | None, state: StateStore, now: float) -> None:
-    """Keep which host source the sweep reads (kind and location), for doctor.
-
-    Written only when it changed, so a sweep that reads the same source writes nothing here.
-    A source whose ``kind`` or ``location`` is no text is not kept; None is no host source.
-    """
-    if host is None:
-        return
-    kind, location = getattr(host, "kind", None), getattr(host, "location", None)
-    if not isinstance(kind, str) or not isinstance(location, str):
-        return
-    state.note_source(kind, location, now=now)
-
-
 def _found_at(page: Page, session_id: str, message_id: int) -> Mark | None:
     """The mark of the message the source holds at ``message_id``, or None when there is none."""
     items = page(session_id, message_id - 1, 1)
@@ -183,25 +139,3 @@ def _found_at(page: Page, session_id: str, message_id: int) -> Mark | None:
     if item.id != message_id:
         return None
     return mark_of(item)
-
-
-def host_of(source: object) -> HostTranscripts | None:
-    """The host store behind ``source`` (itself, or what a ``BackfillView`` wraps), or None.
-
-    Asked of the object that defines the hooks, never of a wrapper, so the answer is the same
-    on every Python the package runs on (REL-1).
-    """
-    if isinstance(source, BackfillView):
-        return source.host
-    return source if isinstance(source, HostTranscripts) else None
-
-
-def source_location(source: object) -> str:
-    """Where ``source`` reads from, as a fault names it: a host's ``location``, a file's
-    ``path``, else ``transcripts``. Asked of the source behind a ``BackfillView``."""
-    inner = source.source if isinstance(source, BackfillView) else source
-    for name in ("location", "path"):
-        value = getattr(inner, name, None)
-        if isinstance(value, str) and value:
-            return value
-    return "transcripts"

@@ -11,8 +11,9 @@ method), the transcripts and the state. ``await sweeper.run_once()`` sweeps once
 ``SweepReport``; a second caller while a sweep runs returns at once with ``stopped ==
 "already_running"`` (SWEEP-11). How each failure is answered is in ``outcomes``; one
 session's window — read from the source page by page, its batches, the isolation of a failing
-batch and what it records — is in ``window``; a source that went back below a watermark, and a
-host told how far the sweep got, in ``realign`` (NERVE-3).
+batch and what it records — is in ``window``; a source that went back below a watermark in
+``realign``; the source as the sweep reads it — where new sessions start, what a backfill
+passes over, the host told how far the sweep got — in ``source`` (MIG-2, NERVE-3).
 
 Sessions are swept side by side (SWEEP-14, ``concurrency``): up to ``concurrency`` windows in
 flight, never two of one session, under a limit that starts at one and follows what Loom
@@ -39,7 +40,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
-from provisioner.runtime.budget import BatchBudget
+from provisioner.runtime.budget import WAITING, BatchBudget, ExtractionMode
 from provisioner.runtime.clock import Clock
 from provisioner.runtime.errors import FileFault, faults_named, file_fault
 from provisioner.runtime.gateway.errors import NoAnswer
@@ -47,8 +48,7 @@ from provisioner.runtime.loom.backend import EXTRACT_DEADLINE_S
 from provisioner.runtime.loom.settings import SWEEP_CONCURRENCY_DEFAULT
 from provisioner.runtime.loom.types import Extracted
 from provisioner.runtime.state import StateStore
-from provisioner.runtime.sweep.backfill import sweep_source
-from provisioner.runtime.sweep.batching import WAITING, Batch, ExtractionMode
+from provisioner.runtime.sweep.batching import Batch
 from provisioner.runtime.sweep.concurrency import (
     AdaptiveLimit,
     ExtractCall,
@@ -67,7 +67,7 @@ from provisioner.runtime.sweep.outcomes import (
     SweepProgress,
     SweepReport,
 )
-from provisioner.runtime.sweep.realign import host_of, note_source, source_location, tell_host
+from provisioner.runtime.sweep.source import SweepSource, sweep_source
 from provisioner.runtime.sweep.window import SessionWindow, SweepShared
 from provisioner.runtime.transcripts import (
     SourceFailed,
@@ -158,27 +158,38 @@ class Sweeper:
         return report
 
     async def _sweep_locked(self, report: SweepReport, progress: ProgressCallback | None) -> None:
-        """The sweep under its lock, filling ``report``; ``already_running`` without it. A
-        state file that cannot be used raises out of here as it was met (REL-2); what it cut
-        short was rolled back, so each watermark stays on the last batch Loom took."""
+        """The sweep under its lock, filling ``report``; ``already_running`` without it.
+
+        The run is put together here, in the order it is read: the source as the sweep reads
+        it, the follow-up of queued batches, the batch budget the windows share, the
+        extraction calls each window's verdict is kept from and the limit of windows in
+        flight. A state file that cannot be used raises out of here as it was met (REL-2);
+        what it cut short was rolled back, so each watermark stays on the last batch Loom took.
+        """
         with sweep_lock(self._state.path, self._state) as held:
             if not held:
                 report.stopped = STOPPED_BUSY
                 return
-            source = sweep_source(self._source, self._state, self._clock)  # MIG-2
+            source = sweep_source(self._source, self._state, self._clock)  # MIG-2, NERVE-3
             follow_up = FollowUp.for_sweep(  # SWEEP-15: the backend itself, unwrapped
                 self._memory, self._state, defer=self._mode.defer, clock=self._clock
             )
+            budget = SharedBudget(  # SWEEP-5: the budget kept for the mode
+                self._state.batch_budget(self._mode.name, self._mode.default_budget())
+            )
+            calls = TalliedExtractor(self._memory)  # each window's calls noted for its verdict
+            limit = AdaptiveLimit(self._concurrency)  # SWEEP-14
             run = SweepRun(
-                self._memory,
                 source,
                 self._state,
                 report,
                 mode=self._mode,
                 clock=self._clock,
-                concurrency=self._concurrency,
-                progress=progress,
+                budget=budget,
+                calls=calls,
+                limit=limit,
                 follow_up=follow_up,
+                progress=progress,
             )
             await run.sweep()
             if follow_up is not None:
@@ -191,35 +202,36 @@ class SweepRun:
 
     Each window is a ``SessionWindow`` of its own session, handed what the windows share
     (``SweepShared``): the state, the report, the batch budget and the extraction call, which
-    this run keeps (its deadline, the progress callback, each window's tally of calls).
+    this run keeps (its deadline, the progress callback, each window's tally of calls). The
+    parts come ready made from ``Sweeper._sweep_locked``.
     """
 
     def __init__(
         self,
-        memory: ExtractCall,
-        source: TranscriptSource,
+        source: SweepSource,
         state: StateStore,
         report: SweepReport,
         *,
         mode: ExtractionMode,
         clock: Clock,
-        concurrency: int = SWEEP_CONCURRENCY_DEFAULT,
-        progress: ProgressCallback | None = None,
+        budget: SharedBudget,
+        calls: TalliedExtractor,
+        limit: AdaptiveLimit,
         follow_up: FollowUp | None = None,
+        progress: ProgressCallback | None = None,
     ) -> None:
         self._source = source
-        self._host = host_of(source)  # NERVE-3: asked of the host's store itself (REL-1)
         self._state = state
         self._report = report
         self._mode = mode
         self._clock = clock
-        self._concurrency = concurrency
-        self._progress = progress
+        self._budget = budget
+        self._calls = calls
+        self._limit = limit
         self._follow_up = follow_up  # SWEEP-15: queued batches followed up
-        self._calls = TalliedExtractor(memory)  # each window's calls noted for its verdict
-        self._budget = SharedBudget(state.batch_budget(mode.name, mode.default_budget()))
+        self._progress = progress
         self._shared = SweepShared(
-            state, report, mode, self._budget, source, clock, follow_up, send=self._extract
+            state, report, mode, budget, source, clock, follow_up, send=self._extract
         )
         self._done = 0  # sessions done: swept, or passed over for a bad id
         self._total = 0  # sessions listed
@@ -241,14 +253,11 @@ class SweepRun:
                 report.stopped = ended
                 return
         try:
-            sessions = list(self._source.sessions())
-        except FileFault:  # the state's, met while new sessions were given their start
-            raise
-        except Exception as error:
-            failure = SourceFailed(error)
+            sessions = self._source.sessions()  # new ones started, the host noted (MIG-2)
+        except SourceFailed as failure:
             log.warning("transcripts: sessions cannot be listed: %s", failure.kind)
             report.note_error("", failure.kind)
-            fault = file_fault(error, source_location(self._source))
+            fault = file_fault(failure.cause, self._source.location)
             if fault is not None:  # REL-2: a file that cannot be read, named with its cause
                 report.note_fault(fault, STOPPED_SOURCE)
                 return
@@ -256,7 +265,6 @@ class SweepRun:
             report.reason = f"the transcripts cannot list their sessions ({failure.kind})"
             return
         report.sessions_seen = self._total = len(sessions)
-        note_source(self._host, self._state, self._clock())
         due: dict[str, None] = {}
         for listed in sessions:
             session_id = check_session_id(listed)
@@ -268,8 +276,7 @@ class SweepRun:
             else:
                 due[session_id] = None
         report.sessions_swept = self._done
-        limit = AdaptiveLimit(self._concurrency)
-        swept = await sweep_windows(due, self._window, limit, on_done=self._window_done)
+        swept = await sweep_windows(due, self._window, self._limit, on_done=self._window_done)
         if swept.ended is not None:
             report.stopped = swept.ended
 
@@ -286,7 +293,7 @@ class SweepRun:
         finally:
             self._calls.finish(session_id)
             del self._batches[session_id]
-            tell_host(self._host, self._state, session_id)  # NERVE-3
+            self._source.tell_host(session_id)  # NERVE-3
         return WindowResult(ended, tally.verdict)
 
     def _window_done(self, session_id: str, result: WindowResult) -> None:

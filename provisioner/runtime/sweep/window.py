@@ -58,7 +58,12 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-from provisioner.runtime.budget import WAITING_MAX_BYTES, WAITING_MAX_MESSAGES, BatchBudget
+from provisioner.runtime.budget import (
+    WAITING_MAX_BYTES,
+    WAITING_MAX_MESSAGES,
+    BatchBudget,
+    ExtractionMode,
+)
 from provisioner.runtime.clock import Clock
 from provisioner.runtime.loom.answers import MESSAGE_ROLES
 from provisioner.runtime.loom.types import Extracted
@@ -75,13 +80,7 @@ from provisioner.runtime.state import (
     SweepSession,
 )
 from provisioner.runtime.state.records import shown_queue_id
-from provisioner.runtime.sweep.batching import (
-    Batch,
-    ExtractionMode,
-    build_batch,
-    pick_context,
-    wire_size,
-)
+from provisioner.runtime.sweep.batching import Batch, build_batch, pick_context, wire_size
 from provisioner.runtime.sweep.concurrency import SharedBudget
 from provisioner.runtime.sweep.followup import FollowUp
 from provisioner.runtime.sweep.outcomes import (
@@ -358,6 +357,7 @@ class SessionWindow:
             skipped=skipped,
             refused=refused,
             queue_id=extracted.queue_id,
+            held=held,
             suspect_last_id=suspect_last_id,
             mark=mark_of(as_read),
         )
@@ -446,11 +446,13 @@ class SessionWindow:
         skipped: tuple[Message, ...],
         refused: Sequence[Refused],
         queue_id: str | None,
+        held: bool,
         suspect_last_id: int | None,
         mark: Mark,
     ) -> None:
         """Store what Loom took of ``step``'s batch, skips and audit rows included, in one
-        transaction.
+        transaction. ``held``: Loom queued it and the follow-up keeps it (SWEEP-15), so the
+        watermark waits until it is written.
 
         ``skipped`` are found messages (SWEEP-8), ``refused`` the refused ones the watermark
         passes (SWEEP-12): each gets its audit row in the same transaction. ``mark`` is the
@@ -470,7 +472,7 @@ class SessionWindow:
             audit.append(AuditEntry(AUDIT_BATCH, session_id, taken[-1].id, detail=f"{len(taken)}"))
         kept = (shared.mode.name, shared.budget.went_through(step.budget))
         follow_up = shared.follow_up
-        if follow_up is not None and queue_id is not None and follow_up.follows(queue_id):
+        if held and follow_up is not None and queue_id is not None:
             follow_up.record_queued(  # SWEEP-15: the watermark waits until it is written
                 session_id,
                 taken,

@@ -19,7 +19,7 @@ import pytest
 from provisioner.integrations.nerve import NerveTranscripts
 from provisioner.runtime.gateway.errors import CodedFault
 from provisioner.runtime.state import StateStore
-from provisioner.runtime.sweep.backfill import sweep_source
+from provisioner.runtime.sweep.source import sweep_source
 from provisioner.runtime.sweep.sweeper import Sweeper
 from testbed.loom import FakeLoom
 from testbed.nerve_db import NerveDb, native

@@ -15,7 +15,7 @@ import pytest
 
 from provisioner.integrations.nerve import NerveTranscripts
 from provisioner.runtime.nerve_db.memorized import nerve_cut
-from provisioner.runtime.sweep.start import Memorized
+from provisioner.runtime.sweep.source import Memorized
 from testbed.nerve_db import NerveDb, ingested, native, text_blocks
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC).timestamp()  # a day after the rows' times

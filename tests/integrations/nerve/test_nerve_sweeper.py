@@ -10,7 +10,7 @@ import pytest
 
 from provisioner.integrations.nerve import NerveTranscripts, nerve_sweeper
 from provisioner.runtime import LoomMemory
-from provisioner.runtime.sweep.batching import QUEUED, WAITING
+from provisioner.runtime.budget import QUEUED, WAITING
 from testbed.nerve_db import NerveDb, native
 
 pytestmark = pytest.mark.anyio

@@ -4,8 +4,8 @@ a source as the engine runs it."""
 from __future__ import annotations
 
 from provisioner.runtime.state import StateStore
-from provisioner.runtime.sweep.backfill import sweep_source
 from provisioner.runtime.sweep.outcomes import SweepReport
+from provisioner.runtime.sweep.source import sweep_source
 from provisioner.runtime.sweep.sweeper import Sweeper
 from provisioner.runtime.transcripts import SqliteTranscripts, TranscriptSource
 from testbed.loom import FakeLoom

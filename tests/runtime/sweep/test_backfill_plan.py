@@ -17,7 +17,7 @@ import pytest
 
 from provisioner.devgateway import RunningGateway, serve_in_thread
 from provisioner.integrations.nerve import NerveTranscripts
-from provisioner.runtime.budget import CUT_TOO_LARGE
+from provisioner.runtime.budget import CUT_TOO_LARGE, QUEUED, WAITING
 from provisioner.runtime.gateway.errors import CodedFault
 from provisioner.runtime.state import (
     AUDIT_BACKFILL,
@@ -31,22 +31,19 @@ from provisioner.runtime.sweep.backfill import (
     IN_LOOM_QUEUE_KIND,
     BackfillBusy,
     BackfillMove,
-    BackfillView,
     parse_backfill,
-    read_ledger,
     run_backfill,
-    sweep_source,
 )
-from provisioner.runtime.sweep.batching import (
-    ENVELOPE_BYTES,
-    QUEUED,
-    WAITING,
-    context_size,
-    wire_size,
-)
+from provisioner.runtime.sweep.batching import ENVELOPE_BYTES, context_size, wire_size
 from provisioner.runtime.sweep.lock import sweep_lock
 from provisioner.runtime.sweep.plan import StateUnreadable, open_plan_state, plan_sweep
-from provisioner.runtime.sweep.start import Memorized, start_new_sessions
+from provisioner.runtime.sweep.source import (
+    BackfillView,
+    Memorized,
+    read_ledger,
+    start_new_sessions,
+    sweep_source,
+)
 from provisioner.runtime.sweep.sweeper import Sweeper
 from provisioner.runtime.transcripts import Message, SqliteTranscripts, TranscriptSource
 from testbed.loom import FakeLoom

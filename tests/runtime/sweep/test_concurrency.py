@@ -23,6 +23,7 @@ from provisioner.runtime.budget import (
     GOOD_BATCHES_TO_GROW,
     MIN_BYTES,
     MIN_MESSAGES,
+    WAITING,
     WAITING_MAX_BYTES,
     WAITING_MAX_MESSAGES,
     BatchBudget,
@@ -42,7 +43,6 @@ from provisioner.runtime.gateway.errors import (
 from provisioner.runtime.loom.settings import SWEEP_CONCURRENCY_DEFAULT, SWEEP_CONCURRENCY_MAX
 from provisioner.runtime.loom.types import Extracted
 from provisioner.runtime.state import AUDIT_BUDGET, AuditEntry, StateStore
-from provisioner.runtime.sweep.batching import WAITING
 from provisioner.runtime.sweep.concurrency import (
     START_LIMIT,
     AdaptiveLimit,

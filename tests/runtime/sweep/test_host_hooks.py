@@ -15,8 +15,7 @@ import pytest
 
 from provisioner.runtime.nerve_db.transcripts import NerveTranscripts
 from provisioner.runtime.state import StateStore
-from provisioner.runtime.sweep.backfill import BackfillView, sweep_source
-from provisioner.runtime.sweep.realign import host_of
+from provisioner.runtime.sweep.source import BackfillView, host_of, sweep_source
 from provisioner.runtime.sweep.sweeper import Sweeper
 from provisioner.runtime.transcripts import Message, SqliteTranscripts
 from testbed.loom import FakeLoom

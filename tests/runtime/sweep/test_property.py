@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from provisioner.runtime.budget import QUEUED, WAITING
 from provisioner.runtime.gateway.errors import (
     BodyTooLarge,
     BrokenAnswer,
@@ -40,7 +41,6 @@ from provisioner.runtime.gateway.errors import (
     ToolRefused,
 )
 from provisioner.runtime.state import StateStore
-from provisioner.runtime.sweep.batching import QUEUED, WAITING
 from provisioner.runtime.sweep.sweeper import Sweeper
 from provisioner.runtime.transcripts import SqliteTranscripts
 from testbed.loom import LOST, FakeLoom

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from provisioner.devgateway import RunningGateway, serve_in_thread
-from provisioner.runtime.budget import WAITING_MAX_MESSAGES
+from provisioner.runtime.budget import QUEUED, WAITING_MAX_MESSAGES
 from provisioner.runtime.gateway.errors import BrokenAnswer, CircuitOpen, CodedFault, MayPass
 from provisioner.runtime.loom import contract
 from provisioner.runtime.loom.answers import QUEUE_IDS_PER_CALL, queue_states_from
@@ -26,7 +26,6 @@ from provisioner.runtime.state import (
     AUDIT_WRITTEN,
     StateStore,
 )
-from provisioner.runtime.sweep.batching import QUEUED
 from provisioner.runtime.sweep.followup import DOUBT_KIND
 from provisioner.runtime.sweep.outcomes import SweepReport
 from provisioner.runtime.sweep.sweeper import Sweeper

@@ -29,10 +29,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from provisioner.devgateway import RunningGateway, serve_in_thread
+from provisioner.runtime.budget import QUEUED
 from provisioner.runtime.gateway.errors import CircuitOpen, CodedFault, MayPass, NoAnswer
 from provisioner.runtime.loom.backend import LoomMemory
 from provisioner.runtime.state import StateStore
-from provisioner.runtime.sweep.batching import QUEUED
 from provisioner.runtime.sweep.sweeper import Sweeper
 from provisioner.runtime.transcripts import SqliteTranscripts
 from testbed.loom import MISSING, AfterLoom, FakeLoom, QueuedBatch

@@ -13,9 +13,14 @@ import pytest
 
 from provisioner.integrations.nerve import NerveTranscripts
 from provisioner.runtime.state import AUDIT_LEFT_TO_MEMU, StateStore
-from provisioner.runtime.sweep.backfill import SweepSource, sweep_source
-from provisioner.runtime.sweep.realign import host_of
-from provisioner.runtime.sweep.start import Memorized, start_new_sessions, start_where_host_stopped
+from provisioner.runtime.sweep.source import (
+    Memorized,
+    SweepSource,
+    host_of,
+    start_new_sessions,
+    start_where_host_stopped,
+    sweep_source,
+)
 from provisioner.runtime.transcripts import Message, SqliteTranscripts
 from testbed.loom import FakeLoom
 from testbed.nerve_db import NerveDb, native

@@ -17,10 +17,13 @@ from provisioner.runtime.budget import (
     GOOD_BATCHES_TO_GROW,
     MIN_BYTES,
     MIN_MESSAGES,
+    QUEUED,
     QUEUED_MAX_BYTES,
     QUEUED_MAX_MESSAGES,
+    WAITING,
     WAITING_MAX_BYTES,
     WAITING_MAX_MESSAGES,
+    extraction_mode,
 )
 from provisioner.runtime.errors import MemoryBackendUnavailable
 from provisioner.runtime.gateway.errors import (
@@ -40,13 +43,7 @@ from provisioner.runtime.gateway.errors import (
 )
 from provisioner.runtime.state import StateStore
 from provisioner.runtime.sweep import sweeper as sweep_module
-from provisioner.runtime.sweep.batching import (
-    ENVELOPE_BYTES,
-    QUEUED,
-    WAITING,
-    extraction_mode,
-    wire_size,
-)
+from provisioner.runtime.sweep.batching import ENVELOPE_BYTES, wire_size
 from provisioner.runtime.sweep.outcomes import SweepReport
 from provisioner.runtime.sweep.sweeper import Sweeper
 from provisioner.runtime.transcripts import SqliteTranscripts
