@@ -30,6 +30,7 @@ from provisioner.base.errors import TemplateBroken
 from provisioner.fleet.inventory import Entry, workspace_refusal
 from provisioner.runtime.face import (
     EXIT_LOOK_AT_FILE,
+    EXIT_TRY_LATER,
     FileFault,
     ProvisionerError,
     file_fault,
@@ -224,7 +225,12 @@ def _failed(entry: Entry, error: ProvisionerError) -> WorkspaceOutcome:
     held = isinstance(error, WorkspaceBusy) or (
         isinstance(error, FileFault) and error.kind == "busy"
     )
-    status = EXIT_LOOK_AT_FILE if isinstance(error, TemplateBroken) else error.exit_status
+    if isinstance(error, TemplateBroken):
+        status = EXIT_LOOK_AT_FILE
+    elif isinstance(error, WorkspaceBusy):  # the same run works once the other init is done
+        status = EXIT_TRY_LATER
+    else:
+        status = error.exit_status
     return WorkspaceOutcome(entry, BUSY if held else ERROR, error=_line(error), exit_status=status)
 
 

@@ -19,7 +19,6 @@ import time
 from collections.abc import Callable
 
 from provisioner.base.errors import UserError
-from provisioner.runtime.face import EXIT_TRY_LATER
 from provisioner.workspace.fs import LINK_PROBLEM, WorkspaceRoot, machine_fault, refusal
 
 LOCK_PATH = ".nerve/init.lock"  # INIT-7
@@ -29,13 +28,8 @@ _LOCK_FLAGS = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class WorkspaceBusy(UserError, RuntimeError):
-    """Another init holds the workspace's lock for longer than a second one waits.
-
-    Exit 75, as for every file another process holds (docs/exit-status.md): the same command
-    works once the other init is done.
-    """
-
-    exit_status = EXIT_TRY_LATER
+    """Another init holds the workspace's lock for longer than a second one waits (exit 2 from
+    ``init``; a fleet reports the workspace ``busy``, 75)."""
 
 
 class WorkspaceLock:
