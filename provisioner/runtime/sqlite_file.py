@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import threading
 import time
 from pathlib import Path
+from typing import Self
 
 BUSY_TIMEOUT_MS = 5_000  # our choice: how long another process's write lock is waited out
 BUSY_RETRY_FIRST_S = 0.005  # our choice: first pause before asking again for a busy journal mode
@@ -92,3 +94,26 @@ def _use_wal(database: sqlite3.Connection) -> None:
                 raise
         time.sleep(pause)
         pause = min(pause * 2, BUSY_RETRY_MAX_S)
+
+
+class OwnsConnection:
+    """What every owner of one SQLite connection shares: ``close()``, safe to call more than
+    once, and a ``with`` block that closes the connection on the way out.
+
+    The owner opens ``_db`` and guards it with ``_lock``, which ``close()`` takes, so a close
+    never cuts through a query another thread of the process is running on it.
+    """
+
+    _db: sqlite3.Connection
+    _lock: threading.RLock
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connection; safe to call more than once."""
+        with self._lock:
+            self._db.close()

@@ -38,7 +38,7 @@ from datetime import UTC, datetime
 from typing import Protocol, cast, runtime_checkable
 
 from provisioner.runtime.errors import OperatorMustAct, StoreFault
-from provisioner.runtime.sqlite_file import open_database
+from provisioner.runtime.sqlite_file import OwnsConnection, open_database
 
 TIME_MAX_CHARS = 64  # our choice: no timestamp is longer; a longer value is not parsed at all
 SQLITE_MAX_INT = 2**63 - 1  # the largest id the state file's INTEGER columns hold
@@ -289,7 +289,7 @@ def _class_name(value: object) -> str:
 ImportRecord = tuple[str, str, str, str, str | None]
 
 
-class SqliteTranscripts:
+class SqliteTranscripts(OwnsConnection):
     """The built-in ``TranscriptSource``: one SQLite file of messages (SWEEP-1).
 
     Ids come from SQLite's ``AUTOINCREMENT``, so they only ever grow, across sessions, and an
@@ -322,17 +322,6 @@ class SqliteTranscripts:
     def path(self) -> str:
         """The file the transcripts live in, as a fault names it (REL-2)."""
         return self._path
-
-    def __enter__(self) -> SqliteTranscripts:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Close the database; safe to call more than once."""
-        with self._lock:
-            self._db.close()
 
     def add_message(self, session_id: str, role: str, content: str, created_at: str) -> int:
         """Store one message and return its id."""

@@ -64,6 +64,7 @@ from pathlib import Path
 
 from provisioner.runtime.errors import OperatorMustAct, file_fault
 from provisioner.runtime.nerve_db import memorized
+from provisioner.runtime.sqlite_file import OwnsConnection
 from provisioner.runtime.sweep.source import Memorized
 from provisioner.runtime.transcripts import Message, loom_time
 
@@ -130,7 +131,7 @@ class _Shape:
     session_id_index: bool
 
 
-class NerveTranscripts:
+class NerveTranscripts(OwnsConnection):
     """A read-only ``TranscriptSource`` over Nerve's ``nerve.db`` (NERVE-2); see above.
 
     Raises ``NerveDatabaseError`` when ``db_path`` is not Nerve's database. Safe to share
@@ -155,17 +156,6 @@ class NerveTranscripts:
         self._lock = threading.RLock()
         self._ids: tuple[str, int, list[int]] | None = None  # one session's ids read ahead
         self._db, self._shape, self._identity = _open(self._path)
-
-    def __enter__(self) -> NerveTranscripts:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Close the connection; safe to call more than once."""
-        with self._lock:
-            self._db.close()
 
     def sessions(self) -> list[str]:
         """Ids of the sessions that have messages, archived ones included, oldest first.

@@ -37,7 +37,7 @@ from provisioner.runtime import sqlite_file
 from provisioner.runtime.budget import BatchBudget
 from provisioner.runtime.errors import StoreFault
 from provisioner.runtime.loom.types import QUEUE_DONE, QUEUE_FAILED, QUEUE_QUEUED
-from provisioner.runtime.sqlite_file import is_busy, open_database
+from provisioner.runtime.sqlite_file import OwnsConnection, is_busy, open_database
 from provisioner.runtime.state.reads import (
     FROZEN_RECALL_QUERY,
     QUEUED_BATCH_COLUMNS,
@@ -81,7 +81,7 @@ class StateBusyError(StoreFault, RuntimeError):
     """
 
 
-class StateStore(StateReads):
+class StateStore(OwnsConnection, StateReads):
     """One SQLite state file, opened (and migrated) on construction.
 
     ``path`` may be ``":memory:"`` for a store that lives as long as the object (tests, a
@@ -114,17 +114,6 @@ class StateStore(StateReads):
     def path(self) -> str:
         """Where the state lives (``":memory:"`` for an in-memory store)."""
         return self._path
-
-    def __enter__(self) -> StateStore:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Close the database; safe to call more than once."""
-        with self._lock:
-            self._db.close()
 
     def wait_for_locks(self, wait_s: float) -> None:
         """Wait at most ``wait_s`` for another process's lock from now on (REC-3: a recall's
