@@ -231,9 +231,11 @@ def _failed(entry: Entry, error: ProvisionerError) -> WorkspaceOutcome:
         status = EXIT_TRY_LATER
     else:
         status = error.exit_status
-    return WorkspaceOutcome(entry, BUSY if held else ERROR, error=_line(error), exit_status=status)
+    return WorkspaceOutcome(
+        entry, BUSY if held else ERROR, error=error_line(error), exit_status=status
+    )
 
 
-def _line(error: BaseException) -> str:
+def error_line(error: BaseException) -> str:
     """The error as one line, no URL's credentials in it (REL-14)."""
     return masked(" ".join(str(error).split()))

@@ -60,7 +60,7 @@ from provisioner.base.errors import UserError
 from provisioner.base.files import write_atomically
 from provisioner.config.loader import load_config
 from provisioner.config.local_file import SWITCH_BACKEND, switch_line, write_switch
-from provisioner.fleet.run import CONFLICT, ERROR, FleetRun
+from provisioner.fleet.run import CONFLICT, ERROR, FleetRun, error_line
 from provisioner.fleet.switch_budget import FLEET_MAX_CALLS, FleetBudget, FleetLoom
 from provisioner.fleet.switch_inventory import MEMU_DB_FILE, SwitchEntry
 from provisioner.runtime.face import (
@@ -332,12 +332,12 @@ class FleetSwitch:
             outcome.status, outcome.busy = FAILED, _held(error)
             # A state file of a newer version, say: the line names the state file it is about.
             shown = f"{instance.state}: " if isinstance(error, OperatorMustAct) else ""
-            outcome.error = shown + _line(error)
+            outcome.error = shown + error_line(error)
         except (OSError, sqlite3.Error) as error:
             named = file_fault(error, getattr(error, "filename", None) or instance.state)
             if named is None:
                 raise
-            outcome.status, outcome.error = FAILED, _line(named)
+            outcome.status, outcome.error = FAILED, error_line(named)
             outcome.busy = named.kind == "busy"
         return outcome
 
@@ -533,7 +533,3 @@ def _held(error: ProvisionerError) -> bool:
     if isinstance(error, FileFault):
         return error.kind == "busy"
     return error.exit_status == EXIT_TRY_LATER
-
-
-def _line(error: BaseException) -> str:
-    return " ".join(str(error).split())

@@ -67,3 +67,23 @@ def test_the_runtimes_reader_masks_a_query_it_refuses() -> None:
     with pytest.raises(ValueError, match="has a query or fragment") as refused:
         gateway_url_value(f"https://gw.example/?token={SECRET}", "mcp_gateway_url")
     assert SECRET not in str(refused.value)
+
+
+@pytest.mark.parametrize("value", VALUES.values(), ids=VALUES.keys())
+@pytest.mark.parametrize("json_flag", [[], ["--json"]], ids=["text", "json"])
+def test_a_fleet_switch_names_an_instance_s_failure_without_the_secret(
+    tmp_path, value: str, json_flag: list[str]
+) -> None:
+    """An instance whose configuration cannot be read fails alone in a switch, and its error
+    line, in the text and in the JSON, keeps the gateway's secret out (REL-14)."""
+    config_dir, workspace = tmp_path / "cfg", tmp_path / "ws"
+    config_dir.mkdir()
+    workspace.mkdir()
+    (config_dir / "config.yaml").write_text(f"memory:\n  backend: loom\nmcp_gateway_url: {value}\n")
+    inventory = tmp_path / "fleet.yaml"
+    inventory.write_text("- {workspace: ws, config_dir: cfg}\n")
+    ran = run_main(["fleet", "switch", "--inventory", str(inventory), "--to", "loom", *json_flag])
+    assert ran.status != 0
+    assert "mcp_gateway_url" in ran.stdout + ran.stderr  # the instance's failure is named
+    assert SECRET not in ran.stdout + ran.stderr
+    assert "Traceback" not in ran.stderr
