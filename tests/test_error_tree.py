@@ -7,8 +7,6 @@ each exception class is judged where it is defined.
 
 from __future__ import annotations
 
-import importlib
-import inspect
 from collections import Counter
 
 import pytest
@@ -21,21 +19,9 @@ from provisioner.runtime.errors import (
     ProvisionerRuntimeError,
     StoreFault,
 )
-from tests.test_layout import MODULES
+from tests.support.exceptions import defined_exceptions
 
 GROUPS = (UserError, TemplateBroken, MemoryUnavailable, StoreFault, OperatorMustAct)
-
-
-def defined_exceptions() -> list[type[BaseException]]:
-    found = []
-    for name in sorted(MODULES):
-        if name == "provisioner.__main__":  # runs the command line when imported
-            continue
-        module = importlib.import_module(name)
-        for _, value in inspect.getmembers(module, inspect.isclass):
-            if issubclass(value, BaseException) and value.__module__ == name:
-                found.append(value)
-    return found
 
 
 EXCEPTIONS = defined_exceptions()

@@ -3,16 +3,11 @@ error the runtime raises under one root, through a group named for what the call
 
 from __future__ import annotations
 
-import importlib
-import inspect
-import pkgutil
 import re
 import sqlite3
 
 import pytest
 
-import provisioner.integrations
-import provisioner.runtime
 from provisioner.runtime import errors as runtime_errors
 from provisioner.runtime.errors import (
     ERROR_GROUPS,
@@ -24,6 +19,7 @@ from provisioner.runtime.errors import (
     StoreFault,
 )
 from provisioner.runtime.gateway import errors
+from tests.support.exceptions import defined_exceptions
 
 
 class TestOutcomeHierarchy:
@@ -91,25 +87,10 @@ class TestOutcomeHierarchy:
 TRANSLATED_INSIDE_THE_GATEWAY_CLIENT = {"BodyOverLimit", "NotJson"}
 
 
-def defined_exception_classes() -> dict[str, type[BaseException]]:
-    """Every exception class a module of the runtime or of the host's integration defines,
-    found by importing each module of both packages."""
-    found: dict[str, type[BaseException]] = {}
-    for package in (provisioner.runtime, provisioner.integrations):
-        walked = pkgutil.walk_packages(package.__path__, prefix=f"{package.__name__}.")
-        for module_info in walked:
-            module = importlib.import_module(module_info.name)
-            for name, value in vars(module).items():
-                if (
-                    inspect.isclass(value)
-                    and issubclass(value, BaseException)
-                    and value.__module__ == module.__name__
-                ):
-                    found[f"{module.__name__}.{name}"] = value
-    return found
-
-
-DEFINED = defined_exception_classes()
+DEFINED = {
+    f"{cls.__module__}.{cls.__name__}": cls
+    for cls in defined_exceptions("provisioner.runtime", "provisioner.integrations")
+}
 BY_NAME = {cls.__name__: cls for cls in DEFINED.values()}
 RAISED = {
     path: cls
